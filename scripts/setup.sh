@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs retryd's build dependencies (Debian 12 packages only) and builds it.
+#
+#   scripts/setup.sh [extra cmake configure args...]
+#
+# Environment:
+#   BUILD_DIR            build directory (default: <repo>/build)
+#   SETUP_PACKAGES_ONLY  if 1, install the packages and stop (used by the Dockerfile)
+#
+# Idempotent: apt is touched only when a package is missing, so a second run is
+# fast and works offline. Installing needs root; as another user the script
+# prints what is missing and exits 1.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+
+PACKAGES=(
+  build-essential g++ cmake pkg-config ninja-build git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  librdkafka-dev libabsl-dev libgtest-dev libgmock-dev
+  kcat python3-kafka
+)
+
+say() { printf 'setup.sh: %s\n' "$*"; }
+die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# ---- packages ------------------------------------------------------------------
+command -v dpkg-query >/dev/null 2>&1 \
+  || die "dpkg-query not found: this script expects Debian 12 (bookworm)"
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  say "all ${#PACKAGES[@]} packages already installed, skipping apt"
+elif [[ "$(id -u)" -ne 0 ]]; then
+  {
+    printf 'setup.sh: missing packages: %s\n' "${missing[*]}"
+    printf 'setup.sh: install them as root, then run this script again:\n'
+    printf '  sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s\n' "${missing[*]}"
+    printf '  (or run this script as root)\n'
+  } >&2
+  exit 1
+else
+  say "installing missing packages: ${missing[*]}"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  say "packages installed"
+fi
+
+if [[ "${SETUP_PACKAGES_ONLY:-0}" == "1" ]]; then
+  say "SETUP_PACKAGES_ONLY=1: not building"
+  exit 0
+fi
+
+# ---- configure -----------------------------------------------------------------
+generator_args=(-G Ninja)
+cache="$BUILD_DIR/CMakeCache.txt"
+if [[ -f "$cache" ]]; then
+  cached_src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache")"
+  if [[ -n "$cached_src" && "$(cd "$cached_src" 2>/dev/null && pwd -P)" != "$(cd "$ROOT" && pwd -P)" ]]; then
+    die "$BUILD_DIR was configured for another source tree ($cached_src); remove it or set BUILD_DIR"
+  fi
+  cached_gen="$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$cache")"
+  if [[ -n "$cached_gen" && "$cached_gen" != "Ninja" ]]; then
+    # CMake cannot switch generators in place; keep the existing one rather
+    # than deleting someone's build directory.
+    say "note: $BUILD_DIR already uses the '$cached_gen' generator; keeping it (remove the directory to switch to Ninja)"
+    generator_args=()
+  fi
+fi
+
+say "configuring $ROOT -> $BUILD_DIR"
+cmake -S "$ROOT" -B "$BUILD_DIR" "${generator_args[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+
+# ---- build ---------------------------------------------------------------------
+jobs="$(nproc 2>/dev/null || echo 2)"
+say "building with $jobs jobs"
+cmake --build "$BUILD_DIR" -j"$jobs"
+say "build done: $BUILD_DIR"

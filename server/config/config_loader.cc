@@ -1,0 +1,742 @@
+#include "server/config/config_loader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/text_format.h"
+
+namespace retryd {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+using google::protobuf::TextFormat;
+using ParseInfoTree = TextFormat::ParseInfoTree;
+
+constexpr size_t kMaxConfigBytes = 16 << 20;
+constexpr size_t kMaxSecretBytes = 1 << 20;
+constexpr size_t kMaxTopicLength = 249;
+constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
+constexpr uint64_t kMaxLatencyMs = 60'000;
+
+// Reads at most `limit` bytes of the file at `path`. The status code follows
+// errno (NotFound, PermissionDenied, ...) and the message names the path.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t limit) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open \"", path, "\""));
+  }
+  std::string contents;
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      close(fd);
+      return absl::ErrnoToStatus(error, absl::StrCat("cannot read \"", path, "\""));
+    }
+    if (n == 0) break;
+    contents.append(buffer, static_cast<size_t>(n));
+    if (contents.size() > limit) {
+      close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", path, "\" is larger than ", limit, " bytes"));
+    }
+  }
+  close(fd);
+  return contents;
+}
+
+std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
+
+// Collects errors as "<source>:<line>: <path>: <what>", one per problem.
+class Errors {
+ public:
+  explicit Errors(absl::string_view source) : source_(source) {}
+
+  // `line` is 0-based as protobuf reports it, or -1 when the file has none.
+  void Add(int line, absl::string_view path, absl::string_view what) {
+    std::string error =
+        line >= 0 ? absl::StrCat(source_, ":", line + 1, ": ") : absl::StrCat(source_, ": ");
+    if (!path.empty()) absl::StrAppend(&error, path, ": ");
+    absl::StrAppend(&error, what);
+    errors_.push_back(std::move(error));
+  }
+
+  bool empty() const { return errors_.empty(); }
+  absl::Status ToStatus() const { return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n")); }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+// One message of the parsed file: its type, where its fields were written
+// (null when the message itself is absent) and its field path, e.g.
+// "processor.simulate.rule[1]".
+class Node {
+ public:
+  Node(const Descriptor* descriptor, const ParseInfoTree* tree, std::string path)
+      : descriptor_(descriptor), tree_(tree), path_(std::move(path)) {}
+
+  const FieldDescriptor* Field(absl::string_view name) const {
+    const FieldDescriptor* field = descriptor_->FindFieldByName(std::string(name));
+    if (field == nullptr) {
+      // A typo in this file, not in the user's: fail loudly in tests.
+      std::abort();
+    }
+    return field;
+  }
+
+  // 0-based line where the field (its index-th value, if repeated) was
+  // written, or -1.
+  int Line(absl::string_view name, int index = -1) const {
+    if (tree_ == nullptr) return -1;
+    const FieldDescriptor* field = Field(name);
+    if (!field->is_repeated()) return tree_->GetLocation(field, -1).line;
+    // Values given as a list (`f: ["a", "b"]`) share one location, recorded
+    // for the first: fall back to the closest earlier value.
+    for (int i = std::max(index, 0); i >= 0; --i) {
+      const int line = tree_->GetLocation(field, i).line;
+      if (line >= 0) return line;
+    }
+    return -1;
+  }
+  bool Written(absl::string_view name) const { return Line(name) >= 0; }
+
+  std::string Path(absl::string_view name, int index = -1) const {
+    std::string path = path_.empty() ? std::string(name) : absl::StrCat(path_, ".", name);
+    if (index >= 0) absl::StrAppend(&path, "[", index, "]");
+    return path;
+  }
+
+  Node Child(absl::string_view name, int index = -1) const {
+    const FieldDescriptor* field = Field(name);
+    const ParseInfoTree* child =
+        tree_ == nullptr ? nullptr
+                         : tree_->GetTreeForNested(field, field->is_repeated() ? index : -1);
+    return Node(field->message_type(), child, Path(name, index));
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  const Descriptor* descriptor_;
+  const ParseInfoTree* tree_;
+  std::string path_;
+};
+
+// Collects parser errors with their positions.
+class ParseErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  struct Entry {
+    int line;
+    int column;
+    std::string message;
+  };
+
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    entries_.push_back({line, column, message});
+  }
+
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+// Field path of the message type `full_name` inside Config ("" for Config
+// itself), or nullopt if no field has that type.
+std::optional<std::string> PathToType(absl::string_view full_name) {
+  struct Item {
+    const Descriptor* descriptor;
+    std::string path;
+  };
+  std::deque<Item> queue = {{v1::Config::descriptor(), ""}};
+  std::set<const Descriptor*> seen;
+  while (!queue.empty()) {
+    Item item = std::move(queue.front());
+    queue.pop_front();
+    if (item.descriptor->full_name() == full_name) return item.path;
+    if (!seen.insert(item.descriptor).second) continue;
+    for (int i = 0; i < item.descriptor->field_count(); ++i) {
+      const FieldDescriptor* field = item.descriptor->field(i);
+      if (field->message_type() == nullptr) continue;
+      queue.push_back({field->message_type(), item.path.empty()
+                                                  ? field->name()
+                                                  : absl::StrCat(item.path, ".", field->name())});
+    }
+  }
+  return std::nullopt;
+}
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      const bool same = absl::ascii_tolower(a[i - 1]) == absl::ascii_tolower(b[j - 1]);
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Turns protobuf's `Message type "retryd.v1.X" has no field named "y".` into
+// "<path of X>.<closest field>: unknown field "y"; did you mean ...". Other
+// parser messages are kept, with the column added.
+std::pair<std::string, std::string> DescribeParseError(const ParseErrorCollector::Entry& entry) {
+  absl::string_view message = entry.message;
+  absl::string_view type_name;
+  absl::string_view field_name;
+  if (absl::ConsumePrefix(&message, "Message type \"")) {
+    const size_t type_end = message.find('"');
+    absl::string_view rest = message.substr(type_end == absl::string_view::npos ? 0 : type_end);
+    if (type_end != absl::string_view::npos &&
+        absl::ConsumePrefix(&rest, "\" has no field named \"")) {
+      type_name = message.substr(0, type_end);
+      field_name = rest.substr(0, rest.find('"'));
+    }
+  }
+  const Descriptor* type =
+      type_name.empty()
+          ? nullptr
+          : v1::Config::descriptor()->file()->pool()->FindMessageTypeByName(std::string(type_name));
+  std::optional<std::string> type_path = type == nullptr ? std::nullopt : PathToType(type_name);
+  if (!type_path.has_value()) {
+    return {"", absl::StrCat(entry.message, " (column ", entry.column + 1, ")")};
+  }
+  const FieldDescriptor* closest = nullptr;
+  size_t best = SIZE_MAX;
+  for (int i = 0; i < type->field_count(); ++i) {
+    const size_t distance = EditDistance(field_name, type->field(i)->name());
+    if (distance < best) {
+      best = distance;
+      closest = type->field(i);
+    }
+  }
+  const std::string prefix = type_path->empty() ? "" : absl::StrCat(*type_path, ".");
+  if (closest != nullptr && best <= std::max<size_t>(2, field_name.size() / 3)) {
+    return {absl::StrCat(prefix, closest->name()),
+            absl::StrCat("unknown field ", Quote(field_name), "; did you mean ",
+                         Quote(closest->name()), "?")};
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < type->field_count(); ++i) names.push_back(type->field(i)->name());
+  return {type_path->empty() ? std::string(field_name) : absl::StrCat(prefix, field_name),
+          absl::StrCat("unknown field ", Quote(field_name), " in ", type->full_name(),
+                       " (known fields: ", absl::StrJoin(names, ", "), ")")};
+}
+
+// Why `name` cannot be a Kafka topic (a phrase to follow "not a valid Kafka
+// topic name: "), or nullopt if it can.
+std::optional<std::string> TopicNameProblem(absl::string_view name) {
+  if (name.empty()) return "it is empty";
+  if (name.size() > kMaxTopicLength) {
+    return absl::StrCat("is ", name.size(), " characters long; Kafka allows at most ",
+                        kMaxTopicLength);
+  }
+  if (name == "." || name == "..") return "Kafka reserves \".\" and \"..\"";
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return absl::StrCat("it contains ", Quote(absl::string_view(&c, 1)),
+                          "; only letters, digits, '.', '_' and '-' are allowed");
+    }
+  }
+  return std::nullopt;
+}
+
+// Why `address` cannot be listened on, or nullopt.
+std::optional<std::string> ListenAddressProblem(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:")) {
+    if (address.size() == 5) return "\"unix:\" needs a socket path, e.g. \"unix:/run/retryd.sock\"";
+    return std::nullopt;
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::StrCat("must be host:port (e.g. \"127.0.0.1:50051\") or unix:<path>, got ",
+                        Quote(address));
+  }
+  const absl::string_view host = address.substr(0, colon);
+  const absl::string_view port = address.substr(colon + 1);
+  if (host.empty()) {
+    return absl::StrCat("the host is missing in ", Quote(address),
+                        "; use 0.0.0.0 or [::] to listen on every interface");
+  }
+  if (absl::StrContains(host, ':') && !(absl::StartsWith(host, "[") && absl::EndsWith(host, "]"))) {
+    return absl::StrCat("an IPv6 host must be in brackets, e.g. \"[::1]:50051\", got ",
+                        Quote(address));
+  }
+  uint32_t port_number = 0;
+  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(port, &port_number) || port_number > 65535) {
+    return absl::StrCat("the port in ", Quote(address), " must be a number from 0 to 65535");
+  }
+  return std::nullopt;
+}
+
+uint64_t GetUnsigned(const Message& message, const FieldDescriptor* field) {
+  const Reflection* reflection = message.GetReflection();
+  return field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32
+             ? reflection->GetUInt32(message, field)
+             : reflection->GetUInt64(message, field);
+}
+
+void SetUnsigned(Message& message, const FieldDescriptor* field, uint64_t value) {
+  const Reflection* reflection = message.GetReflection();
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) {
+    reflection->SetUInt32(&message, field, static_cast<uint32_t>(value));
+  } else {
+    reflection->SetUInt64(&message, field, value);
+  }
+}
+
+// 0-based line of the map entry with `key` in `map_field` of `message`, or
+// -1. The reflection view of a parsed map lists entries in file order.
+int MapEntryLine(const Node& node, const Message& message, absl::string_view map_field,
+                 absl::string_view key) {
+  const FieldDescriptor* field = node.Field(map_field);
+  const Reflection* reflection = message.GetReflection();
+  int line = -1;
+  for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+    const Message& entry = reflection->GetRepeatedMessage(message, field, i);
+    const FieldDescriptor* key_field = entry.GetDescriptor()->map_key();
+    if (entry.GetReflection()->GetString(entry, key_field) == key) line = node.Line(map_field, i);
+  }
+  return line;
+}
+
+// Validates a parsed config in place, filling in defaults as it goes.
+class Validator {
+ public:
+  Validator(absl::string_view source, const ParseInfoTree& tree, bool bootstrap_overridden)
+      : errors_(source),
+        root_(v1::Config::descriptor(), &tree, ""),
+        bootstrap_overridden_(bootstrap_overridden) {}
+
+  // Returns the resolved Kafka properties, or the errors found.
+  absl::StatusOr<std::map<std::string, std::string>> Run(v1::Config& config) {
+    CheckListenAddress(config);
+    std::map<std::string, std::string> properties = CheckKafka(*config.mutable_kafka());
+    CheckTopics(config);
+    Number(config, root_, "primary_threads", 1, 1, 64);
+    CheckRetry(config);
+    CheckProcessor(config);
+    Number(config, root_, "commit_interval_ms", 1000, 10, 60'000);
+    Number(config, root_, "max_in_flight", 10'000, 1, 100'000);
+    Number(config, root_, "shutdown_timeout_ms", 30'000, 1, 3'600'000);
+    Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions", 3, 1, 64);
+    if (!errors_.empty()) return errors_.ToStatus();
+    return properties;
+  }
+
+ private:
+  void Error(const Node& node, absl::string_view field, absl::string_view what, int index = -1) {
+    errors_.Add(node.Line(field, index), node.Path(field, index), what);
+  }
+
+  // A number field: if the file leaves it out it takes `fallback`, otherwise
+  // it must lie in [low, high]. A plain proto3 0 cannot be told apart from
+  // "not set", but the parse tree can tell whether the file wrote it.
+  void Number(Message& message, const Node& node, absl::string_view name, uint64_t fallback,
+              uint64_t low, uint64_t high) {
+    const FieldDescriptor* field = node.Field(name);
+    const uint64_t value = GetUnsigned(message, field);
+    const bool set = field->has_presence() ? message.GetReflection()->HasField(message, field)
+                                           : value != 0 || node.Written(name);
+    if (!set) {
+      SetUnsigned(message, field, fallback);
+      return;
+    }
+    if (value < low || value > high) {
+      Error(node, name, absl::StrCat("must be between ", low, " and ", high, ", got ", value));
+    }
+  }
+
+  void CheckListenAddress(v1::Config& config) {
+    if (config.listen_address().empty()) config.set_listen_address("127.0.0.1:50051");
+    if (auto problem = ListenAddressProblem(config.listen_address())) {
+      Error(root_, "listen_address", *problem);
+    }
+  }
+
+  std::map<std::string, std::string> CheckKafka(v1::KafkaConfig& kafka) {
+    const Node node = root_.Child("kafka");
+    if (!kafka.bootstrap_servers().empty()) {
+      for (absl::string_view server : absl::StrSplit(kafka.bootstrap_servers(), ',')) {
+        if (absl::StripAsciiWhitespace(server).empty()) {
+          const std::string what =
+              "has an empty entry; use a comma-separated list of host:port, or leave it empty "
+              "for the embedded broker";
+          if (bootstrap_overridden_) {
+            errors_.Add(-1, "kafka.bootstrap_servers (set by --bootstrap_servers)", what);
+          } else {
+            Error(node, "bootstrap_servers", what);
+          }
+          break;
+        }
+      }
+    }
+
+    std::map<std::string, std::string> resolved;
+    std::map<std::string, std::string> where;  // Property -> map that set it.
+    // Checks a property name in `map_field`; false if it is unusable.
+    auto check_name = [&](absl::string_view map_field, const std::string& key) {
+      const std::string path = absl::StrCat(node.Path(map_field), "[", Quote(key), "]");
+      const int line = MapEntryLine(node, kafka, map_field, key);
+      if (key.empty()) {
+        errors_.Add(line, path, "the librdkafka property name must not be empty");
+        return false;
+      }
+      if (key == "bootstrap.servers") {
+        errors_.Add(line, path, "set the brokers with kafka.bootstrap_servers instead");
+        return false;
+      }
+      if (key == "group.id") {
+        errors_.Add(line, path, "set the consumer group with group_id instead");
+        return false;
+      }
+      if (auto [it, inserted] = where.emplace(key, node.Path(map_field)); !inserted) {
+        errors_.Add(line, path,
+                    absl::StrCat("also set in ", it->second, "; set each property in one place"));
+        return false;
+      }
+      return true;
+    };
+
+    // Sorted, so that errors come in a stable order.
+    const std::map<std::string, std::string> plain(kafka.properties().begin(),
+                                                   kafka.properties().end());
+    for (const auto& [key, value] : plain) {
+      if (check_name("properties", key)) resolved[key] = value;
+    }
+
+    const std::map<std::string, std::string> from_env(kafka.properties_from_env().begin(),
+                                                      kafka.properties_from_env().end());
+    for (const auto& [key, variable] : from_env) {
+      if (!check_name("properties_from_env", key)) continue;
+      const std::string path = absl::StrCat(node.Path("properties_from_env"), "[", Quote(key), "]");
+      const int line = MapEntryLine(node, kafka, "properties_from_env", key);
+      if (variable.empty()) {
+        errors_.Add(line, path, "the environment variable name must not be empty");
+        continue;
+      }
+      const char* value = std::getenv(variable.c_str());
+      if (value == nullptr) {
+        errors_.Add(line, path,
+                    absl::StrCat("environment variable ", Quote(variable), " is not set"));
+      } else if (*value == '\0') {
+        errors_.Add(line, path,
+                    absl::StrCat("environment variable ", Quote(variable), " is empty"));
+      } else {
+        resolved[key] = value;
+      }
+    }
+
+    const std::map<std::string, std::string> from_file(kafka.properties_from_file().begin(),
+                                                       kafka.properties_from_file().end());
+    for (const auto& [key, file] : from_file) {
+      if (!check_name("properties_from_file", key)) continue;
+      const std::string path =
+          absl::StrCat(node.Path("properties_from_file"), "[", Quote(key), "]");
+      const int line = MapEntryLine(node, kafka, "properties_from_file", key);
+      if (file.empty()) {
+        errors_.Add(line, path, "the file path must not be empty");
+        continue;
+      }
+      absl::StatusOr<std::string> contents = ReadWholeFile(file, kMaxSecretBytes);
+      if (!contents.ok()) {
+        errors_.Add(line, path, contents.status().message());
+        continue;
+      }
+      absl::string_view value = *contents;
+      if (!absl::ConsumeSuffix(&value, "\r\n")) absl::ConsumeSuffix(&value, "\n");
+      resolved[key] = std::string(value);
+    }
+    return resolved;
+  }
+
+  // Records that `name` plays `role` (a field path); reports a topic with two
+  // roles.
+  void ClaimTopic(const std::string& name, const std::string& role, int line) {
+    auto [it, inserted] = topic_roles_.emplace(name, role);
+    if (inserted) return;
+    if (absl::StartsWith(role, "input_topics") && absl::StartsWith(it->second, "input_topics")) {
+      errors_.Add(line, role,
+                  absl::StrCat(Quote(name), " is listed twice (also ", it->second, ")"));
+      return;
+    }
+    errors_.Add(line, role,
+                absl::StrCat(Quote(name), " is already used as ", it->second,
+                             "; the input, retry, dead-letter and output topics must all differ"));
+  }
+
+  // Validates a topic field; `derived` says how a default was made from the
+  // input topic's name.
+  bool CheckTopicName(const Node& node, absl::string_view field, const std::string& name,
+                      int index = -1, absl::string_view derived = "") {
+    std::optional<std::string> problem = TopicNameProblem(name);
+    if (!problem) return true;
+    *problem = absl::StrCat(Quote(name), " is not a valid Kafka topic name: ", *problem);
+    if (!derived.empty()) absl::StrAppend(&*problem, " (", derived, "; set it explicitly)");
+    Error(node, field, *problem, index);
+    return false;
+  }
+
+  // Fills a topic that defaults to "<input><suffix>" and validates it.
+  void DefaultedTopic(const v1::Config& config, const Node& node, absl::string_view field,
+                      std::string* topic, absl::string_view suffix) {
+    std::string derived;
+    if (topic->empty()) {
+      if (config.input_topics_size() == 0) return;  // Already reported.
+      if (config.input_topics_size() > 1) {
+        Error(
+            node, field,
+            absl::StrCat("required when there are ", config.input_topics_size(),
+                         " input topics (the default \"<input>", suffix, "\" needs exactly one)"));
+        return;
+      }
+      *topic = absl::StrCat(config.input_topics(0), suffix);
+      derived = absl::StrCat("the default, from input topic ", Quote(config.input_topics(0)));
+    }
+    if (CheckTopicName(node, field, *topic, -1, derived)) {
+      ClaimTopic(*topic, node.Path(field), node.Line(field));
+    }
+  }
+
+  void CheckTopics(v1::Config& config) {
+    if (config.group_id().empty()) {
+      Error(root_, "group_id", "required: the consumer group of the primary threads");
+    }
+    if (config.input_topics_size() == 0) {
+      Error(root_, "input_topics",
+            "at least one input topic is required, e.g. input_topics: \"orders\"");
+    }
+    for (int i = 0; i < config.input_topics_size(); ++i) {
+      if (CheckTopicName(root_, "input_topics", config.input_topics(i), i)) {
+        ClaimTopic(config.input_topics(i), root_.Path("input_topics", i),
+                   root_.Line("input_topics", i));
+      }
+    }
+    DefaultedTopic(config, root_.Child("retry"), "topic", config.mutable_retry()->mutable_topic(),
+                   ".retry");
+    DefaultedTopic(config, root_, "dead_letter_topic", config.mutable_dead_letter_topic(), ".dlq");
+    if (!config.output_topic().empty() &&
+        CheckTopicName(root_, "output_topic", config.output_topic())) {
+      ClaimTopic(config.output_topic(), "output_topic", root_.Line("output_topic"));
+    }
+  }
+
+  void CheckRetry(v1::Config& config) {
+    v1::RetryConfig& retry = *config.mutable_retry();
+    const Node node = root_.Child("retry");
+    Number(retry, node, "max_threads", 16, 1, 256);
+    if (!retry.has_threads()) {
+      retry.set_threads(config.in_order() ? 0 : 1);
+    } else if (config.in_order() && retry.threads() > 0) {
+      Error(node, "threads",
+            absl::StrCat("in_order: true keeps strict order per partition, which excludes retry "
+                         "threads (got threads: ",
+                         retry.threads(), "); set threads: 0 or in_order: false"));
+    } else if (retry.threads() > retry.max_threads()) {
+      Error(node, "threads",
+            absl::StrCat("must be at most max_threads (", retry.max_threads(), "), got ",
+                         retry.threads()));
+    }
+    Number(retry, node, "max_attempts", 5, 1, 1000);
+    Number(retry, node, "lookahead", 1000, 1, 100'000);
+
+    v1::BackoffConfig& backoff = *retry.mutable_backoff();
+    const Node backoff_node = node.Child("backoff");
+    Number(backoff, backoff_node, "initial_ms", 100, 1, kMaxBackoffMs);
+    if (backoff.multiplier() == 0 && !backoff_node.Written("multiplier")) {
+      backoff.set_multiplier(2.0);
+    } else if (!(backoff.multiplier() >= 1 && backoff.multiplier() <= 100)) {
+      Error(backoff_node, "multiplier",
+            absl::StrCat("must be between 1 and 100, got ", backoff.multiplier()));
+    }
+    const uint64_t initial = backoff.initial_ms();
+    const bool initial_ok = initial >= 1 && initial <= kMaxBackoffMs;
+    if (backoff.max_ms() == 0 && !backoff_node.Written("max_ms")) {
+      backoff.set_max_ms(initial_ok ? std::max<uint64_t>(60'000, initial) : 60'000);
+    } else if (backoff.max_ms() < 1 || backoff.max_ms() > kMaxBackoffMs) {
+      Error(backoff_node, "max_ms",
+            absl::StrCat("must be between 1 and ", kMaxBackoffMs, ", got ", backoff.max_ms()));
+    } else if (initial_ok && backoff.max_ms() < initial) {
+      Error(backoff_node, "max_ms",
+            absl::StrCat("must be at least initial_ms (", initial, "), got ", backoff.max_ms()));
+    }
+  }
+
+  void CheckProcessor(const v1::Config& config) {
+    constexpr absl::string_view kExample = "e.g. processor { simulate {} }";
+    if (!config.has_processor()) {
+      Error(root_, "processor", absl::StrCat("required: say what processes records, ", kExample));
+      return;
+    }
+    const Node node = root_.Child("processor");
+    switch (config.processor().kind_case()) {
+      case v1::ProcessorConfig::kSimulate:
+        CheckSimulate(config.processor().simulate(), node.Child("simulate"));
+        return;
+      case v1::ProcessorConfig::KIND_NOT_SET:
+        break;
+    }
+    errors_.Add(root_.Line("processor"), "processor",
+                absl::StrCat("choose a processor kind, ", kExample));
+  }
+
+  void CheckSimulate(const v1::SimulateConfig& simulate, const Node& node) {
+    for (absl::string_view field : {"latency_ms", "latency_min_ms", "latency_max_ms"}) {
+      const uint64_t value = GetUnsigned(simulate, node.Field(field));
+      if (value > kMaxLatencyMs) {
+        Error(node, field, absl::StrCat("must be at most ", kMaxLatencyMs, ", got ", value));
+      }
+    }
+    const bool has_range = simulate.latency_min_ms() > 0 || simulate.latency_max_ms() > 0;
+    if (simulate.latency_ms() > 0 && has_range) {
+      Error(node, "latency_ms",
+            "set either a fixed latency_ms or the range latency_min_ms..latency_max_ms, not both");
+    } else if (simulate.latency_min_ms() > simulate.latency_max_ms()) {
+      Error(node, "latency_min_ms",
+            absl::StrCat("must not exceed latency_max_ms (", simulate.latency_max_ms(), "), got ",
+                         simulate.latency_min_ms()));
+    }
+    bool rates_ok = true;
+    for (absl::string_view field : {"transient_failure_rate", "permanent_failure_rate"}) {
+      const double rate = simulate.GetReflection()->GetDouble(simulate, node.Field(field));
+      if (!(rate >= 0 && rate <= 1)) {
+        Error(node, field, absl::StrCat("must be between 0 and 1, got ", rate));
+        rates_ok = false;
+      }
+    }
+    if (rates_ok && simulate.transient_failure_rate() + simulate.permanent_failure_rate() > 1) {
+      Error(
+          node, "transient_failure_rate",
+          absl::StrCat("together with permanent_failure_rate (", simulate.permanent_failure_rate(),
+                       ") must not exceed 1, got ", simulate.transient_failure_rate()));
+    }
+    for (int i = 0; i < simulate.rule_size(); ++i) {
+      const v1::SimulateConfig::Rule& rule = simulate.rule(i);
+      const Node rule_node = node.Child("rule", i);
+      if (rule.key_prefix().empty()) {
+        errors_.Add(
+            rule_node.Line("key_prefix") >= 0 ? rule_node.Line("key_prefix") : node.Line("rule", i),
+            rule_node.Path("key_prefix"),
+            "required: the key prefix this rule matches, e.g. key_prefix: \"perm-\"");
+      }
+      if (rule.permanent() && rule.fail_attempts() > 0) {
+        Error(rule_node, "fail_attempts",
+              "a rule either fails permanently or fails its first fail_attempts attempts; set "
+              "permanent: true or fail_attempts, not both");
+      }
+    }
+  }
+
+  Errors errors_;
+  const Node root_;
+  const bool bootstrap_overridden_;
+  std::map<std::string, std::string> topic_roles_;  // Topic -> field path.
+};
+
+EngineOptions ToEngineOptions(const v1::Config& config,
+                              std::map<std::string, std::string> properties) {
+  EngineOptions engine;
+  engine.bootstrap_servers = config.kafka().bootstrap_servers();
+  engine.kafka_properties = std::move(properties);
+  engine.group_id = config.group_id();
+  engine.input_topics.assign(config.input_topics().begin(), config.input_topics().end());
+  engine.output_topic = config.output_topic();
+  engine.dead_letter_topic = config.dead_letter_topic();
+  engine.primary_threads = static_cast<int>(config.primary_threads());
+  engine.in_order = config.in_order();
+  const v1::RetryConfig& retry = config.retry();
+  engine.retry.topic = retry.topic();
+  engine.retry.threads = static_cast<int>(retry.threads());
+  engine.retry.max_threads = static_cast<int>(retry.max_threads());
+  engine.retry.max_attempts = static_cast<int>(retry.max_attempts());
+  engine.retry.lookahead = static_cast<int>(retry.lookahead());
+  engine.retry.backoff.initial_ms = static_cast<int64_t>(retry.backoff().initial_ms());
+  engine.retry.backoff.multiplier = retry.backoff().multiplier();
+  engine.retry.backoff.max_ms = static_cast<int64_t>(retry.backoff().max_ms());
+  engine.retry.seed = retry.seed();
+  engine.commit_interval_ms = static_cast<int>(config.commit_interval_ms());
+  engine.max_in_flight = static_cast<int>(config.max_in_flight());
+  engine.shutdown_timeout_ms = static_cast<int>(config.shutdown_timeout_ms());
+  return engine;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedConfig> LoadConfigText(std::string_view text, std::string_view source_name,
+                                            const ConfigOverrides& overrides) {
+  LoadedConfig loaded;
+  ParseInfoTree tree;
+  ParseErrorCollector collector;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &loaded.proto)) {
+    Errors errors(absl::string_view(source_name.data(), source_name.size()));
+    for (const ParseErrorCollector::Entry& entry : collector.entries()) {
+      auto [path, what] = DescribeParseError(entry);
+      errors.Add(entry.line, path, what);
+    }
+    if (errors.empty()) errors.Add(-1, "", "not a valid text-format retryd.v1.Config");
+    return errors.ToStatus();
+  }
+
+  if (overrides.bootstrap_servers.has_value()) {
+    loaded.proto.mutable_kafka()->set_bootstrap_servers(*overrides.bootstrap_servers);
+  }
+  Validator validator(absl::string_view(source_name.data(), source_name.size()), tree,
+                      overrides.bootstrap_servers.has_value());
+  absl::StatusOr<std::map<std::string, std::string>> properties = validator.Run(loaded.proto);
+  if (!properties.ok()) return properties.status();
+  loaded.engine = ToEngineOptions(loaded.proto, *std::move(properties));
+  return loaded;
+}
+
+absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path,
+                                            const ConfigOverrides& overrides) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path, kMaxConfigBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("config file: ", text.status().message()));
+  }
+  return LoadConfigText(*text, path, overrides);
+}
+
+}  // namespace retryd

@@ -1,0 +1,55 @@
+#include "server/engine/due_scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace retryd {
+
+bool DueScheduler::Later(const Entry& a, const Entry& b) {
+  if (a.due_ms != b.due_ms) return a.due_ms > b.due_ms;
+  return a.seq > b.seq;
+}
+
+void DueScheduler::Add(HeldRecord r) {
+  ++counts_[r.source];
+  const int64_t due_ms = r.due_ms;
+  heap_.push_back(Entry{due_ms, next_seq_++, std::move(r)});
+  std::push_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
+}
+
+std::optional<int64_t> DueScheduler::NextDueMs() const {
+  if (heap_.empty()) return std::nullopt;
+  return heap_.front().due_ms;
+}
+
+std::vector<HeldRecord> DueScheduler::PopDue(int64_t now_ms, size_t max) {
+  std::vector<HeldRecord> due;
+  while (due.size() < max && !heap_.empty() && heap_.front().due_ms <= now_ms) {
+    std::pop_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
+    HeldRecord held = std::move(heap_.back().held);
+    heap_.pop_back();
+    auto it = counts_.find(held.source);
+    if (--it->second == 0) counts_.erase(it);
+    due.push_back(std::move(held));
+  }
+  return due;
+}
+
+size_t DueScheduler::CountFor(const TopicPartition& tp) const {
+  auto it = counts_.find(tp);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+size_t DueScheduler::DropPartition(const TopicPartition& tp) {
+  auto it = counts_.find(tp);
+  if (it == counts_.end()) return 0;
+  const size_t dropped = it->second;
+  counts_.erase(it);
+  std::erase_if(heap_, [&tp](const Entry& e) { return e.held.source == tp; });
+  // (due_ms, seq) keys are unchanged, so FIFO among equal due times survives
+  // the rebuild.
+  std::make_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
+  return dropped;
+}
+
+}  // namespace retryd

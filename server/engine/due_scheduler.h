@@ -1,0 +1,78 @@
+// Holds records read from the retry topic until they come due.
+//
+// A retry thread reads ahead of the due times so it never blocks a partition
+// on one record's delay; this is where those records wait. The caller keeps
+// the look-ahead bounded by pausing a partition once CountFor() reaches its
+// limit, and drops a partition's records when it is revoked.
+//
+// Thread-safety: NOT thread-safe. Owned and used by one retry worker thread.
+#ifndef RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_
+#define RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/engine/record.h"
+
+namespace retryd {
+
+struct HeldRecord {
+  // The record as the processor sees it: original coordinates, retryd
+  // headers stripped.
+  Record record;
+  // Where it was consumed from (a retry topic partition). Counts and
+  // DropPartition() key on this.
+  TopicPartition source;
+  int64_t source_offset = -1;
+  int attempt = 1;  // The attempt to make when due.
+  int64_t first_failure_ms = 0;
+  int64_t due_ms = 0;
+  std::string last_error;
+};
+
+class DueScheduler {
+ public:
+  DueScheduler() = default;
+  DueScheduler(const DueScheduler&) = delete;
+  DueScheduler& operator=(const DueScheduler&) = delete;
+
+  void Add(HeldRecord r);
+
+  // The earliest due time held, or nullopt when empty.
+  std::optional<int64_t> NextDueMs() const;
+
+  // Removes and returns up to `max` records with due_ms <= now_ms, earliest
+  // first. Records with equal due times come out in the order they were
+  // added, so one partition's records keep their order.
+  std::vector<HeldRecord> PopDue(int64_t now_ms, size_t max);
+
+  size_t size() const { return heap_.size(); }
+
+  // Records held whose `source` is `tp`.
+  size_t CountFor(const TopicPartition& tp) const;
+
+  // Removes every record whose `source` is `tp`; returns how many. O(n).
+  size_t DropPartition(const TopicPartition& tp);
+
+ private:
+  struct Entry {
+    int64_t due_ms;
+    uint64_t seq;  // Insertion order; breaks ties so equal due times are FIFO.
+    HeldRecord held;
+  };
+  // Orders std::*_heap so the front is the earliest (due_ms, seq).
+  static bool Later(const Entry& a, const Entry& b);
+
+  std::vector<Entry> heap_;  // A binary min-heap under Later().
+  uint64_t next_seq_ = 0;
+  // Entries per source partition; partitions with none are erased.
+  absl::flat_hash_map<TopicPartition, size_t> counts_;
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_

@@ -1,0 +1,60 @@
+// Records as the engine sees them: plain values, no librdkafka types.
+//
+// Key, value and header values are optional because Kafka distinguishes a
+// null field from an empty one, and retryd keeps both byte for byte.
+#ifndef RETRYD_SERVER_ENGINE_RECORD_H_
+#define RETRYD_SERVER_ENGINE_RECORD_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace retryd {
+
+struct Header {
+  std::string key;
+  std::optional<std::string> value;
+
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+using Headers = std::vector<Header>;
+
+// A topic partition, ordered so it can key maps.
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+
+  friend auto operator<=>(const TopicPartition&, const TopicPartition&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const TopicPartition& tp) {
+    return H::combine(std::move(h), tp.topic, tp.partition);
+  }
+};
+
+// A record consumed from Kafka.
+struct Record {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = -1;
+  int64_t timestamp_ms = -1;  // -1: the broker gave none.
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  Headers headers;
+
+  TopicPartition tp() const { return {topic, partition}; }
+};
+
+// A record to produce. partition < 0 lets the partitioner choose by key.
+struct OutgoingRecord {
+  std::string topic;
+  int32_t partition = -1;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  Headers headers;
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_RECORD_H_

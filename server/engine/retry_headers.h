@@ -1,0 +1,103 @@
+// The retryd-* headers that carry a record's retry state through the retry
+// topic, and the functions that write, read and remove them.
+//
+// A record on the retry topic is the original record (key, value and the
+// original headers byte for byte) plus the eight headers below, all written
+// as decimal text except the topic and error strings. Reading is strict: a
+// record whose retry headers are missing or malformed is rejected with a
+// message naming the header, so the caller can dead-letter it instead of
+// retrying it with made-up state.
+//
+// Thread-safety: every function here is pure and may be called from any
+// thread.
+#ifndef RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_
+#define RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "server/engine/record.h"
+
+namespace retryd {
+
+inline constexpr std::string_view kRetrydHeaderPrefix = "retryd-";
+
+inline constexpr std::string_view kAttemptHeader = "retryd-attempt";
+inline constexpr std::string_view kDueMsHeader = "retryd-due-ms";
+inline constexpr std::string_view kFirstFailureMsHeader =
+    "retryd-first-failure-ms";
+inline constexpr std::string_view kOriginalTopicHeader =
+    "retryd-original-topic";
+inline constexpr std::string_view kOriginalPartitionHeader =
+    "retryd-original-partition";
+inline constexpr std::string_view kOriginalOffsetHeader =
+    "retryd-original-offset";
+inline constexpr std::string_view kOriginalTimestampMsHeader =
+    "retryd-original-timestamp-ms";
+inline constexpr std::string_view kErrorHeader = "retryd-error";
+
+// Longest retryd-error value written; longer errors are cut at a UTF-8
+// character boundary so a record never grows without bound as it retries.
+inline constexpr size_t kMaxErrorBytes = 1024;
+
+// Largest accepted retryd-attempt.
+inline constexpr int kMaxAttempt = 1000000;
+
+// Kafka's limit on topic name length.
+inline constexpr size_t kMaxTopicLength = 249;
+
+struct RetryMetadata {
+  int attempt = 1;               // The attempt to make when due (>= 1).
+  int64_t due_ms = 0;            // When it is due, ms since the epoch.
+  int64_t first_failure_ms = 0;  // When attempt 1 failed.
+  std::string original_topic;    // Where the record was first consumed.
+  int32_t original_partition = 0;
+  int64_t original_offset = 0;
+  int64_t original_timestamp_ms = -1;  // -1: the broker gave none.
+  std::string error;                   // Why the last attempt failed.
+
+  friend bool operator==(const RetryMetadata&, const RetryMetadata&) = default;
+};
+
+// Returns `headers` without those whose key starts with "retryd-"; the others
+// keep their order and bytes, null values included.
+Headers StripRetrydHeaders(const Headers& headers);
+
+// Returns StripRetrydHeaders(original) followed by the eight retryd headers
+// describing `m`, in the order declared above. The error is cut to
+// kMaxErrorBytes with TruncateUtf8(). Stripping first means retry state read
+// from an earlier trip through the retry topic is replaced, never duplicated.
+Headers WithRetryHeaders(const Headers& original, const RetryMetadata& m);
+
+// Parses the retryd headers of `headers`. Every header but retryd-error is
+// required (a missing retryd-error reads as an empty error); each may appear
+// once and must not be null. Integers are plain decimal: an optional '-' and
+// digits, no '+', no whitespace. Ranges: attempt in [1, kMaxAttempt]; due_ms,
+// first_failure_ms and original_offset >= 0; original_partition in
+// [0, INT32_MAX]; original_timestamp_ms >= -1; original_topic a valid Kafka
+// topic name (1..249 characters of [A-Za-z0-9._-], not "." or "..").
+// Other "retryd-" headers are ignored, so a newer writer may add some.
+// When several things are wrong, the one reported is fixed: presence,
+// duplicates and nulls are checked for all headers (in the order declared
+// above) before any value is.
+// Failures are InvalidArgument errors whose message names the header, e.g.
+//   missing header retryd-attempt
+//   header retryd-due-ms is not a decimal integer: "12x"
+//   header retryd-attempt appears 2 times
+//   header retryd-attempt has a null value
+absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers);
+
+// Returns the longest prefix of `s` of at most `max_bytes` bytes that does not
+// end inside a UTF-8 multi-byte sequence. Bytes that are not valid UTF-8 are
+// treated as single characters, so binary input is cut at max_bytes.
+std::string TruncateUtf8(std::string_view s, size_t max_bytes);
+
+// Removes every header whose key is `key`, then appends {key, value}.
+void SetHeader(Headers& headers, std::string_view key, std::string value);
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_

@@ -1,0 +1,103 @@
+// Per-thread state and counters, written by the thread that owns them (and by
+// Kafka delivery reports for that thread's records), read by anyone.
+//
+// Thread-safe. Counters are relaxed atomics, so readers never take a lock a
+// worker holds; the only lock, `mu`, guards two small strings and the
+// partition list, and is never held across anything that blocks.
+#ifndef RETRYD_SERVER_ENGINE_THREAD_STATS_H_
+#define RETRYD_SERVER_ENGINE_THREAD_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/engine/record.h"
+
+namespace retryd {
+
+enum class ThreadRole { kPrimary, kRetry };
+
+enum class ThreadState {
+  kStarting,        // Created, joining its consumer group.
+  kRunning,         // Processing records.
+  kIdle,            // Nothing to do: no records arrived in the last poll.
+  kWaitingBackoff,  // Holding records until their due time, nothing else to do.
+  kPaused,          // Every assigned partition is paused (back-pressure).
+  kStopping,        // Finishing in-flight work before it stops.
+  kStopped,         // Done; the thread has exited.
+  kFailed,          // Stopped by an error it could not recover from.
+};
+
+const char* ThreadRoleName(ThreadRole role);
+const char* ThreadStateName(ThreadState state);
+
+class ThreadStats {
+ public:
+  ThreadStats(int id, ThreadRole role) : id_(id), role_(role) {}
+
+  int id() const { return id_; }
+  ThreadRole role() const { return role_; }
+
+  void SetState(ThreadState state) {
+    if (state_.exchange(state, std::memory_order_relaxed) != state) {
+      state_since_ms_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
+    }
+  }
+  ThreadState state() const { return state_.load(std::memory_order_relaxed); }
+  int64_t state_since_ms() const { return state_since_ms_.load(std::memory_order_relaxed); }
+
+  void SetLastError(std::string error) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    last_error_ = std::move(error);
+    last_error_ms_ = absl::ToUnixMillis(absl::Now());
+  }
+  std::string last_error() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return last_error_;
+  }
+  int64_t last_error_ms() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return last_error_ms_;
+  }
+
+  void SetPartitions(std::vector<TopicPartition> partitions) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    partitions_ = std::move(partitions);
+  }
+  std::vector<TopicPartition> partitions() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return partitions_;
+  }
+
+  // Cumulative counts.
+  std::atomic<int64_t> processed{0};       // Processor calls.
+  std::atomic<int64_t> succeeded{0};       // Calls that returned OK (output acknowledged).
+  std::atomic<int64_t> failed_attempts{0}; // Calls that returned a failure.
+  std::atomic<int64_t> sent_to_retry{0};   // Records acknowledged by the retry topic.
+  std::atomic<int64_t> dead_lettered{0};   // Records acknowledged by the DLQ.
+  std::atomic<int64_t> commits{0};         // Successful offset commits.
+  // Gauges.
+  std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
+  std::atomic<int64_t> scheduled{0};  // Records held until their due time.
+  std::atomic<int64_t> lag{0};        // Records behind the high watermarks.
+
+ private:
+  const int id_;
+  const ThreadRole role_;
+  std::atomic<ThreadState> state_{ThreadState::kStarting};
+  std::atomic<int64_t> state_since_ms_{absl::ToUnixMillis(absl::Now())};
+
+  mutable absl::Mutex mu_;  // Guards the fields below.
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  int64_t last_error_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<TopicPartition> partitions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_THREAD_STATS_H_

@@ -1,0 +1,220 @@
+#include "server/kafka/consumer.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/logging.h"
+#include "server/kafka/message.h"
+#include "server/kafka/properties.h"
+
+namespace retryd::kafka {
+namespace {
+
+struct ListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* list) const {
+    rd_kafka_topic_partition_list_destroy(list);
+  }
+};
+using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
+
+ListPtr ToList(const std::vector<TopicPartition>& partitions) {
+  ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(partitions.size())));
+  for (const TopicPartition& tp : partitions) {
+    rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition);
+  }
+  return list;
+}
+
+std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list) {
+  std::vector<TopicPartition> out;
+  out.reserve(list->cnt);
+  for (int i = 0; i < list->cnt; ++i) {
+    out.push_back({list->elems[i].topic, list->elems[i].partition});
+  }
+  return out;
+}
+
+absl::Status ErrorStatus(rd_kafka_resp_err_t err, absl::string_view what) {
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_err2str(err)));
+}
+
+absl::Status ErrorStatus(rd_kafka_error_t* error, absl::string_view what) {
+  if (error == nullptr) return absl::OkStatus();
+  absl::Status status = absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_error_string(error)));
+  rd_kafka_error_destroy(error);
+  return status;
+}
+
+void OnCommitted(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
+                 void* /*opaque*/) {
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;
+  // The next periodic commit carries the same or a later offset.
+  LogWarning(rd_kafka_name(rk), ": offset commit failed: ", rd_kafka_err2str(err));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions& options,
+                                                           ConsumerListener* listener) {
+  const Properties enforced = {
+      {"group.id", options.group_id},
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"enable.partition.eof", "false"},
+  };
+  Properties user = options.properties;
+  user.emplace("client.id", options.client_id);
+  // A new group starts at the beginning: nothing produced before it first
+  // joined is skipped.
+  user.emplace("auto.offset.reset", "earliest");
+  absl::StatusOr<ConfPtr> conf = MakeConf(options.bootstrap_servers, user, enforced);
+  if (!conf.ok()) return conf.status();
+  std::unique_ptr<Consumer> consumer(new Consumer(listener));
+  rd_kafka_conf_set_opaque(conf->get(), consumer.get());
+  rd_kafka_conf_set_rebalance_cb(
+      conf->get(), [](rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+        OnRebalance(rk, err, partitions, opaque);
+      });
+  rd_kafka_conf_set_offset_commit_cb(conf->get(), OnCommitted);
+  absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
+  if (!rk.ok()) return rk.status();
+  consumer->rk_ = rk->release();
+  rd_kafka_poll_set_consumer(consumer->rk_);
+  std::vector<TopicPartition> subscription;
+  for (const std::string& topic : options.topics) subscription.push_back({topic, RD_KAFKA_PARTITION_UA});
+  ListPtr topics = ToList(subscription);
+  if (absl::Status s = ErrorStatus(rd_kafka_subscribe(consumer->rk_, topics.get()), "subscribe");
+      !s.ok()) {
+    return s;
+  }
+  return consumer;
+}
+
+Consumer::~Consumer() {
+  if (rk_ != nullptr) {
+    LogWarning("consumer destroyed without Close(): leaving without commit");
+    Abandon();
+  }
+}
+
+void Consumer::OnRebalance(rd_kafka_s* rk, int err_int, void* partitions_ptr, void* opaque) {
+  auto* self = static_cast<Consumer*>(opaque);
+  auto err = static_cast<rd_kafka_resp_err_t>(err_int);
+  auto* partitions = static_cast<rd_kafka_topic_partition_list_t*>(partitions_ptr);
+  const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+  const std::vector<TopicPartition> tps = FromList(partitions);
+  absl::Status status;
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+      status = cooperative ? ErrorStatus(rd_kafka_incremental_assign(rk, partitions), "assign")
+                           : ErrorStatus(rd_kafka_assign(rk, partitions), "assign");
+      if (status.ok()) self->listener_->OnAssigned(tps);
+      break;
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+      self->listener_->OnRevoked(tps, rd_kafka_assignment_lost(rk) != 0);
+      status = cooperative ? ErrorStatus(rd_kafka_incremental_unassign(rk, partitions), "unassign")
+                           : ErrorStatus(rd_kafka_assign(rk, nullptr), "unassign");
+      break;
+    default:
+      // A failed rebalance: give everything up without committing.
+      LogError(rd_kafka_name(rk), ": rebalance failed: ", rd_kafka_err2str(err));
+      self->listener_->OnRevoked(tps, /*lost=*/true);
+      status = ErrorStatus(rd_kafka_assign(rk, nullptr), "unassign");
+      break;
+  }
+  if (!status.ok()) LogError(rd_kafka_name(rk), ": ", status.message());
+}
+
+absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
+  rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  if (m == nullptr) return std::nullopt;
+  std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(m, rd_kafka_message_destroy);
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return ToRecord(m);
+  char errstr[512];
+  if (rd_kafka_fatal_error(rk_, errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::InternalError(absl::StrCat("fatal consumer error: ", errstr));
+  }
+  switch (m->err) {
+    case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+      break;
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+      LogError(rd_kafka_name(rk_), ": ", rd_kafka_message_errstr(m));
+      break;
+    default:
+      LogWarning(rd_kafka_name(rk_), ": ", rd_kafka_message_errstr(m));
+      break;
+  }
+  return std::nullopt;
+}
+
+absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {
+  if (offsets.empty()) return absl::OkStatus();
+  ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
+  for (const auto& [tp, offset] : offsets) {
+    rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition)->offset = offset;
+  }
+  rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list.get(), async ? 1 : 0);
+  if (!async && err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // A synchronous commit also reports per-partition errors.
+    for (int i = 0; i < list->cnt; ++i) {
+      if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        err = list->elems[i].err;
+        break;
+      }
+    }
+  }
+  return ErrorStatus(err, "commit");
+}
+
+absl::Status Consumer::Pause(const std::vector<TopicPartition>& partitions) {
+  ListPtr list = ToList(partitions);
+  return ErrorStatus(rd_kafka_pause_partitions(rk_, list.get()), "pause");
+}
+
+absl::Status Consumer::Resume(const std::vector<TopicPartition>& partitions) {
+  ListPtr list = ToList(partitions);
+  return ErrorStatus(rd_kafka_resume_partitions(rk_, list.get()), "resume");
+}
+
+int64_t Consumer::Lag(const std::vector<TopicPartition>& partitions) {
+  if (partitions.empty()) return 0;
+  ListPtr list = ToList(partitions);
+  if (rd_kafka_position(rk_, list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+  int64_t lag = 0;
+  for (int i = 0; i < list->cnt; ++i) {
+    const rd_kafka_topic_partition_t& p = list->elems[i];
+    int64_t low = -1, high = -1;
+    if (rd_kafka_get_watermark_offsets(rk_, p.topic, p.partition, &low, &high) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        high < 0) {
+      continue;
+    }
+    const int64_t position = p.offset >= 0 ? p.offset : low;
+    if (position >= 0 && high > position) lag += high - position;
+  }
+  return lag;
+}
+
+absl::Status Consumer::Close() {
+  if (rk_ == nullptr) return absl::OkStatus();
+  absl::Status status = ErrorStatus(rd_kafka_consumer_close(rk_), "close");
+  rd_kafka_destroy(rk_);
+  rk_ = nullptr;
+  return status;
+}
+
+void Consumer::Abandon() {
+  if (rk_ == nullptr) return;
+  rd_kafka_destroy_flags(rk_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  rk_ = nullptr;
+}
+
+}  // namespace retryd::kafka

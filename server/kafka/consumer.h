@@ -1,0 +1,92 @@
+// A Kafka group consumer that hands out records one at a time, never commits
+// on its own, and reports assignment changes to a listener.
+//
+// Thread-compatible: every method, and every listener callback, runs on the
+// one thread that owns the consumer (its worker).
+#ifndef RETRYD_SERVER_KAFKA_CONSUMER_H_
+#define RETRYD_SERVER_KAFKA_CONSUMER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine/record.h"
+
+struct rd_kafka_s;
+
+namespace retryd::kafka {
+
+class ConsumerListener {
+ public:
+  virtual ~ConsumerListener() = default;
+  // `partitions` were just assigned to this consumer.
+  virtual void OnAssigned(const std::vector<TopicPartition>& partitions) = 0;
+  // `partitions` are about to be given up: finish or abandon their work and
+  // commit now. `lost`: the group already gave them to someone else, so a
+  // commit would fail and must not be attempted.
+  virtual void OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) = 0;
+};
+
+struct ConsumerOptions {
+  std::string bootstrap_servers;
+  std::map<std::string, std::string> properties;  // The operator's pass-through.
+  std::string group_id;
+  std::vector<std::string> topics;
+  std::string client_id = "retryd";
+};
+
+using CommitOffsets = std::vector<std::pair<TopicPartition, int64_t>>;
+
+class Consumer {
+ public:
+  // Creates the consumer and subscribes. `listener` must outlive it.
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(const ConsumerOptions& options,
+                                                          ConsumerListener* listener);
+  // Abandons the group membership if Close() was not called.
+  ~Consumer();
+
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // Waits up to `timeout` for the next record; nullopt if none came.
+  // Listener callbacks run inside. Errors are only fatal ones; transient
+  // broker trouble is logged and retried by librdkafka.
+  absl::StatusOr<std::optional<Record>> Poll(absl::Duration timeout);
+
+  // Commits `offsets` (the next offset to read, per partition).
+  absl::Status Commit(const CommitOffsets& offsets, bool async);
+
+  // Stops / restarts fetching. Records not yet handed out by Poll() are
+  // fetched again after Resume(), from the last one handed out.
+  absl::Status Pause(const std::vector<TopicPartition>& partitions);
+  absl::Status Resume(const std::vector<TopicPartition>& partitions);
+
+  // Records behind the high watermark, summed over `partitions`, from the
+  // offsets the last fetches reported (no broker round trip).
+  int64_t Lag(const std::vector<TopicPartition>& partitions);
+
+  // Leaves the group: the listener's OnRevoked runs first. Idempotent.
+  absl::Status Close();
+
+  // Destroys the client without committing or leaving the group, as a crash
+  // would. For tests of crash recovery and for fatal errors.
+  void Abandon();
+
+ private:
+  Consumer(ConsumerListener* listener) : listener_(listener) {}
+  static void OnRebalance(rd_kafka_s* rk, int err, void* partitions, void* opaque);
+
+  ConsumerListener* const listener_;
+  rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create().
+};
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_CONSUMER_H_

@@ -1,0 +1,17 @@
+// Conversion of librdkafka messages to engine records. Internal to server/kafka/.
+#ifndef RETRYD_SERVER_KAFKA_MESSAGE_H_
+#define RETRYD_SERVER_KAFKA_MESSAGE_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include "server/engine/record.h"
+
+namespace retryd::kafka {
+
+// Copies topic, coordinates, key, value and headers; null key, value and
+// header values stay null.
+Record ToRecord(const rd_kafka_message_t* m);
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_MESSAGE_H_

@@ -1,0 +1,148 @@
+#include "server/kafka/producer.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/logging.h"
+#include "server/kafka/properties.h"
+
+namespace retryd::kafka {
+namespace {
+
+// One per accepted record: travels through librdkafka as the message opaque.
+struct Pending {
+  DeliveryCallback done;
+};
+
+absl::Status KafkaError(rd_kafka_resp_err_t err, absl::string_view what) {
+  const std::string message = absl::StrCat(what, ": ", rd_kafka_err2str(err));
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
+      return absl::ResourceExhaustedError(message);
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+      return absl::DeadlineExceededError(message);
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+      return absl::CancelledError(message);
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+      return absl::InvalidArgumentError(message);
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+      return absl::NotFoundError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions& options) {
+  const Properties enforced = {
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      // Bounded by the engine's max_in_flight per thread; this is the backstop.
+      {"queue.buffering.max.messages", "1000000"},
+  };
+  Properties user = options.properties;
+  user.emplace("client.id", options.client_id);
+  user.emplace("linger.ms", "5");
+  absl::StatusOr<ConfPtr> conf = MakeConf(options.bootstrap_servers, user, enforced);
+  if (!conf.ok()) return conf.status();
+  rd_kafka_conf_set_dr_msg_cb(conf->get(), [](rd_kafka_t* rk, const rd_kafka_message_t* m,
+                                              void* opaque) { OnDelivery(rk, m, opaque); });
+  std::unique_ptr<Producer> producer(new Producer());
+  rd_kafka_conf_set_opaque(conf->get(), producer.get());
+  absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
+  if (!rk.ok()) return rk.status();
+  producer->rk_ = rk->release();
+  producer->delivery_thread_ = std::thread([p = producer.get()] { p->DeliveryLoop(); });
+  return producer;
+}
+
+Producer::~Producer() { Close(absl::ZeroDuration()); }
+
+void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaque*/) {
+  const auto* m = static_cast<const rd_kafka_message_t*>(message);
+  auto* pending = static_cast<Pending*>(m->_private);
+  absl::Status status = m->err == RD_KAFKA_RESP_ERR_NO_ERROR
+                            ? absl::OkStatus()
+                            : KafkaError(m->err, absl::StrCat("delivery to ",
+                                                              rd_kafka_topic_name(m->rkt)));
+  std::move(pending->done)(std::move(status));
+  delete pending;
+  auto* self = static_cast<Producer*>(rd_kafka_opaque(rk));
+  self->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Producer::DeliveryLoop() {
+  SetThreadName("producer-dr");
+  while (!stop_.load(std::memory_order_acquire)) {
+    // Blocks until a delivery report arrives or 100 ms pass (to see stop_).
+    rd_kafka_poll(rk_, 100);
+  }
+}
+
+absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback done) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("producer is closed");
+  }
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
+  for (const Header& h : record.headers) {
+    rd_kafka_header_add(headers, h.key.data(), static_cast<ssize_t>(h.key.size()),
+                        h.value ? h.value->data() : nullptr, h.value ? h.value->size() : 0);
+  }
+  auto pending = std::make_unique<Pending>(Pending{std::move(done)});
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  // Null pointers make a null key or value, as Kafka distinguishes them from empty.
+  const void* key = record.key ? record.key->data() : nullptr;
+  const size_t key_size = record.key ? record.key->size() : 0;
+  void* value = record.value ? const_cast<char*>(record.value->data()) : nullptr;
+  const size_t value_size = record.value ? record.value->size() : 0;
+  const int32_t partition = record.partition < 0 ? RD_KAFKA_PARTITION_UA : record.partition;
+  const rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_size),
+      RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_OPAQUE(pending.get()), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    rd_kafka_headers_destroy(headers);  // Not taken over on failure.
+    return KafkaError(err, absl::StrCat("produce to ", record.topic));
+  }
+  pending.release();  // Owned by librdkafka until OnDelivery.
+  return absl::OkStatus();
+}
+
+absl::Status Producer::Flush(absl::Duration timeout) {
+  const rd_kafka_resp_err_t err = rd_kafka_flush(rk_, absl::ToInt64Milliseconds(timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaError(err, "flush");
+  return absl::OkStatus();
+}
+
+void Producer::Close(absl::Duration flush_timeout) {
+  if (closed_.exchange(true) || rk_ == nullptr) return;
+  if (absl::Status s = Flush(flush_timeout); !s.ok()) {
+    LogWarning("producer close: ", s.message(), "; failing ", in_flight(), " unacknowledged records");
+  }
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  stop_.store(true, std::memory_order_release);
+  if (delivery_thread_.joinable()) delivery_thread_.join();
+  // Serve the purge reports so every callback runs exactly once.
+  for (int i = 0; i < 100 && in_flight() > 0; ++i) rd_kafka_poll(rk_, 100);
+  if (in_flight() > 0) LogError("producer close: ", in_flight(), " records never reported");
+  rd_kafka_destroy(rk_);
+  rk_ = nullptr;
+}
+
+absl::Status Producer::FatalError() const {
+  if (rk_ == nullptr) return absl::FailedPreconditionError("producer is closed");
+  char errstr[512];
+  const rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof(errstr));
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("fatal producer error: ", errstr));
+}
+
+}  // namespace retryd::kafka

@@ -1,0 +1,76 @@
+// An idempotent, acks=all Kafka producer with per-record completion callbacks.
+//
+// Thread-safe: Produce() may be called from any number of threads at once.
+// The producer owns one delivery thread that serves librdkafka's delivery
+// reports and runs the callbacks; callbacks must not block.
+#ifndef RETRYD_SERVER_KAFKA_PRODUCER_H_
+#define RETRYD_SERVER_KAFKA_PRODUCER_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine/record.h"
+
+struct rd_kafka_s;
+
+namespace retryd::kafka {
+
+struct ProducerOptions {
+  std::string bootstrap_servers;
+  std::map<std::string, std::string> properties;  // The operator's pass-through.
+  std::string client_id = "retryd";
+};
+
+// Called exactly once per record that Produce() accepted: with OK once the
+// record is acknowledged by all in-sync replicas, or with the error that made
+// librdkafka give it up (including a purge at Close()).
+using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
+
+class Producer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Producer>> Create(const ProducerOptions& options);
+  ~Producer();  // Close()s with no flush time if the owner did not.
+
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Enqueues `record` (its bytes are copied). On error the record was not
+  // accepted and `done` is not called.
+  absl::Status Produce(const OutgoingRecord& record, DeliveryCallback done);
+
+  // Waits until every accepted record is acknowledged or `timeout` passes.
+  absl::Status Flush(absl::Duration timeout);
+
+  // Flushes for up to `flush_timeout`, fails what is left (their callbacks
+  // run with an error) and stops the delivery thread. Idempotent. The owner
+  // must make sure no Produce() call runs concurrently with or after it.
+  void Close(absl::Duration flush_timeout);
+
+  // Records accepted and not yet reported.
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+  // A fatal producer error (e.g. the idempotent sequence is broken), or OK.
+  absl::Status FatalError() const;
+
+ private:
+  Producer() = default;
+  void DeliveryLoop();
+  static void OnDelivery(rd_kafka_s* rk, const void* message, void* opaque);
+
+  rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create(), destroyed in Close().
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::thread delivery_thread_;
+};
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_PRODUCER_H_

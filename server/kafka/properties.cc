@@ -1,0 +1,71 @@
+#include "server/kafka/properties.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/logging.h"
+
+namespace retryd::kafka {
+namespace {
+
+void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+  // syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug.
+  const std::string line = absl::StrCat("librdkafka ", rd_kafka_name(rk), " ", fac, ": ", buf);
+  // kafka.properties is shared by consumers and producers; each ignores the
+  // other's settings, which is expected, not worth a warning.
+  if (absl::StrContains(buf, "property and will be ignored by this")) {
+    LogDebug(line);
+    return;
+  }
+  if (level <= 3) {
+    LogError(line);
+  } else if (level == 4) {
+    LogWarning(line);
+  } else if (level <= 6) {
+    LogInfo(line);
+  } else {
+    LogDebug(line);
+  }
+}
+
+absl::Status Set(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
+      RD_KAFKA_CONF_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("kafka property \"", key, "\": ", errstr));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
+                                 const Properties& enforced) {
+  ConfPtr conf(rd_kafka_conf_new());
+  for (const auto& [key, value] : user) {
+    if (auto it = enforced.find(key); it != enforced.end() && it->second != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kafka property \"", key, "\" is managed by retryd (it must be \"", it->second,
+          "\" for the delivery guarantee); remove it from kafka.properties"));
+    }
+    if (absl::Status s = Set(conf.get(), key, value); !s.ok()) return s;
+  }
+  for (const auto& [key, value] : enforced) {
+    if (absl::Status s = Set(conf.get(), key, value); !s.ok()) return s;
+  }
+  if (absl::Status s = Set(conf.get(), "bootstrap.servers", bootstrap_servers); !s.ok()) return s;
+  rd_kafka_conf_set_log_cb(conf.get(), LogCallback);
+  return conf;
+}
+
+absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf) {
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create Kafka client: ", errstr));
+  }
+  conf.release();  // rd_kafka_new took ownership.
+  return HandlePtr(rk);
+}
+
+}  // namespace retryd::kafka

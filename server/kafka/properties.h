@@ -1,0 +1,41 @@
+// Building librdkafka configurations from retryd's settings and the user's
+// pass-through properties. Internal to server/kafka/.
+#ifndef RETRYD_SERVER_KAFKA_PROPERTIES_H_
+#define RETRYD_SERVER_KAFKA_PROPERTIES_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace retryd::kafka {
+
+using Properties = std::map<std::string, std::string>;
+
+struct ConfDeleter {
+  void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
+};
+using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
+
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
+
+// Returns a configuration holding `user` (the operator's kafka.properties),
+// then `enforced` (settings retryd's guarantees depend on). A user property
+// that contradicts an enforced one is an error naming it, rather than being
+// silently overridden. Also routes librdkafka's log lines to retryd's log.
+absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
+                                 const Properties& enforced);
+
+// Creates a client handle from `conf`, which it consumes on success and on
+// failure alike.
+absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf);
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_PROPERTIES_H_

@@ -1,0 +1,26 @@
+// Reads a topic's records as they stand, without joining a consumer group:
+// every partition from its low watermark up to the high watermark taken at
+// the start of the call. For tools and tests (dead-letter inspection,
+// verification), not for the engine's consumption.
+#ifndef RETRYD_SERVER_KAFKA_TOPIC_READER_H_
+#define RETRYD_SERVER_KAFKA_TOPIC_READER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine/record.h"
+
+namespace retryd::kafka {
+
+// Records in partition order, offset order within a partition.
+// DeadlineExceeded if they could not all be read within `timeout`.
+absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
+                                              const std::map<std::string, std::string>& properties,
+                                              const std::string& topic, absl::Duration timeout);
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_TOPIC_READER_H_

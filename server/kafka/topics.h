@@ -1,0 +1,24 @@
+// Start-up checks against a real cluster.
+#ifndef RETRYD_SERVER_KAFKA_TOPICS_H_
+#define RETRYD_SERVER_KAFKA_TOPICS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace retryd::kafka {
+
+// Returns OK if every topic in `topics` exists; otherwise NotFound naming the
+// missing ones, or Unavailable if the cluster did not answer within
+// `timeout`. Asks for the full topic list, so it never triggers the broker's
+// topic auto-creation.
+absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
+                              const std::map<std::string, std::string>& properties,
+                              const std::vector<std::string>& topics, absl::Duration timeout);
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_TOPICS_H_

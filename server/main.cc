@@ -1,0 +1,199 @@
+// retryd: consumes Kafka topics, runs every record through a processor, and
+// hands failures to a retry topic and retry threads so they never hold up
+// the line. See README.md.
+//
+// Exit status: 0 after a graceful stop (SIGINT/SIGTERM); 1 when the engine
+// cannot run (Kafka unreachable, a topic missing, every primary thread
+// failed); 2 for a bad command line or config.
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+#include "server/config/config_loader.h"
+#include "server/demo/demo_load.h"
+#include "server/engine/engine.h"
+#include "server/kafka/embedded_broker.h"
+#include "server/kafka/topics.h"
+#include "server/processors/simulate.h"
+
+ABSL_FLAG(std::string, config, "", "Path of the config file (text-format retryd.v1.Config).");
+ABSL_FLAG(std::string, bootstrap_servers, "",
+          "Kafka bootstrap servers; overrides kafka.bootstrap_servers in the config file.");
+ABSL_FLAG(bool, demo, false,
+          "Produce a synthetic demo load (ok-, flaky- and perm- keys) to the first input topic.");
+ABSL_FLAG(int, demo_rate, 200, "Records per second of the demo load.");
+ABSL_FLAG(int, summary_interval_s, 5, "Seconds between summary lines; 0 prints none.");
+ABSL_FLAG(bool, verbose, false, "Log debug lines too.");
+
+namespace retryd {
+namespace {
+
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+std::vector<std::string> AllTopics(const EngineOptions& o) {
+  std::vector<std::string> topics = o.input_topics;
+  topics.push_back(o.retry.topic);
+  topics.push_back(o.dead_letter_topic);
+  if (!o.output_topic.empty()) topics.push_back(o.output_topic);
+  return topics;
+}
+
+void PrintSummary(const EngineTotals& t, int64_t demo_produced) {
+  std::string line = absl::StrCat("consumed=", t.consumed, " succeeded=", t.succeeded,
+                                  " sent_to_retry=", t.sent_to_retry,
+                                  " dead_lettered=", t.dead_lettered, " backlog=", t.retry_backlog,
+                                  " in_flight=", t.in_flight);
+  if (demo_produced >= 0) absl::StrAppend(&line, " demo_produced=", demo_produced);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+bool AllPrimariesFailed(const Engine& engine) {
+  bool any = false;
+  for (const auto& stats : engine.Threads()) {
+    if (stats->role() != ThreadRole::kPrimary) continue;
+    if (stats->state() != ThreadState::kFailed) return false;
+    any = true;
+  }
+  return any;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "retryd --config FILE [--bootstrap_servers HOSTS] [--demo]\n"
+      "Consumes Kafka topics, processes every record, retries failures on retry threads.");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) {
+    std::fprintf(stderr, "retryd: --config is required (see --help)\n");
+    return kExitUsage;
+  }
+  ConfigOverrides overrides;
+  if (!absl::GetFlag(FLAGS_bootstrap_servers).empty()) {
+    overrides.bootstrap_servers = absl::GetFlag(FLAGS_bootstrap_servers);
+  }
+  absl::StatusOr<LoadedConfig> config = LoadConfigFile(config_path, overrides);
+  if (!config.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(config.status().message()).c_str());
+    return kExitUsage;
+  }
+  EngineOptions options = config->engine;
+
+  // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
+  // below); blocking them first means every thread started later inherits
+  // the mask and none is interrupted.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<kafka::EmbeddedBroker> broker;
+  if (options.bootstrap_servers.empty()) {
+    absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> started = kafka::EmbeddedBroker::Start(3);
+    if (!started.ok()) {
+      std::fprintf(stderr, "retryd: %s\n", std::string(started.status().message()).c_str());
+      return kExitRuntime;
+    }
+    broker = *std::move(started);
+    const int partitions = static_cast<int>(config->proto.embedded().partitions());
+    for (const std::string& topic : AllTopics(options)) {
+      if (absl::Status s = broker->CreateTopic(topic, partitions, 3); !s.ok()) {
+        std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+        return kExitRuntime;
+      }
+    }
+    options.bootstrap_servers = broker->bootstrap_servers();
+    // The embedded broker delays every rebalance by the members' session
+    // timeout; the shortest a real broker accepts keeps joins to seconds.
+    options.kafka_properties.emplace("session.timeout.ms", "6000");
+    options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
+    LogWarning("no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
+               "everything is lost when retryd stops)");
+    LogWarning("embedded broker bootstrap: ", options.bootstrap_servers, " (e.g. kcat -b ",
+               options.bootstrap_servers, " -L); topics ", absl::StrJoin(AllTopics(options), ", "),
+               " with ", partitions, " partitions");
+  } else if (absl::Status s = kafka::CheckTopicsExist(options.bootstrap_servers,
+                                                      options.kafka_properties, AllTopics(options),
+                                                      absl::Seconds(30));
+             !s.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+    return kExitRuntime;
+  }
+
+  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(config->proto.processor());
+  if (!processor.ok()) {
+    std::fprintf(stderr, "retryd: %s: processor: %s\n", config_path.c_str(),
+                 std::string(processor.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options, *std::move(processor));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(engine.status().message()).c_str());
+    return kExitRuntime;
+  }
+  if (absl::Status s = (*engine)->Start(); !s.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+    return kExitRuntime;
+  }
+
+  std::unique_ptr<DemoLoad> demo;
+  if (absl::GetFlag(FLAGS_demo)) {
+    DemoLoadOptions demo_options;
+    demo_options.bootstrap_servers = options.bootstrap_servers;
+    demo_options.kafka_properties = options.kafka_properties;
+    demo_options.topic = options.input_topics.front();
+    demo_options.records_per_second = absl::GetFlag(FLAGS_demo_rate);
+    demo = std::make_unique<DemoLoad>(demo_options);
+    if (absl::Status s = demo->Start(); !s.ok()) {
+      std::fprintf(stderr, "retryd: demo load: %s\n", std::string(s.message()).c_str());
+      (*engine)->Stop();
+      return kExitUsage;
+    }
+    LogInfo("demo load: ", demo_options.records_per_second, " records/s to ", demo_options.topic);
+  }
+  LogInfo("retryd running; Ctrl-C or SIGTERM stops it gracefully");
+
+  const int interval_s = absl::GetFlag(FLAGS_summary_interval_s);
+  int exit_code = 0;
+  for (;;) {
+    const timespec timeout{interval_s > 0 ? interval_s : 1, 0};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &timeout);
+    if (sig == SIGINT || sig == SIGTERM) {
+      LogInfo("signal ", sig, ": stopping gracefully");
+      break;
+    }
+    if (AllPrimariesFailed(**engine)) {
+      LogError("every primary thread failed; stopping");
+      exit_code = kExitRuntime;
+      break;
+    }
+    if (interval_s > 0 && sig < 0 && errno == EAGAIN) {
+      PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);
+    }
+  }
+  if (demo) demo->Stop();
+  (*engine)->Stop();
+  PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace retryd
+
+int main(int argc, char** argv) { return retryd::Main(argc, argv); }

@@ -1,0 +1,569 @@
+#include "server/config/config_loader.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace retryd {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+constexpr char kSource[] = "test.textproto";
+
+std::string ExamplePath(absl::string_view name) {
+  return absl::StrCat(RETRYD_SOURCE_DIR, "/deploy/examples/", name);
+}
+
+absl::StatusOr<LoadedConfig> Load(std::string_view text, const ConfigOverrides& overrides = {}) {
+  return LoadConfigText(text, kSource, overrides);
+}
+
+// The error message of a config that must be rejected as invalid.
+std::string ErrorOf(std::string_view text, const ConfigOverrides& overrides = {}) {
+  absl::StatusOr<LoadedConfig> loaded = Load(text, overrides);
+  if (loaded.ok()) {
+    ADD_FAILURE() << "config was accepted:\n" << text;
+    return "";
+  }
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << loaded.status();
+  return std::string(loaded.status().message());
+}
+
+// `first_lines` (starting at line 1), then a valid remainder.
+std::string WithBase(absl::string_view first_lines) {
+  return absl::StrCat(first_lines, "\ngroup_id: \"g\"\ninput_topics: \"in\"\n",
+                      "processor { simulate {} }\n");
+}
+
+// The orders example as documented; deploy/examples/orders.textproto
+// must mean exactly this.
+constexpr char kOrdersVerbatim[] = R"cfg(
+listen_address: "127.0.0.1:50051"
+kafka { bootstrap_servers: "127.0.0.1:9092" }
+group_id: "orders-app"
+input_topics: "orders"
+output_topic: "orders.done"
+primary_threads: 1
+in_order: false
+retry {
+  topic: "orders.retry"
+  threads: 2
+  max_threads: 16
+  max_attempts: 4
+  lookahead: 1000
+  backoff { initial_ms: 50 multiplier: 2.0 max_ms: 2000 }
+}
+dead_letter_topic: "orders.dlq"
+processor {
+  simulate {
+    seed: 7
+    rule { key_prefix: "perm-" permanent: true }
+    rule { key_prefix: "flaky-" fail_attempts: 2 }
+  }
+}
+)cfg";
+
+TEST(ConfigLoaderTest, OrdersExampleMapsToEngineOptions) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(ExamplePath("orders.textproto"), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const EngineOptions& e = loaded->engine;
+  EXPECT_EQ(e.bootstrap_servers, "127.0.0.1:9092");
+  EXPECT_THAT(e.kafka_properties, IsEmpty());
+  EXPECT_EQ(e.group_id, "orders-app");
+  EXPECT_THAT(e.input_topics, ElementsAre("orders"));
+  EXPECT_EQ(e.output_topic, "orders.done");
+  EXPECT_EQ(e.dead_letter_topic, "orders.dlq");
+  EXPECT_EQ(e.primary_threads, 1);
+  EXPECT_FALSE(e.in_order);
+  EXPECT_EQ(e.retry.topic, "orders.retry");
+  EXPECT_EQ(e.retry.threads, 2);
+  EXPECT_EQ(e.retry.max_threads, 16);
+  EXPECT_EQ(e.retry.max_attempts, 4);
+  EXPECT_EQ(e.retry.lookahead, 1000);
+  EXPECT_EQ(e.retry.backoff.initial_ms, 50);
+  EXPECT_EQ(e.retry.backoff.multiplier, 2.0);
+  EXPECT_EQ(e.retry.backoff.max_ms, 2000);
+  EXPECT_EQ(e.retry.seed, 0u);
+  EXPECT_EQ(e.commit_interval_ms, 1000);
+  EXPECT_EQ(e.max_in_flight, 10000);
+  EXPECT_EQ(e.shutdown_timeout_ms, 30000);
+
+  const v1::SimulateConfig& simulate = loaded->proto.processor().simulate();
+  EXPECT_EQ(simulate.seed(), 7u);
+  ASSERT_EQ(simulate.rule_size(), 2);
+  EXPECT_EQ(simulate.rule(0).key_prefix(), "perm-");
+  EXPECT_TRUE(simulate.rule(0).permanent());
+  EXPECT_EQ(simulate.rule(1).fail_attempts(), 2u);
+}
+
+TEST(ConfigLoaderTest, OrdersExampleIsTheDocumentedConfig) {
+  absl::StatusOr<LoadedConfig> from_file = LoadConfigFile(ExamplePath("orders.textproto"), {});
+  absl::StatusOr<LoadedConfig> verbatim = Load(kOrdersVerbatim);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(verbatim.ok()) << verbatim.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(from_file->proto, verbatim->proto))
+      << from_file->proto.DebugString() << "\nvs\n"
+      << verbatim->proto.DebugString();
+}
+
+TEST(ConfigLoaderTest, BootstrapOverrideReplacesTheFilesValue) {
+  absl::StatusOr<LoadedConfig> loaded =
+      LoadConfigFile(ExamplePath("orders.textproto"), {.bootstrap_servers = "10.0.0.1:9093"});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.bootstrap_servers, "10.0.0.1:9093");
+  EXPECT_EQ(loaded->proto.kafka().bootstrap_servers(), "10.0.0.1:9093");
+
+  // An empty override selects the embedded broker.
+  loaded = LoadConfigFile(ExamplePath("orders.textproto"), {.bootstrap_servers = ""});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.bootstrap_servers, "");
+}
+
+TEST(ConfigLoaderTest, OverridesApplyBeforeValidation) {
+  const std::string text = WithBase(R"cfg(kafka { bootstrap_servers: "a:1,,b:2" })cfg");
+  EXPECT_THAT(ErrorOf(text),
+              HasSubstr("test.textproto:1: kafka.bootstrap_servers: has an empty entry"));
+  EXPECT_TRUE(Load(text, {.bootstrap_servers = "h:1"}).ok());
+  EXPECT_THAT(
+      ErrorOf(WithBase(""), {.bootstrap_servers = "h:1,"}),
+      HasSubstr("kafka.bootstrap_servers (set by --bootstrap_servers): has an empty entry"));
+}
+
+TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(ExamplePath("minimal.textproto"), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const EngineOptions& e = loaded->engine;
+  EXPECT_EQ(e.bootstrap_servers, "");  // The embedded broker.
+  EXPECT_EQ(e.group_id, "demo");
+  EXPECT_THAT(e.input_topics, ElementsAre("events"));
+  EXPECT_EQ(e.output_topic, "");
+  EXPECT_EQ(e.retry.topic, "events.retry");
+  EXPECT_EQ(e.dead_letter_topic, "events.dlq");
+  EXPECT_EQ(e.primary_threads, 1);
+  EXPECT_FALSE(e.in_order);
+  EXPECT_EQ(e.retry.threads, 1);
+  EXPECT_EQ(e.retry.max_threads, 16);
+  EXPECT_EQ(e.retry.max_attempts, 5);
+  EXPECT_EQ(e.retry.lookahead, 1000);
+  EXPECT_EQ(e.retry.backoff.initial_ms, 100);
+  EXPECT_EQ(e.retry.backoff.multiplier, 2.0);
+  EXPECT_EQ(e.retry.backoff.max_ms, 60000);
+  EXPECT_EQ(e.retry.seed, 0u);
+  EXPECT_EQ(e.commit_interval_ms, 1000);
+  EXPECT_EQ(e.max_in_flight, 10000);
+  EXPECT_EQ(e.shutdown_timeout_ms, 30000);
+  EXPECT_TRUE(loaded->proto.processor().has_simulate());
+}
+
+TEST(ConfigLoaderTest, DefaultsAreFilledIntoTheProto) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::Config& c = loaded->proto;
+  EXPECT_EQ(c.listen_address(), "127.0.0.1:50051");
+  EXPECT_TRUE(c.has_primary_threads());
+  EXPECT_EQ(c.primary_threads(), 1u);
+  EXPECT_EQ(c.retry().topic(), "in.retry");
+  EXPECT_TRUE(c.retry().has_threads());
+  EXPECT_EQ(c.retry().threads(), 1u);
+  EXPECT_EQ(c.retry().max_threads(), 16u);
+  EXPECT_EQ(c.retry().max_attempts(), 5u);
+  EXPECT_EQ(c.retry().lookahead(), 1000u);
+  EXPECT_EQ(c.retry().backoff().initial_ms(), 100u);
+  EXPECT_EQ(c.retry().backoff().multiplier(), 2.0);
+  EXPECT_EQ(c.retry().backoff().max_ms(), 60000u);
+  EXPECT_EQ(c.retry().seed(), 0u);
+  EXPECT_EQ(c.dead_letter_topic(), "in.dlq");
+  EXPECT_EQ(c.commit_interval_ms(), 1000u);
+  EXPECT_EQ(c.max_in_flight(), 10000u);
+  EXPECT_EQ(c.shutdown_timeout_ms(), 30000u);
+  EXPECT_EQ(c.embedded().partitions(), 3u);
+}
+
+TEST(ConfigLoaderTest, MaxBackoffDefaultsToAtLeastTheInitialDelay) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase("retry { backoff { initial_ms: 120000 } }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.backoff.max_ms, 120000);
+}
+
+TEST(ConfigLoaderTest, InOrderDefaultsToNoRetryThreads) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase("in_order: true"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->engine.in_order);
+  EXPECT_EQ(loaded->engine.retry.threads, 0);
+
+  loaded = Load(WithBase("in_order: true\nretry { threads: 0 }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.threads, 0);
+
+  // Without in_order an explicit 0 is an ordinary value, not "default".
+  loaded = Load(WithBase("retry { threads: 0 }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.threads, 0);
+}
+
+TEST(ConfigLoaderTest, InOrderWithRetryThreadsIsRejected) {
+  const std::string error = ErrorOf(WithBase("in_order: true\nretry {\n  threads: 2\n}"));
+  EXPECT_THAT(error, StartsWith("test.textproto:3: retry.threads: "));
+  EXPECT_THAT(error, HasSubstr("excludes retry threads"));
+  EXPECT_THAT(error, HasSubstr("set threads: 0 or in_order: false"));
+}
+
+TEST(ConfigLoaderTest, SeveralInputsNeedExplicitRetryAndDeadLetterTopics) {
+  const std::string error = ErrorOf(R"cfg(group_id: "g"
+input_topics: "a"
+input_topics: "b"
+processor { simulate {} })cfg");
+  EXPECT_THAT(error,
+              HasSubstr("test.textproto: retry.topic: required when there are 2 input topics"));
+  EXPECT_THAT(
+      error,
+      HasSubstr("test.textproto: dead_letter_topic: required when there are 2 input topics"));
+
+  absl::StatusOr<LoadedConfig> loaded = Load(R"cfg(group_id: "g"
+input_topics: "a"
+input_topics: "b"
+retry { topic: "r" }
+dead_letter_topic: "d"
+processor { simulate {} })cfg");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->engine.input_topics, ElementsAre("a", "b"));
+}
+
+TEST(ConfigLoaderTest, EveryProblemIsReportedAtOnce) {
+  const std::string error = ErrorOf("primary_threads: 0\ncommit_interval_ms: 1\n");
+  EXPECT_THAT(error,
+              HasSubstr("test.textproto:1: primary_threads: must be between 1 and 64, got 0"));
+  EXPECT_THAT(
+      error,
+      HasSubstr("test.textproto:2: commit_interval_ms: must be between 10 and 60000, got 1"));
+  EXPECT_THAT(error, HasSubstr("test.textproto: group_id: required"));
+  EXPECT_THAT(error,
+              HasSubstr("test.textproto: input_topics: at least one input topic is required"));
+  EXPECT_THAT(error, HasSubstr("test.textproto: processor: required"));
+}
+
+struct BadConfig {
+  std::string name;
+  std::string text;
+  std::string expected;  // A substring of the error.
+};
+
+// Keeps ctest's test names readable.
+void PrintTo(const BadConfig& config, std::ostream* out) { *out << config.name; }
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, NamesFileLineAndField) {
+  EXPECT_THAT(ErrorOf(GetParam().text), HasSubstr(GetParam().expected));
+}
+
+const std::string kLongTopic(250, 'x');
+
+INSTANTIATE_TEST_SUITE_P(
+    Validation, BadConfigTest,
+    ::testing::Values(
+        BadConfig{"MaxAttemptsZero", WithBase("retry {\n  max_attempts: 0\n}"),
+                  "test.textproto:2: retry.max_attempts: must be between 1 and 1000, got 0"},
+        BadConfig{"MaxAttemptsTooMany", WithBase("retry { max_attempts: 1001 }"),
+                  "test.textproto:1: retry.max_attempts: must be between 1 and 1000, got 1001"},
+        BadConfig{"PrimaryThreadsZero", WithBase("primary_threads: 0"),
+                  "test.textproto:1: primary_threads: must be between 1 and 64, got 0"},
+        BadConfig{"PrimaryThreadsTooMany", WithBase("\nprimary_threads: 65"),
+                  "test.textproto:2: primary_threads: must be between 1 and 64, got 65"},
+        BadConfig{"MaxThreads", WithBase("retry { max_threads: 257 }"),
+                  "test.textproto:1: retry.max_threads: must be between 1 and 256, got 257"},
+        BadConfig{"ThreadsAboveMax", WithBase("retry { threads: 5 max_threads: 4 }"),
+                  "test.textproto:1: retry.threads: must be at most max_threads (4), got 5"},
+        BadConfig{"Lookahead", WithBase("retry { lookahead: 100001 }"),
+                  "test.textproto:1: retry.lookahead: must be between 1 and 100000, got 100001"},
+        BadConfig{
+            "InitialZero", WithBase("retry { backoff { initial_ms: 0 } }"),
+            "test.textproto:1: retry.backoff.initial_ms: must be between 1 and 86400000, got 0"},
+        BadConfig{"Multiplier", WithBase("retry {\n backoff {\n  multiplier: 0.5\n }\n}"),
+                  "test.textproto:3: retry.backoff.multiplier: must be between 1 and 100, got 0.5"},
+        BadConfig{"MultiplierHuge", WithBase("retry { backoff { multiplier: 101 } }"),
+                  "test.textproto:1: retry.backoff.multiplier: must be between 1 and 100, got 101"},
+        BadConfig{
+            "MaxBelowInitial", WithBase("retry { backoff {\n initial_ms: 500\n max_ms: 100 } }"),
+            "test.textproto:3: retry.backoff.max_ms: must be at least initial_ms (500), got 100"},
+        BadConfig{"CommitInterval", WithBase("commit_interval_ms: 5"),
+                  "test.textproto:1: commit_interval_ms: must be between 10 and 60000, got 5"},
+        BadConfig{"MaxInFlight", WithBase("max_in_flight: 100001"),
+                  "test.textproto:1: max_in_flight: must be between 1 and 100000, got 100001"},
+        BadConfig{"ShutdownTimeoutZero", WithBase("shutdown_timeout_ms: 0"),
+                  "test.textproto:1: shutdown_timeout_ms: must be between 1 and 3600000, got 0"},
+        BadConfig{"EmbeddedPartitions", WithBase("embedded {\n  partitions: 65\n}"),
+                  "test.textproto:2: embedded.partitions: must be between 1 and 64, got 65"},
+        BadConfig{"ListenAddressNoPort", WithBase("listen_address: \"localhost\""),
+                  "test.textproto:1: listen_address: must be host:port"},
+        BadConfig{
+            "ListenAddressBadPort", WithBase("listen_address: \"127.0.0.1:70000\""),
+            "test.textproto:1: listen_address: the port in \"127.0.0.1:70000\" must be a number"},
+        BadConfig{
+            "BootstrapPropertyHasItsOwnField",
+            WithBase("kafka {\n  properties { key: \"bootstrap.servers\" value: \"x:1\" }\n}"),
+            "test.textproto:2: kafka.properties[\"bootstrap.servers\"]: set the brokers with "
+            "kafka.bootstrap_servers instead"},
+        BadConfig{"GroupIdPropertyHasItsOwnField",
+                  WithBase("kafka { properties { key: \"group.id\" value: \"x\" } }"),
+                  "kafka.properties[\"group.id\"]: set the consumer group with group_id instead"},
+        BadConfig{"PropertySetTwice",
+                  WithBase("kafka {\n  properties { key: \"sasl.password\" value: \"x\" }\n"
+                           "  properties_from_env { key: \"sasl.password\" value: \"HOME\" }\n}"),
+                  "test.textproto:3: kafka.properties_from_env[\"sasl.password\"]: also set in "
+                  "kafka.properties"},
+        BadConfig{"OutputTopicInvalid", WithBase("output_topic: \"bad topic\""),
+                  "test.textproto:1: output_topic: \"bad topic\" is not a valid Kafka topic name: "
+                  "it contains \" \""},
+        BadConfig{"TopicTooLong", WithBase(absl::StrCat("output_topic: \"", kLongTopic, "\"")),
+                  "test.textproto:1: output_topic: \"" + kLongTopic +
+                      "\" is not a valid Kafka topic name: is 250 characters long"},
+        BadConfig{"TopicDot", WithBase("retry { topic: \"..\" }"),
+                  "test.textproto:1: retry.topic: \"..\" is not a valid Kafka topic name"},
+        BadConfig{"DerivedTopicTooLong",
+                  absl::StrCat("group_id: \"g\"\ninput_topics: \"", std::string(246, 'a'),
+                               "\"\nretry { topic: \"r\" }\nprocessor { simulate {} }"),
+                  "test.textproto: dead_letter_topic: \"" + std::string(246, 'a') +
+                      ".dlq\" is not a valid Kafka topic name: is 250 characters long"},
+        BadConfig{"OutputIsInput", WithBase("output_topic: \"in\""),
+                  "test.textproto:1: output_topic: \"in\" is already used as input_topics[0]"},
+        BadConfig{
+            "DeadLetterIsDefaultRetry", WithBase("dead_letter_topic: \"in.retry\""),
+            "test.textproto:1: dead_letter_topic: \"in.retry\" is already used as retry.topic"},
+        BadConfig{"RetryIsInput", WithBase("retry { topic: \"in\" }"),
+                  "test.textproto:1: retry.topic: \"in\" is already used as input_topics[0]"},
+        BadConfig{"GroupMissing", "input_topics: \"in\"\nprocessor { simulate {} }",
+                  "test.textproto: group_id: required"},
+        BadConfig{"InputsMissing", "group_id: \"g\"\nprocessor { simulate {} }",
+                  "test.textproto: input_topics: at least one input topic is required"},
+        BadConfig{
+            "InputTwice",
+            "group_id: \"g\"\ninput_topics: \"a\"\ninput_topics: \"a\"\n"
+            "retry { topic: \"r\" }\ndead_letter_topic: \"d\"\nprocessor { simulate {} }",
+            "test.textproto:3: input_topics[1]: \"a\" is listed twice (also input_topics[0])"},
+        BadConfig{"InputInListInvalid",
+                  "group_id: \"g\"\ninput_topics: [\"a\", \"b b\"]\nretry { topic: \"r\" }\n"
+                  "dead_letter_topic: \"d\"\nprocessor { simulate {} }",
+                  "test.textproto:2: input_topics[1]: \"b b\" is not a valid Kafka topic name: "
+                  "it contains \" \""},
+        BadConfig{"InputInvalid",
+                  "group_id: \"g\"\ninput_topics: \"a/b\"\nprocessor { simulate {} }",
+                  "test.textproto:2: input_topics[0]: \"a/b\" is not a valid Kafka topic name"},
+        BadConfig{"ProcessorMissing", "group_id: \"g\"\ninput_topics: \"in\"",
+                  "test.textproto: processor: required: say what processes records, e.g. "
+                  "processor { simulate {} }"},
+        BadConfig{
+            "ProcessorKindMissing", "group_id: \"g\"\ninput_topics: \"in\"\nprocessor {}",
+            "test.textproto:3: processor: choose a processor kind, e.g. processor { simulate {} }"},
+        BadConfig{"RateAboveOne",
+                  "group_id: \"g\"\ninput_topics: \"in\"\nprocessor {\n  simulate {\n"
+                  "    transient_failure_rate: 1.5\n  }\n}",
+                  "test.textproto:5: processor.simulate.transient_failure_rate: must be between 0 "
+                  "and 1, got 1.5"},
+        BadConfig{"RateNegative",
+                  "group_id: \"g\"\ninput_topics: \"in\"\n"
+                  "processor { simulate { permanent_failure_rate: -0.1 } }",
+                  "test.textproto:3: processor.simulate.permanent_failure_rate: must be between 0 "
+                  "and 1, got -0.1"},
+        BadConfig{"RatesAboveOneTogether",
+                  "group_id: \"g\"\ninput_topics: \"in\"\nprocessor { simulate {\n"
+                  "transient_failure_rate: 0.6 permanent_failure_rate: 0.5 } }",
+                  "test.textproto:4: processor.simulate.transient_failure_rate: together with "
+                  "permanent_failure_rate (0.5) must not exceed 1"},
+        BadConfig{"LatencyFixedAndRange",
+                  "group_id: \"g\"\ninput_topics: \"in\"\n"
+                  "processor { simulate { latency_ms: 5 latency_max_ms: 10 } }",
+                  "test.textproto:3: processor.simulate.latency_ms: set either a fixed latency_ms "
+                  "or the range"},
+        BadConfig{"LatencyRangeReversed",
+                  "group_id: \"g\"\ninput_topics: \"in\"\n"
+                  "processor { simulate { latency_min_ms: 10 latency_max_ms: 5 } }",
+                  "test.textproto:3: processor.simulate.latency_min_ms: must not exceed "
+                  "latency_max_ms (5), got 10"},
+        BadConfig{
+            "LatencyTooLong",
+            "group_id: \"g\"\ninput_topics: \"in\"\n"
+            "processor { simulate { latency_ms: 60001 } }",
+            "test.textproto:3: processor.simulate.latency_ms: must be at most 60000, got 60001"},
+        BadConfig{"RuleWithoutPrefix",
+                  "group_id: \"g\"\ninput_topics: \"in\"\nprocessor { simulate {\n"
+                  "  rule { key_prefix: \"a\" }\n  rule { permanent: true }\n} }",
+                  "test.textproto:5: processor.simulate.rule[1].key_prefix: required"},
+        BadConfig{
+            "RulePermanentAndAttempts",
+            "group_id: \"g\"\ninput_topics: \"in\"\nprocessor { simulate {\n"
+            "  rule {\n    key_prefix: \"a\"\n    permanent: true\n    fail_attempts: 2\n  }\n} }",
+            "test.textproto:7: processor.simulate.rule[0].fail_attempts: a rule either fails "
+            "permanently or fails its first fail_attempts attempts"}),
+    [](const ::testing::TestParamInfo<BadConfig>& info) { return info.param.name; });
+
+TEST(ConfigLoaderTest, UnknownFieldNamesLineAndSuggestsTheField) {
+  std::string error = ErrorOf("group_id: \"g\"\ninput_topic: \"orders\"\n");
+  EXPECT_THAT(error, StartsWith("test.textproto:2: input_topics: unknown field \"input_topic\""));
+  EXPECT_THAT(error, HasSubstr("did you mean \"input_topics\"?"));
+
+  error = ErrorOf(WithBase("retry {\n  max_attempt: 3\n}"));
+  EXPECT_THAT(error,
+              StartsWith("test.textproto:2: retry.max_attempts: unknown field \"max_attempt\""));
+
+  error = ErrorOf(WithBase("\n\nretry { backoff { zzzzzzzz: 1 } }"));
+  EXPECT_THAT(error,
+              StartsWith("test.textproto:3: retry.backoff.zzzzzzzz: unknown field \"zzzzzzzz\""));
+  EXPECT_THAT(error, HasSubstr("known fields: initial_ms, multiplier, max_ms"));
+}
+
+TEST(ConfigLoaderTest, SyntaxErrorNamesLine) {
+  EXPECT_THAT(ErrorOf("group_id: \"g\"\ninput_topics \"orders\"\n"),
+              StartsWith("test.textproto:2: "));
+  EXPECT_THAT(ErrorOf("group_id: \"g\"\nretry {\n  max_attempts: 3\n"),
+              StartsWith("test.textproto:4: "));
+  EXPECT_THAT(ErrorOf("group_id: \"g\"\nprimary_threads: -1\n"), StartsWith("test.textproto:2: "));
+  EXPECT_THAT(ErrorOf("group_id: \"g\"\ngroup_id: \"h\"\n"),
+              AllOf(StartsWith("test.textproto:2: "), HasSubstr("group_id")));
+}
+
+TEST(ConfigLoaderTest, MissingFileIsNotFoundNamingThePath) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile("/nonexistent/retryd.textproto", {});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("/nonexistent/retryd.textproto"));
+}
+
+// A file in a fresh temporary directory, removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(absl::string_view contents) {
+    char dir[] = "/tmp/retryd_config_test.XXXXXX";
+    dir_ = mkdtemp(dir);
+    path_ = dir_ + "/file";
+    std::ofstream(path_) << contents;
+  }
+  ~TempFile() {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+TEST(ConfigLoaderTest, ConfigFileErrorsNameThePath) {
+  TempFile file(
+      "group_id: \"g\"\ninput_topics: \"in\"\nprimary_threads: 99\nprocessor { simulate {} }\n");
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(file.path(), {});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(
+      loaded.status().message(),
+      HasSubstr(absl::StrCat(file.path(), ":3: primary_threads: must be between 1 and 64")));
+}
+
+TEST(ConfigLoaderTest, UnreadableFileIsPermissionDenied) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
+  TempFile file(WithBase(""));
+  ASSERT_EQ(chmod(file.path().c_str(), 0), 0);
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(file.path(), {});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(loaded.status().message(), HasSubstr(file.path()));
+}
+
+TEST(ConfigLoaderTest, SecretsComeFromEnvironmentAndFiles) {
+  ASSERT_EQ(setenv("RETRYD_TEST_SASL_PASSWORD", "env-s3cret", 1), 0);
+  TempFile key_password("file-s3cret\n");
+  const std::string text = WithBase(absl::StrCat(
+      R"cfg(
+kafka {
+  bootstrap_servers: "broker:9092"
+  properties { key: "security.protocol" value: "SASL_SSL" }
+  properties_from_env { key: "sasl.password" value: "RETRYD_TEST_SASL_PASSWORD" }
+  properties_from_file { key: "ssl.key.password" value: ")cfg",
+      key_password.path(), "\" }\n}"));
+  absl::StatusOr<LoadedConfig> loaded = Load(text);
+  unsetenv("RETRYD_TEST_SASL_PASSWORD");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->engine.kafka_properties,
+              ::testing::UnorderedElementsAre(::testing::Pair("security.protocol", "SASL_SSL"),
+                                              ::testing::Pair("sasl.password", "env-s3cret"),
+                                              ::testing::Pair("ssl.key.password", "file-s3cret")));
+  // The effective config (shown by GetStatus) names the sources, never the values.
+  const std::string shown = loaded->proto.DebugString();
+  EXPECT_THAT(shown, HasSubstr("RETRYD_TEST_SASL_PASSWORD"));
+  EXPECT_THAT(shown, Not(HasSubstr("s3cret\"")));
+  EXPECT_THAT(shown, Not(HasSubstr("env-s3cret")));
+  EXPECT_THAT(shown, Not(HasSubstr("file-s3cret")));
+}
+
+TEST(ConfigLoaderTest, OnlyOneTrailingNewlineIsStrippedFromSecretFiles) {
+  TempFile crlf("pw\r\n");
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(absl::StrCat(
+      "kafka { properties_from_file { key: \"sasl.password\" value: \"", crlf.path(), "\" } }")));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.kafka_properties.at("sasl.password"), "pw");
+
+  TempFile two("pw\n\n");
+  loaded = Load(WithBase(absl::StrCat(
+      "kafka { properties_from_file { key: \"sasl.password\" value: \"", two.path(), "\" } }")));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.kafka_properties.at("sasl.password"), "pw\n");
+}
+
+TEST(ConfigLoaderTest, UnsetOrEmptyEnvironmentVariableIsAnError) {
+  unsetenv("RETRYD_TEST_UNSET_VARIABLE");
+  const std::string error = ErrorOf(WithBase(
+      R"cfg(kafka {
+  properties_from_env { key: "sasl.password" value: "RETRYD_TEST_UNSET_VARIABLE" }
+})cfg"));
+  EXPECT_THAT(error, HasSubstr("test.textproto:2: kafka.properties_from_env[\"sasl.password\"]: "
+                               "environment variable \"RETRYD_TEST_UNSET_VARIABLE\" is not set"));
+
+  ASSERT_EQ(setenv("RETRYD_TEST_EMPTY_VARIABLE", "", 1), 0);
+  EXPECT_THAT(ErrorOf(WithBase(
+                  R"cfg(kafka {
+  properties_from_env { key: "sasl.password" value: "RETRYD_TEST_EMPTY_VARIABLE" }
+})cfg")),
+              HasSubstr("environment variable \"RETRYD_TEST_EMPTY_VARIABLE\" is empty"));
+  unsetenv("RETRYD_TEST_EMPTY_VARIABLE");
+}
+
+TEST(ConfigLoaderTest, ErrorsNeverShowSecretValues) {
+  ASSERT_EQ(setenv("RETRYD_TEST_SECRET", "do-not-print-me", 1), 0);
+  // Another problem in the same file must not drag the secret into the message.
+  const std::string error = ErrorOf(WithBase(R"cfg(primary_threads: 0
+kafka {
+  properties_from_env { key: "sasl.password" value: "RETRYD_TEST_SECRET" }
+})cfg"));
+  unsetenv("RETRYD_TEST_SECRET");
+  EXPECT_THAT(error, HasSubstr("primary_threads"));
+  EXPECT_THAT(error, Not(HasSubstr("do-not-print-me")));
+}
+
+TEST(ConfigLoaderTest, UnreadableSecretFileIsAnErrorNamingThePath) {
+  const std::string error = ErrorOf(WithBase(R"cfg(
+kafka {
+  properties_from_file { key: "ssl.key.password" value: "/nonexistent/secret" }
+})cfg"));
+  EXPECT_THAT(error,
+              HasSubstr("test.textproto:3: kafka.properties_from_file[\"ssl.key.password\"]: "
+                        "cannot open \"/nonexistent/secret\""));
+}
+
+}  // namespace
+}  // namespace retryd

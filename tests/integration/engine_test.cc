@@ -1,0 +1,279 @@
+// The engine end to end against the mock cluster over loopback: every record
+// reaches exactly one outcome, retry records carry their headers, in-order
+// mode keeps order, broker faults lose nothing.
+#include "server/engine/engine.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "retryd/v1/config.pb.h"
+#include "server/engine/retry_headers.h"
+#include "server/processors/simulate.h"
+#include "tests/support/test_cluster.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::Broker;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::HeaderValue;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// perm- fails permanently, flaky- fails twice then succeeds, doomed- always
+// fails retriably, everything else succeeds.
+std::unique_ptr<Processor> TestProcessor(uint32_t latency_ms = 0) {
+  retryd::v1::SimulateConfig config;
+  config.set_seed(7);
+  config.set_latency_ms(latency_ms);
+  auto* perm = config.add_rule();
+  perm->set_key_prefix("perm-");
+  perm->set_permanent(true);
+  auto* flaky = config.add_rule();
+  flaky->set_key_prefix("flaky-");
+  flaky->set_fail_attempts(2);
+  auto* doomed = config.add_rule();
+  doomed->set_key_prefix("doomed-");
+  doomed->set_fail_attempts(1000);
+  return std::make_unique<SimulateProcessor>(config);
+}
+
+std::vector<std::string> MixedKeys(int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) {
+    const char* kind = i % 13 == 0 ? "perm-" : i % 7 == 0 ? "flaky-" : "ok-";
+    keys.push_back(absl::StrCat(kind, i));
+  }
+  return keys;
+}
+
+std::multiset<std::string> Keys(const std::vector<Record>& records) {
+  std::multiset<std::string> keys;
+  for (const Record& r : records) keys.insert(r.key.value_or("<null>"));
+  return keys;
+}
+
+// Waits until the output and dead-letter topics together hold `expected`
+// records and nothing is in flight.
+bool WaitForOutcomes(const Engine& engine, const testing::TestTopics& topics, size_t expected) {
+  return WaitFor(
+      [&] {
+        const EngineTotals t = engine.Totals();
+        return t.in_flight == 0 &&
+               static_cast<size_t>(t.succeeded + t.dead_lettered) >= expected &&
+               ReadAll(topics.output).size() + ReadAll(topics.dlq).size() >= expected;
+      },
+      absl::Seconds(120));
+}
+
+// True once every thread has partitions and, per role, all `partitions`
+// are assigned: the groups are stable, so no rebalance will interrupt.
+bool AllAssigned(const Engine& engine, size_t partitions) {
+  std::map<ThreadRole, size_t> assigned;
+  for (const auto& stats : engine.Threads()) {
+    const size_t n = stats->partitions().size();
+    if (n == 0) return false;
+    assigned[stats->role()] += n;
+  }
+  for (const auto& [role, n] : assigned) {
+    if (n != partitions) return false;
+  }
+  return true;
+}
+
+TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
+  const testing::TestTopics topics = CreateTopics("mixed");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 2;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  // With the groups settled first, a clean run has no rebalance and so no
+  // duplicate: every record must reach exactly one outcome, once.
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(**engine, 3); }, absl::Seconds(60)));
+
+  const std::vector<std::string> keys = MixedKeys(5000);
+  ProduceKeys(topics.input, keys);
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_EQ(input.size(), keys.size());
+  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys.size()));
+  (*engine)->Stop();
+
+  std::multiset<std::string> want_output, want_dlq;
+  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  const std::vector<Record> output = ReadAll(topics.output);
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  EXPECT_EQ(Keys(output), want_output);
+  EXPECT_EQ(Keys(dlq), want_dlq);
+
+  std::map<std::string, const Record*> by_key;
+  for (const Record& r : input) by_key[*r.key] = &r;
+  for (const Record& r : dlq) {
+    const Record& original = *by_key.at(*r.key);
+    EXPECT_EQ(r.value, original.value);
+    EXPECT_EQ(StripRetrydHeaders(r.headers), original.headers) << *r.key;
+    absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(r.headers);
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    EXPECT_EQ(meta->original_topic, topics.input);
+    EXPECT_EQ(meta->original_partition, original.partition);
+    EXPECT_EQ(meta->original_offset, original.offset);
+    EXPECT_EQ(meta->original_timestamp_ms, original.timestamp_ms);
+    EXPECT_EQ(meta->attempt, 1);
+    EXPECT_THAT(meta->error, HasSubstr("permanent"));
+  }
+  for (const Record& r : output) {
+    const Record& original = *by_key.at(*r.key);
+    EXPECT_EQ(r.value, original.value);
+    EXPECT_EQ(StripRetrydHeaders(r.headers), original.headers);
+    EXPECT_EQ(HeaderValue(r, "retryd-original-offset"), absl::StrCat(original.offset));
+    EXPECT_EQ(HeaderValue(r, "retryd-attempt"), absl::StartsWith(*r.key, "flaky-") ? "3" : "1");
+  }
+  // The retry topic saw only flaky records: attempts 2 and 3 of each.
+  std::multiset<std::string> want_retry;
+  for (const std::string& k : keys) {
+    if (absl::StartsWith(k, "flaky-")) want_retry.insert({k, k});
+  }
+  EXPECT_EQ(Keys(ReadAll(topics.retry)), want_retry);
+
+  const EngineTotals totals = (*engine)->Totals();
+  EXPECT_EQ(totals.consumed, static_cast<int64_t>(keys.size()));
+  EXPECT_EQ(totals.dead_lettered, static_cast<int64_t>(want_dlq.size()));
+  EXPECT_EQ(totals.sent_to_retry, static_cast<int64_t>(want_retry.size()));
+}
+
+TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
+  const testing::TestTopics topics = CreateTopics("doomed");
+  ProduceKeys(topics.input, {"doomed-1", "doomed-2", "ok-1"});
+  // A record on the retry topic that retryd did not write.
+  ProduceKeys(topics.retry, {"stray-1"});
+
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.max_attempts = 3;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  ASSERT_TRUE(WaitForOutcomes(**engine, topics, 4));
+  (*engine)->Stop();
+
+  std::map<std::string, Record> dlq;
+  for (Record& r : ReadAll(topics.dlq)) dlq[*r.key] = std::move(r);
+  ASSERT_EQ(dlq.size(), 3u);
+  for (const char* key : {"doomed-1", "doomed-2"}) {
+    absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(dlq.at(key).headers);
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    EXPECT_EQ(meta->attempt, 3);
+    EXPECT_THAT(meta->error, HasSubstr("gave up after attempt 3 of 3"));
+    EXPECT_GT(meta->first_failure_ms, 0);
+  }
+  const Record& stray = dlq.at("stray-1");
+  EXPECT_EQ(stray.value, "v-stray-1");
+  EXPECT_THAT(HeaderValue(stray, "retryd-error"),
+              HasSubstr("malformed retry record " + topics.retry));
+  EXPECT_THAT(HeaderValue(stray, "retryd-error"), HasSubstr("missing header retryd-attempt"));
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>{"ok-1"});
+}
+
+TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
+  const testing::TestTopics topics = CreateTopics("inorder");
+  std::vector<std::string> keys;
+  for (int i = 0; i < 900; ++i) {
+    keys.push_back(absl::StrCat(i % 50 == 0 ? "perm-" : i % 9 == 0 ? "flaky-" : "ok-", i));
+  }
+  ProduceKeys(topics.input, keys);
+
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys.size()));
+  (*engine)->Stop();
+
+  const std::vector<Record> output = ReadAll(topics.output);
+  std::multiset<std::string> want_output, want_dlq;
+  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  EXPECT_EQ(Keys(output), want_output);
+  EXPECT_EQ(Keys(ReadAll(topics.dlq)), want_dlq);
+  EXPECT_TRUE(ReadAll(topics.retry).empty()) << "in order, nothing goes to the retry topic";
+
+  // Completion order per input partition: output records produced from one
+  // input partition appear in input offset order in each output partition.
+  std::map<std::pair<int32_t, std::string>, int64_t> last;  // (output p, input p) -> offset
+  int flaky_seen = 0;
+  for (const Record& r : output) {
+    const auto slot = std::make_pair(r.partition, HeaderValue(r, "retryd-original-partition"));
+    const int64_t offset = std::stoll(HeaderValue(r, "retryd-original-offset"));
+    auto [it, inserted] = last.emplace(slot, offset);
+    if (!inserted) {
+      EXPECT_LT(it->second, offset) << "out of order at " << *r.key;
+      it->second = offset;
+    }
+    if (absl::StartsWith(*r.key, "flaky-")) {
+      ++flaky_seen;
+      EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "3");
+    }
+  }
+  EXPECT_EQ(flaky_seen, 100 - 2);  // i % 9 == 0 below 900, less those that are i % 50 == 0.
+}
+
+TEST(EngineTest, BrokerFaultsLoseNothing) {
+  const testing::TestTopics topics = CreateTopics("faults");
+  const std::vector<std::string> keys = MixedKeys(3000);
+  ProduceKeys(topics.input, keys);
+
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 2;
+  // 1 ms per record keeps the run going while the faults hit.
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor(1));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return (*engine)->Totals().consumed >= 300; }, absl::Seconds(60)));
+
+  // Kafka protocol API keys and retriable error codes.
+  constexpr int16_t kProduce = 0, kFetch = 1, kOffsetCommit = 8;
+  constexpr int kNotLeader = 6, kRequestTimedOut = 7, kNotCoordinator = 16;
+  kafka::EmbeddedBroker& broker = Broker();
+  broker.PushRequestErrors(kProduce, {kNotLeader, kRequestTimedOut, kNotLeader, kRequestTimedOut});
+  broker.PushRequestErrors(kFetch, {kNotLeader, kRequestTimedOut, kNotLeader});
+  broker.PushRequestErrors(kOffsetCommit, {kNotCoordinator, kRequestTimedOut, kNotCoordinator});
+  // Broker 2 is down for a window of the run: until 300 more records were
+  // consumed (from partitions other brokers lead) or 5 s passed, whichever
+  // comes first. Either way the run must then finish with nothing lost.
+  const int64_t before = (*engine)->Totals().consumed;
+  ASSERT_TRUE(broker.SetBrokerDown(2).ok());
+  const bool progressed_while_down =
+      WaitFor([&] { return (*engine)->Totals().consumed >= before + 300; }, absl::Seconds(5));
+  ASSERT_TRUE(broker.SetBrokerUp(2).ok());
+  std::cout << "faults: progress while broker 2 was down: " << (progressed_while_down ? "yes" : "no")
+            << "\n";
+
+  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys.size()));
+  (*engine)->Stop();
+  broker.ClearRequestErrors(kProduce);
+  broker.ClearRequestErrors(kFetch);
+  broker.ClearRequestErrors(kOffsetCommit);
+
+  std::set<std::string> want_output, want_dlq;
+  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  const std::multiset<std::string> output = Keys(ReadAll(topics.output));
+  const std::multiset<std::string> dlq = Keys(ReadAll(topics.dlq));
+  // Nothing lost; duplicates are allowed under faults.
+  EXPECT_EQ(std::set<std::string>(output.begin(), output.end()), want_output);
+  EXPECT_EQ(std::set<std::string>(dlq.begin(), dlq.end()), want_dlq);
+  std::cout << "faults: duplicates in output " << output.size() - want_output.size()
+            << ", in DLQ " << dlq.size() - want_dlq.size() << "\n";
+}
+
+}  // namespace
+}  // namespace retryd

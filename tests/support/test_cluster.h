@@ -1,0 +1,50 @@
+// Shared helpers for tests that run against a real Kafka-protocol broker:
+// librdkafka's mock cluster on loopback, one per test binary.
+#ifndef RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
+#define RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/engine/options.h"
+#include "server/engine/record.h"
+#include "server/kafka/embedded_broker.h"
+
+namespace retryd::testing {
+
+// The binary's broker (3 brokers), started on first use.
+kafka::EmbeddedBroker& Broker();
+
+struct TestTopics {
+  std::string input, retry, dlq, output;
+};
+
+// Creates four fresh topics named after `name` (unique per call), each with
+// `partitions` partitions, replication factor 3.
+TestTopics CreateTopics(const std::string& name, int partitions = 3);
+
+// Options for an engine on Broker() over `topics`, in a fresh group; fast
+// backoff and commits so tests finish quickly.
+EngineOptions TestEngineOptions(const TestTopics& topics);
+
+// Produces one record per key (value "v-<key>"), waits for every ack.
+void ProduceKeys(const std::string& topic, const std::vector<std::string>& keys);
+
+// Every record of `topic` as it stands now.
+std::vector<Record> ReadAll(const std::string& topic);
+
+// Value of the last header named `name`, or "" if absent or null.
+std::string HeaderValue(const Record& record, const std::string& name);
+
+// Checks `condition` every 50 ms until it holds or `timeout` passes;
+// returns whether it held. The bounded way tests wait for asynchronous
+// outcomes they can only observe by looking.
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout);
+
+}  // namespace retryd::testing
+
+#endif  // RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
