@@ -41,6 +41,21 @@ struct EngineTotals {
   int64_t retry_backlog = 0;    // Retry records not yet done: lag + held.
 };
 
+enum class EngineState {
+  kCreated,   // Not started.
+  kRunning,
+  kDraining,  // SetInOrder(true, drain_retries) in progress: input paused.
+  kStopping,
+  kStopped,
+};
+const char* EngineStateName(EngineState state);
+
+struct SetInOrderResult {
+  bool in_order = false;
+  std::vector<int> stopped_thread_ids;  // Retry threads a drain stopped.
+  int64_t drained_records = 0;          // Retry backlog a drain emptied.
+};
+
 class Engine {
  public:
   // Checks `options` and connects the producer; starts no thread.
@@ -59,20 +74,48 @@ class Engine {
   // flushes. Idempotent; blocks until done.
   void Stop();
 
-  // Starts `count` more retry threads; returns their ids.
-  // FAILED_PRECONDITION while in order or stopped; INVALID_ARGUMENT if count
-  // < 1 or the total would pass retry.max_threads.
-  absl::StatusOr<std::vector<int>> StartRetryThreads(int count);
+  // Control operations (StartRetryThreads, StopRetryThreads*, SetInOrder)
+  // run one at a time; a call waits for the one before it, up to its
+  // deadline (DEADLINE_EXCEEDED).
+
+  // Starts `count` more retry threads; returns their ids once each has
+  // joined the retry group, or when `deadline` passes (then the ids started,
+  // some perhaps still STARTING). FAILED_PRECONDITION while in order or not
+  // running; INVALID_ARGUMENT if count < 1 or the total would pass
+  // retry.max_threads (the message names the cap).
+  absl::StatusOr<std::vector<int>> StartRetryThreads(
+      int count, absl::Time deadline = absl::InfiniteFuture());
 
   // Stops the `count` most recently started retry threads (all of them if
-  // fewer run); returns their ids.
-  absl::StatusOr<std::vector<int>> StopRetryThreads(int count, bool graceful);
+  // fewer run); returns their ids. INVALID_ARGUMENT if count < 1.
+  absl::StatusOr<std::vector<int>> StopRetryThreads(
+      int count, bool graceful, absl::Time deadline = absl::InfiniteFuture());
+
+  // Stops the retry threads `ids`; NOT_FOUND (naming them) if any is not a
+  // running retry thread, and then stops none.
+  absl::StatusOr<std::vector<int>> StopRetryThreadsById(
+      const std::vector<int>& ids, bool graceful, absl::Time deadline = absl::InfiniteFuture());
+
+  // The in-order toggle (see control.proto SetInOrder). true while retry
+  // threads run: FAILED_PRECONDITION saying what to do, unless
+  // `drain_retries`: pause input, wait until the retry backlog is empty,
+  // stop the retry threads, switch, resume input. If `deadline` passes
+  // first: DEADLINE_EXCEEDED, input resumed, nothing else changed.
+  absl::StatusOr<SetInOrderResult> SetInOrder(bool in_order, bool drain_retries,
+                                              absl::Time deadline = absl::InfiniteFuture());
 
   bool in_order() const { return in_order_.load(std::memory_order_relaxed); }
+  EngineState state() const;
   const EngineOptions& options() const { return options_; }
 
-  // Stats of the threads that run now.
+  // Asks the cluster for its broker list; OK if it answered within
+  // `timeout`. Blocks; takes no engine lock.
+  absl::Status ProbeKafka(absl::Duration timeout) const;
+
+  // Stats of the threads that run now, by id.
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const;
+  // Stats of threads stopped within `window`, by id.
+  std::vector<std::shared_ptr<const ThreadStats>> RecentlyStopped(absl::Duration window) const;
   EngineTotals Totals() const;
 
  private:

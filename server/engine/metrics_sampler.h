@@ -1,0 +1,97 @@
+// The metrics sampler: one thread that reads every worker's stats at a
+// fixed tick and publishes an immutable EngineSample, shared by every
+// reader (metrics streams, /metrics, status). Readers never touch the
+// workers: they diff two samples (counts are cumulative) and ask the sampler
+// for the exact maximum latencies between them.
+//
+// Thread-safe. Start() and Stop() are for the owner.
+#ifndef RETRYD_SERVER_ENGINE_METRICS_SAMPLER_H_
+#define RETRYD_SERVER_ENGINE_METRICS_SAMPLER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/engine/engine.h"
+#include "server/engine/latency_histogram.h"
+#include "server/engine/thread_stats.h"
+
+namespace retryd {
+
+struct ThreadSample {
+  int id = 0;
+  ThreadRole role = ThreadRole::kPrimary;
+  ThreadState state = ThreadState::kStarting;
+  int64_t state_since_ms = 0;
+  std::vector<TopicPartition> partitions;
+  int64_t processed = 0, succeeded = 0, failed_attempts = 0, sent_to_retry = 0,
+          dead_lettered = 0;                  // Cumulative.
+  int64_t in_flight = 0, scheduled = 0, lag = 0;  // Gauges.
+  LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
+  std::string last_error;
+  int64_t last_error_ms = 0;
+};
+
+struct EngineSample {
+  int64_t time_ms = 0;
+  EngineState state = EngineState::kCreated;
+  bool in_order = false;
+  int64_t retry_backlog = 0;
+  // Running threads, then threads stopped within the last minute (state
+  // STOPPED or FAILED), by id.
+  std::vector<ThreadSample> threads;
+};
+
+struct MaxLatencies {
+  double processing_ms = 0;
+  double end_to_end_ms = 0;
+};
+
+class MetricsSampler {
+ public:
+  explicit MetricsSampler(Engine& engine, absl::Duration tick = absl::Milliseconds(100));
+  ~MetricsSampler();  // Stop()s.
+
+  MetricsSampler(const MetricsSampler&) = delete;
+  MetricsSampler& operator=(const MetricsSampler&) = delete;
+
+  // Takes a first sample, then one per tick on its own thread.
+  void Start();
+  void Stop();
+
+  // The newest sample; never null after Start().
+  std::shared_ptr<const EngineSample> Latest() const;
+
+  // Exact per-thread maximum latencies over samples taken in (from_ms, to_ms],
+  // kept for the last minute.
+  MaxLatencies MaxOver(int thread_id, int64_t from_ms, int64_t to_ms) const;
+
+ private:
+  void Run();
+  void SampleOnce();
+
+  Engine& engine_;
+  const absl::Duration tick_;
+  absl::Notification stop_;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;  // Guards the fields below; held only to copy or swap.
+  std::shared_ptr<const EngineSample> latest_ ABSL_GUARDED_BY(mu_);
+  struct TickMax {
+    int64_t time_ms;
+    std::map<int, MaxLatencies> by_thread;
+  };
+  std::deque<TickMax> maxima_ ABSL_GUARDED_BY(mu_);  // Oldest first, one minute.
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_METRICS_SAMPLER_H_

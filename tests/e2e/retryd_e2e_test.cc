@@ -1,0 +1,531 @@
+// The `retryd` binary end to end, as a user runs it: a child process with a
+// config file, pointed at the test binary's mock cluster (or at its own
+// embedded broker in demo mode), stopped by signals. Checks what an operator
+// relies on: exit statuses, error messages that name the file, line and
+// field, and that every record reaches its outcome across a crash (at least
+// once) and across a graceful restart (exactly once).
+//
+// Every wait is bounded; every child is killed and reaped by its owner, and
+// dies with the test process (PR_SET_PDEATHSIG) if the test is killed.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_cluster.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::Broker;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::TestTopics;
+using ::retryd::testing::WaitFor;
+using ::testing::HasSubstr;
+
+constexpr char kRetrydBinary[] = RETRYD_BINARY;
+constexpr char kSourceDir[] = RETRYD_SOURCE_DIR;
+
+// How long a stopping retryd may take: its shutdown_timeout_ms (10 s in the
+// configs below, 30 s by default) plus leaving the groups.
+constexpr absl::Duration kExitTimeout = absl::Seconds(60);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// The last `lines` lines of `text`.
+std::string Tail(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (size_t n = 0; n < lines && pos > 0; ++n) {
+    const size_t nl = text.rfind('\n', pos - 1);
+    if (nl == std::string::npos) return text;
+    pos = nl;
+  }
+  return text.substr(pos == 0 ? 0 : pos + 1);
+}
+
+std::string DescribeStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+::testing::AssertionResult ExitedWith(const std::optional<int>& status, int code) {
+  if (!status.has_value()) return ::testing::AssertionFailure() << "still running";
+  if (WIFEXITED(*status) && WEXITSTATUS(*status) == code) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << DescribeStatus(*status) << ", want exit status " << code;
+}
+
+// One run of the retryd binary. Its stdout and stderr go to
+// `<log_prefix>.stdout` and `<log_prefix>.stderr`. The destructor kills
+// (SIGKILL) and reaps it if it is still running. Used from the test's
+// thread only.
+class RetrydProcess {
+ public:
+  RetrydProcess(const std::string& log_prefix, const std::vector<std::string>& args)
+      : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
+    std::vector<std::string> argv_strings = {kRetrydBinary};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    // Everything the child needs is prepared here: after fork() in a
+    // multi-threaded process it may only make async-signal-safe calls.
+    std::vector<char*> argv;
+    for (std::string& a : argv_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int out = open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out < 0 || err < 0 || null < 0) {
+      ADD_FAILURE() << "cannot open log files " << log_prefix << ".*: " << std::strerror(errno);
+    } else {
+      const pid_t parent = getpid();
+      pid_ = fork();
+      if (pid_ == 0) {
+        // Dies with the test process, even if a timeout kills it with SIGKILL.
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        struct sigaction dfl = {};
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGINT, &dfl, nullptr);
+        sigaction(SIGTERM, &dfl, nullptr);
+        sigaction(SIGPIPE, &dfl, nullptr);
+        if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
+        execv(argv[0], argv.data());
+        _exit(127);
+      }
+      if (pid_ < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
+    }
+    for (int fd : {out, err, null}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  ~RetrydProcess() {
+    if (pid_ <= 0 || status_.has_value()) return;
+    kill(pid_, SIGKILL);
+    if (!WaitExit(absl::Seconds(30)).has_value()) {
+      ADD_FAILURE() << "retryd pid " << pid_ << " survived SIGKILL for 30 s";
+    }
+  }
+
+  RetrydProcess(const RetrydProcess&) = delete;
+  RetrydProcess& operator=(const RetrydProcess&) = delete;
+
+  bool started() const { return pid_ > 0; }
+
+  // False once the process has exited (and then it is reaped).
+  bool Running() {
+    if (pid_ <= 0 || status_.has_value()) return false;
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) status_ = status;
+    return !status_.has_value();
+  }
+
+  void Signal(int sig) {
+    ASSERT_TRUE(Running()) << "retryd already " << DescribeStatus(*status_);
+    ASSERT_EQ(kill(pid_, sig), 0) << std::strerror(errno);
+  }
+
+  // The wait status once the process has exited, waiting at most `timeout`;
+  // nullopt if it is still running then.
+  std::optional<int> WaitExit(absl::Duration timeout) {
+    WaitFor([&] { return !Running(); }, timeout);
+    return status_;
+  }
+
+  std::string Stdout() const { return ReadFile(stdout_path_); }
+  std::string Stderr() const { return ReadFile(stderr_path_); }
+
+ private:
+  const std::string stdout_path_;
+  const std::string stderr_path_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;  // Set once reaped.
+};
+
+// Keys as the engine integration test mixes them: perm- go to the
+// dead-letter topic, flaky- succeed on their third attempt, ok- at once.
+std::vector<std::string> MixedKeys(int n, const std::string& tag = "") {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) {
+    const char* kind = i % 13 == 0 ? "perm-" : i % 7 == 0 ? "flaky-" : "ok-";
+    keys.push_back(absl::StrCat(kind, tag, i));
+  }
+  return keys;
+}
+
+std::multiset<std::string> Keys(const std::vector<Record>& records) {
+  std::multiset<std::string> keys;
+  for (const Record& r : records) keys.insert(r.key.value_or("<null>"));
+  return keys;
+}
+
+// Where each key ended up, and how often.
+struct Outcomes {
+  std::multiset<std::string> output, dlq;
+
+  static Outcomes Read(const TestTopics& topics) {
+    return {Keys(ReadAll(topics.output)), Keys(ReadAll(topics.dlq))};
+  }
+  size_t total() const { return output.size() + dlq.size(); }
+  // Keys not (yet) at their expected outcome: perm- in the dead-letter
+  // topic, everything else in the output topic.
+  std::vector<std::string> Missing(const std::vector<std::string>& keys) const {
+    std::vector<std::string> missing;
+    for (const std::string& k : keys) {
+      const auto& want = absl::StartsWith(k, "perm-") ? dlq : output;
+      if (!want.contains(k)) missing.push_back(k);
+    }
+    return missing;
+  }
+  // Keys at an outcome they must never reach.
+  std::vector<std::string> Misplaced() const {
+    std::vector<std::string> wrong;
+    for (const std::string& k : output) {
+      if (absl::StartsWith(k, "perm-")) wrong.push_back("output:" + k);
+    }
+    for (const std::string& k : dlq) {
+      if (!absl::StartsWith(k, "perm-")) wrong.push_back("dlq:" + k);
+    }
+    return wrong;
+  }
+  // Records beyond one per distinct key.
+  size_t Duplicates() const {
+    std::set<std::string> distinct(output.begin(), output.end());
+    distinct.insert(dlq.begin(), dlq.end());
+    return total() - distinct.size();
+  }
+};
+
+std::string First(const std::vector<std::string>& v, size_t n = 10) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < n; ++i) absl::StrAppend(&s, i ? ", " : "", v[i]);
+  if (v.size() > n) absl::StrAppend(&s, ", ... (", v.size(), " in all)");
+  return s;
+}
+
+// A config on Broker() over `topics` in group `group`: fast commits and
+// backoff, one retry thread, the simulate processor with `latency_ms`.
+std::string ClusterConfig(const TestTopics& topics, const std::string& group,
+                          uint32_t latency_ms) {
+  std::string debug;
+  // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
+  if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG"); d != nullptr && *d != 0) {
+    debug = absl::StrCat("  properties { key: \"debug\" value: \"", d, "\" }\n");
+  }
+  return absl::StrCat(
+      "# Written by retryd_e2e_test.\n"
+      "listen_address: \"127.0.0.1:0\"\n"
+      "kafka {\n"
+      "  bootstrap_servers: \"", Broker().bootstrap_servers(), "\"\n"
+      "  properties { key: \"session.timeout.ms\" value: \"6000\" }\n"
+      "  properties { key: \"heartbeat.interval.ms\" value: \"1000\" }\n",
+      debug,
+      "}\n"
+      "group_id: \"", group, "\"\n"
+      "input_topics: \"", topics.input, "\"\n"
+      "output_topic: \"", topics.output, "\"\n"
+      "dead_letter_topic: \"", topics.dlq, "\"\n"
+      "commit_interval_ms: 200\n"
+      "shutdown_timeout_ms: 10000\n"
+      "retry {\n"
+      "  topic: \"", topics.retry, "\"\n"
+      "  threads: 1\n"
+      "  seed: 42\n"
+      "  backoff { initial_ms: 20 max_ms: 200 }\n"
+      "}\n"
+      "processor {\n"
+      "  simulate {\n"
+      "    seed: 7\n"
+      "    latency_ms: ", latency_ms, "\n"
+      "    rule { key_prefix: \"perm-\" permanent: true }\n"
+      "    rule { key_prefix: \"flaky-\" fail_attempts: 2 }\n"
+      "  }\n"
+      "}\n");
+}
+
+// Each test gets a fresh directory for its config files and the children's
+// logs. On failure the logs' tails are printed and the directory is kept.
+class RetrydE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = absl::StrCat(tmp != nullptr && *tmp != 0 ? tmp : "/tmp",
+                                     "/retryd-e2e-XXXXXX");
+    ASSERT_NE(mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
+    dir_ = templ;
+  }
+
+  void TearDown() override {
+    if (dir_.empty()) return;
+    if (!HasFailure()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+      return;
+    }
+    std::vector<std::filesystem::path> logs;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      const std::string ext = entry.path().extension().string();
+      if (ext == ".stdout" || ext == ".stderr") logs.push_back(entry.path());
+    }
+    std::sort(logs.begin(), logs.end());
+    for (const auto& path : logs) {
+      std::fprintf(stderr, "---- tail of %s ----\n%s\n", path.c_str(),
+                   Tail(ReadFile(path.string()), 40).c_str());
+    }
+    std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir_.c_str());
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string dir_;
+};
+
+// Killed mid-run with SIGKILL, retryd restarted in the same group resumes
+// from its committed offsets: every record reaches its outcome (at least
+// once), and the restart does not reprocess what the first run had done.
+TEST_F(RetrydE2eTest, CrashRecovery) {
+  const TestTopics topics = CreateTopics("crash");
+  const std::vector<std::string> keys = MixedKeys(4000);
+  ProduceKeys(topics.input, keys);
+  const std::string config = Path("crash.textproto");
+  // 1 ms per attempt: the run takes several seconds, so the kill lands in it.
+  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/1));
+
+  {
+    RetrydProcess first(Path("run1"), {"--config", config, "--summary_interval_s", "1"});
+    ASSERT_TRUE(first.started());
+    ASSERT_TRUE(WaitFor([&] { return !first.Running() || ReadAll(topics.output).size() >= 600; },
+                        absl::Seconds(120)))
+        << "fewer than 600 records in the output after 120 s";
+    ASSERT_TRUE(first.Running()) << "retryd " << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
+    first.Signal(SIGKILL);
+    const std::optional<int> status = first.WaitExit(absl::Seconds(30));
+    ASSERT_TRUE(status.has_value()) << "retryd survived SIGKILL for 30 s";
+    EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << DescribeStatus(*status);
+  }
+  const Outcomes before = Outcomes::Read(topics);
+  const size_t done_before = keys.size() - before.Missing(keys).size();
+  std::printf("first run, killed: %zu records in output+dlq, %zu of %zu keys done\n",
+              before.total(), done_before, keys.size());
+  // Otherwise the kill was not mid-run and the test proves nothing.
+  ASSERT_LT(done_before, keys.size()) << "the first run finished before it was killed";
+
+  Outcomes after;
+  {
+    RetrydProcess second(Path("run2"), {"--config", config, "--summary_interval_s", "1"});
+    ASSERT_TRUE(second.started());
+    const bool all_done = WaitFor(
+        [&] {
+          if (!second.Running()) return true;
+          after = Outcomes::Read(topics);
+          return after.Missing(keys).empty();
+        },
+        absl::Seconds(180));
+    ASSERT_TRUE(second.Running()) << "retryd " << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(all_done) << "after 180 s, keys missing: " << First(after.Missing(keys));
+    second.Signal(SIGTERM);
+    EXPECT_TRUE(ExitedWith(second.WaitExit(kExitTimeout), 0));
+  }
+  after = Outcomes::Read(topics);
+
+  EXPECT_THAT(after.Missing(keys), ::testing::IsEmpty());
+  EXPECT_THAT(after.Misplaced(), ::testing::IsEmpty());
+  const size_t duplicates = after.Duplicates();
+  std::printf("after restart: %zu records in output+dlq for %zu keys, %zu duplicates\n",
+              after.total(), keys.size(), duplicates);
+  EXPECT_LT(duplicates, keys.size());
+  // A restart from scratch would redo everything the first run did, so
+  // duplicates would be at least before.total(). Fewer proves the first run
+  // committed offsets before it was killed.
+  EXPECT_LT(duplicates, before.total())
+      << "the second run reprocessed everything: offsets were not committed before the crash";
+}
+
+// A graceful stop (SIGTERM) commits everything done: a restart in the same
+// group processes only new records.
+TEST_F(RetrydE2eTest, GracefulStopCommits) {
+  const TestTopics topics = CreateTopics("graceful");
+  const std::string config = Path("graceful.textproto");
+  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  const std::vector<std::string> keys = MixedKeys(500);
+
+  Outcomes first_run;
+  {
+    RetrydProcess first(Path("run1"), {"--config", config});
+    ASSERT_TRUE(first.started());
+    ProduceKeys(topics.input, keys);
+    const bool all_done = WaitFor(
+        [&] {
+          if (!first.Running()) return true;
+          first_run = Outcomes::Read(topics);
+          return first_run.Missing(keys).empty();
+        },
+        absl::Seconds(120));
+    ASSERT_TRUE(first.Running()) << "retryd " << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(all_done) << "after 120 s, keys missing: " << First(first_run.Missing(keys));
+    first.Signal(SIGTERM);
+    ASSERT_TRUE(ExitedWith(first.WaitExit(kExitTimeout), 0));
+  }
+  first_run = Outcomes::Read(topics);
+  EXPECT_THAT(first_run.Misplaced(), ::testing::IsEmpty());
+  std::printf("first run: %zu records in output+dlq for %zu keys, %zu duplicates\n",
+              first_run.total(), keys.size(), first_run.Duplicates());
+
+  {
+    RetrydProcess second(Path("run2"), {"--config", config});
+    ASSERT_TRUE(second.started());
+    ProduceKeys(topics.input, {"ok-last"});
+    ASSERT_TRUE(WaitFor(
+        [&] { return !second.Running() || Keys(ReadAll(topics.output)).contains("ok-last"); },
+        absl::Seconds(120)))
+        << "ok-last not in the output after 120 s";
+    ASSERT_TRUE(second.Running()) << "retryd " << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
+    second.Signal(SIGTERM);
+    EXPECT_TRUE(ExitedWith(second.WaitExit(kExitTimeout), 0));
+  }
+  const Outcomes second_run = Outcomes::Read(topics);
+
+  // What the second run added, beyond the first run's records.
+  std::multiset<std::string> added_output, added_dlq;
+  std::set_difference(second_run.output.begin(), second_run.output.end(),
+                      first_run.output.begin(), first_run.output.end(),
+                      std::inserter(added_output, added_output.end()));
+  std::set_difference(second_run.dlq.begin(), second_run.dlq.end(), first_run.dlq.begin(),
+                      first_run.dlq.end(), std::inserter(added_dlq, added_dlq.end()));
+  EXPECT_THAT(added_output, ::testing::ElementsAre("ok-last"))
+      << "the restart reprocessed records the graceful stop should have committed";
+  EXPECT_THAT(added_dlq, ::testing::IsEmpty())
+      << "the restart reprocessed records the graceful stop should have committed";
+}
+
+// Config and command-line errors exit with status 2 and say where the
+// problem is.
+TEST_F(RetrydE2eTest, BadConfigExits2) {
+  {
+    SCOPED_TRACE("invalid field on line 3");
+    const std::string config = Path("bad.textproto");
+    WriteFile(config,
+              "# An invalid config: max_attempts must be 1..1000.\n"
+              "group_id: \"bad\"\n"
+              "retry { max_attempts: 0 }\n"
+              "kafka { bootstrap_servers: \"127.0.0.1:9\" }\n"
+              "input_topics: \"in\"\n"
+              "processor { simulate {} }\n");
+    RetrydProcess retryd(Path("bad"), {"--config", config});
+    ASSERT_TRUE(retryd.started());
+    EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 2));
+    EXPECT_THAT(retryd.Stderr(), HasSubstr(config + ":3:"));
+    EXPECT_THAT(retryd.Stderr(), HasSubstr("retry.max_attempts"));
+  }
+  {
+    SCOPED_TRACE("no --config");
+    RetrydProcess retryd(Path("no-config"), {});
+    ASSERT_TRUE(retryd.started());
+    EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 2));
+    EXPECT_THAT(retryd.Stderr(), HasSubstr("--config"));
+  }
+  {
+    SCOPED_TRACE("nonexistent config file");
+    const std::string config = Path("does-not-exist.textproto");
+    RetrydProcess retryd(Path("missing-file"), {"--config", config});
+    ASSERT_TRUE(retryd.started());
+    EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 2));
+    EXPECT_THAT(retryd.Stderr(), HasSubstr(config));
+  }
+}
+
+// On a real cluster retryd creates no topics: a missing input topic is a
+// runtime failure (status 1) that names it.
+TEST_F(RetrydE2eTest, MissingTopicOnRealClusterExits1) {
+  TestTopics topics = CreateTopics("missing");
+  topics.input = absl::StrCat("never-created-", getpid(), "-", topics.input);
+  const std::string config = Path("missing.textproto");
+  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+
+  RetrydProcess retryd(Path("run"), {"--config", config});
+  ASSERT_TRUE(retryd.started());
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 1));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr(topics.input));
+  EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr(topics.output)));
+}
+
+// consumed=N from every summary line in `text`.
+std::vector<int64_t> ConsumedCounts(const std::string& text) {
+  std::vector<int64_t> counts;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, "consumed=")) continue;
+    absl::string_view value = line.substr(std::strlen("consumed="));
+    value = value.substr(0, value.find(' '));
+    int64_t n = 0;
+    if (absl::SimpleAtoi(value, &n)) counts.push_back(n);
+  }
+  return counts;
+}
+
+// The demo as the README runs it: embedded broker, synthetic load, summary
+// lines; Ctrl-C (SIGINT) stops it cleanly.
+TEST_F(RetrydE2eTest, DemoRuns) {
+  RetrydProcess retryd(Path("demo"),
+                       {"--config", absl::StrCat(kSourceDir, "/deploy/examples/demo.textproto"),
+                        "--demo", "--summary_interval_s", "1"});
+  ASSERT_TRUE(retryd.started());
+  auto busy_summaries = [&] {
+    size_t n = 0;
+    for (int64_t consumed : ConsumedCounts(retryd.Stdout())) n += consumed > 0;
+    return n;
+  };
+  ASSERT_TRUE(WaitFor([&] { return !retryd.Running() || busy_summaries() >= 2; },
+                      absl::Seconds(90)))
+      << "fewer than 2 summary lines with consumed>0 after 90 s";
+  ASSERT_TRUE(retryd.Running()) << "retryd " << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
+  ASSERT_GE(busy_summaries(), 2u);
+  retryd.Signal(SIGINT);
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+}
+
+}  // namespace
+}  // namespace retryd
