@@ -1,9 +1,14 @@
 #include "server/engine/engine.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "server/common/logging.h"
+#include "server/kafka/topics.h"
 
 namespace retryd {
 namespace {
@@ -31,7 +36,23 @@ absl::Status CheckOptions(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
+std::string IdList(const std::vector<int>& ids) { return absl::StrJoin(ids, ", "); }
+
+// How often a drain looks at the retry group's committed lag.
+constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
+
 }  // namespace
+
+const char* EngineStateName(EngineState state) {
+  switch (state) {
+    case EngineState::kCreated: return "CREATED";
+    case EngineState::kRunning: return "RUNNING";
+    case EngineState::kDraining: return "DRAINING";
+    case EngineState::kStopping: return "STOPPING";
+    case EngineState::kStopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
                                                        std::unique_ptr<Processor> processor) {
@@ -54,9 +75,40 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
       processor_(std::move(processor)),
       producer_(std::move(producer)),
       in_order_(options_.in_order),
-      context_{&options_, processor_.get(), producer_.get(), &in_order_} {}
+      context_{&options_, processor_.get(), producer_.get(), &in_order_, &input_paused_} {}
 
 Engine::~Engine() { Stop(); }
+
+EngineState Engine::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+absl::Status Engine::CheckRunning() const {
+  if (state_ != EngineState::kRunning && state_ != EngineState::kDraining) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the engine is ", EngineStateName(state_), ", not running"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::BeginControl(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  const bool free = mu_.AwaitWithDeadline(
+      absl::Condition(+[](bool* busy) { return !*busy; }, &control_busy_), deadline);
+  if (!free) {
+    return absl::DeadlineExceededError(
+        "another control operation was still in progress when the deadline passed");
+  }
+  if (absl::Status s = CheckRunning(); !s.ok()) return s;
+  control_busy_ = true;
+  return absl::OkStatus();
+}
+
+void Engine::EndControl() {
+  absl::MutexLock lock(&mu_);
+  control_busy_ = false;
+}
 
 absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role) {
   int id;
@@ -72,8 +124,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role) {
 absl::Status Engine::Start() {
   {
     absl::MutexLock lock(&mu_);
-    if (phase_ != Phase::kCreated) return absl::FailedPreconditionError("engine already started");
-    phase_ = Phase::kRunning;
+    if (state_ != EngineState::kCreated) {
+      return absl::FailedPreconditionError("engine already started");
+    }
+    state_ = EngineState::kRunning;
   }
   LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
           " retry threads", in_order() ? " (in order)" : "");
@@ -87,7 +141,9 @@ absl::Status Engine::Start() {
     primaries_.push_back(*std::move(worker));
   }
   if (options_.retry.threads > 0) {
-    absl::StatusOr<std::vector<int>> started = StartRetryThreads(options_.retry.threads);
+    // Not waiting for the group join: start-up should not block on it.
+    absl::StatusOr<std::vector<int>> started =
+        StartRetryThreads(options_.retry.threads, absl::InfinitePast());
     if (!started.ok()) {
       Stop();
       return started.status();
@@ -96,55 +152,209 @@ absl::Status Engine::Start() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count) {
+absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
+  if (absl::Status s = BeginControl(std::max(deadline, absl::Now())); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
-    if (phase_ != Phase::kRunning) return absl::FailedPreconditionError("engine is not running");
-    if (in_order()) {
-      return absl::FailedPreconditionError(
-          "in-order mode excludes retry threads; switch in-order off first");
-    }
+    absl::Status invalid;
     const int running = static_cast<int>(retries_.size());
-    if (count < 1 || running + count > options_.retry.max_threads) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "count must be between 1 and ", options_.retry.max_threads - running, " (retry.max_threads ",
-          options_.retry.max_threads, ", ", running, " running)"));
+    if (in_order()) {
+      invalid = absl::FailedPreconditionError(
+          "in-order mode excludes retry threads: switch it off first (SetInOrder false)");
+    } else if (count < 1 || running + count > options_.retry.max_threads) {
+      invalid = absl::InvalidArgumentError(absl::StrCat(
+          "count must be between 1 and ", options_.retry.max_threads - running,
+          ": retry.max_threads is ", options_.retry.max_threads, " and ", running, " run"));
+    }
+    if (!invalid.ok()) {
+      control_busy_ = false;
+      return invalid;
     }
   }
   std::vector<std::unique_ptr<Worker>> started;
-  for (int i = 0; i < count; ++i) {
+  absl::Status failure;
+  for (int i = 0; i < count && failure.ok(); ++i) {
     absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
-    if (!worker.ok()) {
-      StopWorkers(started, /*graceful=*/true);
-      return worker.status();
+    if (worker.ok()) {
+      started.push_back(*std::move(worker));
+    } else {
+      failure = worker.status();
     }
-    started.push_back(*std::move(worker));
+  }
+  if (!failure.ok()) {
+    StopWorkers(started, /*graceful=*/true);
+    Retire(started);
+    EndControl();
+    return failure;
   }
   std::vector<int> ids;
-  absl::MutexLock lock(&mu_);
-  for (auto& worker : started) {
-    ids.push_back(worker->id());
-    retries_.push_back(std::move(worker));
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& worker : started) {
+      ids.push_back(worker->id());
+      retries_.push_back(std::move(worker));
+    }
+    control_busy_ = false;
   }
+  LogInfo("engine: started retry threads ", IdList(ids));
+  // Joining the group takes a rebalance; the caller may wait for it, on the
+  // threads' stats, which stay valid whatever happens to the workers.
+  std::vector<std::shared_ptr<const ThreadStats>> stats;
+  for (const auto& s : Threads()) {
+    if (std::find(ids.begin(), ids.end(), s->id()) != ids.end()) stats.push_back(s);
+  }
+  for (const auto& s : stats) s->joined.WaitForNotificationWithDeadline(deadline);
   return ids;
 }
 
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful) {
+absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
+                                                          absl::Time deadline) {
   if (count < 1) return absl::InvalidArgumentError("count must be at least 1");
+  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  std::vector<int> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = retries_.rbegin(); it != retries_.rend() && count-- > 0; ++it) {
+      ids.push_back((*it)->id());
+    }
+  }
+  return StopRetryThreadsLocked(std::move(ids), graceful);
+}
+
+absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,
+                                                              bool graceful, absl::Time deadline) {
+  if (ids.empty()) return absl::InvalidArgumentError("no thread ids given");
+  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  std::vector<int> unknown;
+  {
+    absl::MutexLock lock(&mu_);
+    for (int id : ids) {
+      const bool found = std::any_of(retries_.begin(), retries_.end(),
+                                     [id](const auto& w) { return w->id() == id; });
+      if (!found) unknown.push_back(id);
+    }
+    if (!unknown.empty()) {
+      control_busy_ = false;
+      return absl::NotFoundError(absl::StrCat(
+          unknown.size() > 1 ? "threads " : "thread ", IdList(unknown),
+          unknown.size() > 1 ? " are not running retry threads" : " is not a running retry thread"));
+    }
+  }
+  return StopRetryThreadsLocked(ids, graceful);
+}
+
+// Requires BeginControl() to have succeeded; ends it.
+absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int> ids,
+                                                                bool graceful) {
   std::vector<std::unique_ptr<Worker>> stopping;
   {
     absl::MutexLock lock(&mu_);
-    while (count-- > 0 && !retries_.empty()) {
-      stopping.push_back(std::move(retries_.back()));
-      retries_.pop_back();
+    for (auto it = retries_.begin(); it != retries_.end();) {
+      if (std::find(ids.begin(), ids.end(), (*it)->id()) != ids.end()) {
+        stopping.push_back(std::move(*it));
+        it = retries_.erase(it);
+      } else {
+        ++it;
+      }
     }
+  }
+  StopWorkers(stopping, graceful);
+  Retire(stopping);
+  LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
+  EndControl();
+  return ids;
+}
+
+absl::StatusOr<SetInOrderResult> Engine::SetInOrder(bool in_order, bool drain_retries,
+                                                    absl::Time deadline) {
+  if (!in_order && drain_retries) {
+    return absl::InvalidArgumentError("drain_retries applies only when switching in_order on");
+  }
+  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  int running;
+  {
+    absl::MutexLock lock(&mu_);
+    running = static_cast<int>(retries_.size());
+  }
+  if (in_order && running > 0) {
+    if (!drain_retries) {
+      EndControl();
+      return absl::FailedPreconditionError(absl::StrCat(
+          running, " retry thread", running > 1 ? "s run" : " runs",
+          "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or call "
+          "SetInOrder with drain_retries to empty the retry backlog, stop them and switch"));
+    }
+    absl::StatusOr<SetInOrderResult> result = DrainAndSetInOrder(deadline);
+    EndControl();
+    return result;
+  }
+  in_order_.store(in_order, std::memory_order_relaxed);
+  LogInfo("engine: in-order mode ", in_order ? "on" : "off");
+  EndControl();
+  return SetInOrderResult{in_order, {}, 0};
+}
+
+absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline) {
+  const std::string retry_group = absl::StrCat(options_.group_id, ".retry");
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = EngineState::kDraining;
+  }
+  input_paused_.store(true, std::memory_order_relaxed);
+  LogInfo("engine: draining the retry backlog before switching to in-order mode");
+  auto resume = [&](EngineState state) {
+    input_paused_.store(false, std::memory_order_relaxed);
+    absl::MutexLock lock(&mu_);
+    if (state_ == EngineState::kDraining) state_ = state;
+  };
+
+  int64_t initial_lag = -1, lag = -1;
+  absl::Notification never;  // Paces the checks; nothing notifies it.
+  for (;;) {
+    // Primaries hand-offs first: once none is in flight, input is paused
+    // and the retry topic can only shrink.
+    int64_t primary_in_flight = 0;
+    for (const auto& s : Threads()) {
+      if (s->role() == ThreadRole::kPrimary) primary_in_flight += s->in_flight.load();
+    }
+    if (primary_in_flight == 0) {
+      absl::StatusOr<int64_t> committed_lag = kafka::CommittedLag(
+          options_.bootstrap_servers, options_.kafka_properties, retry_group, options_.retry.topic,
+          std::max(absl::Milliseconds(1), std::min(absl::Seconds(5), deadline - absl::Now())));
+      if (committed_lag.ok()) {
+        lag = *committed_lag;
+        if (initial_lag < 0) initial_lag = lag;
+        if (lag == 0) break;
+      } else {
+        LogWarning("engine: drain: ", committed_lag.status().message());
+      }
+    }
+    if (absl::Now() >= deadline) {
+      resume(EngineState::kRunning);
+      LogWarning("engine: drain timed out; in-order mode stays off");
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the retry backlog was not empty when the deadline passed (",
+          lag >= 0 ? absl::StrCat(lag, " records left") : "not measured",
+          "); nothing changed: retry threads still run and in-order mode is off. Retry with a "
+          "longer deadline"));
+    }
+    never.WaitForNotificationWithDeadline(std::min(deadline, absl::Now() + kDrainCheckInterval));
+  }
+
+  std::vector<std::unique_ptr<Worker>> stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping.swap(retries_);
   }
   std::vector<int> ids;
   for (const auto& worker : stopping) ids.push_back(worker->id());
-  StopWorkers(stopping, graceful);
-  absl::MutexLock lock(&mu_);
-  for (const auto& worker : stopping) retired_.push_back(worker->stats());
-  return ids;
+  StopWorkers(stopping, /*graceful=*/true);
+  Retire(stopping);
+  in_order_.store(true, std::memory_order_relaxed);
+  resume(EngineState::kRunning);
+  LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ", IdList(ids),
+          "; in-order mode on");
+  return SetInOrderResult{true, ids, std::max<int64_t>(0, initial_lag)};
 }
 
 void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful) {
@@ -153,24 +363,43 @@ void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool gra
   for (auto& worker : workers) worker->Join();
 }
 
+void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  for (const auto& worker : workers) retired_.push_back({worker->stats(), now});
+  workers.clear();
+}
+
 void Engine::Stop() {
   std::vector<std::unique_ptr<Worker>> primaries, retries;
   {
     absl::MutexLock lock(&mu_);
-    if (phase_ == Phase::kStopped) return;
-    phase_ = Phase::kStopped;
+    if (state_ == EngineState::kStopping || state_ == EngineState::kStopped) return;
+    const bool started = state_ != EngineState::kCreated;
+    state_ = EngineState::kStopping;
+    // A control operation in progress finishes first: it owns the workers
+    // it took out of the lists.
+    mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &control_busy_));
     primaries.swap(primaries_);
     retries.swap(retries_);
+    if (!started) {
+      state_ = EngineState::kStopped;
+      return;
+    }
   }
   LogInfo("engine: stopping");
+  input_paused_.store(false, std::memory_order_relaxed);
   StopWorkers(primaries, /*graceful=*/true);
   StopWorkers(retries, /*graceful=*/true);
   producer_->Close(absl::Milliseconds(options_.shutdown_timeout_ms));
+  Retire(primaries);
+  Retire(retries);
   absl::MutexLock lock(&mu_);
-  for (const auto& worker : primaries) retired_.push_back(worker->stats());
-  for (const auto& worker : retries) retired_.push_back(worker->stats());
+  state_ = EngineState::kStopped;
   LogInfo("engine: stopped");
 }
+
+absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }
 
 std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   absl::MutexLock lock(&mu_);
@@ -180,11 +409,23 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   return out;
 }
 
+std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
+    absl::Duration window) const {
+  const absl::Time since = absl::Now() - window;
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const ThreadStats>> out;
+  for (const Retired& r : retired_) {
+    if (r.stopped_at >= since) out.push_back(r.stats);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
+  return out;
+}
+
 EngineTotals Engine::Totals() const {
   std::vector<std::shared_ptr<const ThreadStats>> all = Threads();
   {
     absl::MutexLock lock(&mu_);
-    all.insert(all.end(), retired_.begin(), retired_.end());
+    for (const Retired& r : retired_) all.push_back(r.stats);
   }
   EngineTotals t;
   for (const auto& s : all) {

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -124,20 +125,36 @@ class Engine {
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
   static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful);
+  void Retire(std::vector<std::unique_ptr<Worker>>& workers) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Control operations run one at a time: Begin waits (up to `deadline`)
+  // until none is in progress and marks one; End clears the mark. The work
+  // between them runs without mu_ held.
+  absl::Status BeginControl(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndControl() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckRunning() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<int>> StopRetryThreadsLocked(std::vector<int> ids, bool graceful);
+  absl::StatusOr<SetInOrderResult> DrainAndSetInOrder(absl::Time deadline);
 
   const EngineOptions options_;
   const std::unique_ptr<Processor> processor_;
   const std::unique_ptr<kafka::Producer> producer_;
   std::atomic<bool> in_order_;
+  std::atomic<bool> input_paused_{false};
   const WorkerContext context_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.
-  enum class Phase { kCreated, kRunning, kStopped } phase_ ABSL_GUARDED_BY(mu_) = Phase::kCreated;
+  EngineState state_ ABSL_GUARDED_BY(mu_) = EngineState::kCreated;
+  bool control_busy_ ABSL_GUARDED_BY(mu_) = false;
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::unique_ptr<Worker>> primaries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Worker>> retries_ ABSL_GUARDED_BY(mu_);
-  // Stats of stopped threads, kept for the totals.
-  std::vector<std::shared_ptr<const ThreadStats>> retired_ ABSL_GUARDED_BY(mu_);
+  // Stopped threads, kept for the totals and for RecentlyStopped().
+  struct Retired {
+    std::shared_ptr<const ThreadStats> stats;
+    absl::Time stopped_at;
+  };
+  std::vector<Retired> retired_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd

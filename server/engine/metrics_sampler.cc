@@ -1,1 +1,109 @@
-// placeholder
+#include "server/engine/metrics_sampler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+
+namespace retryd {
+namespace {
+
+// How long stopped threads stay in samples, and maxima are kept.
+constexpr absl::Duration kHistory = absl::Minutes(1);
+
+ThreadSample Read(const ThreadStats& s) {
+  ThreadSample t;
+  t.id = s.id();
+  t.role = s.role();
+  t.state = s.state();
+  t.state_since_ms = s.state_since_ms();
+  t.partitions = s.partitions();
+  t.processed = s.processed.load(std::memory_order_relaxed);
+  t.succeeded = s.succeeded.load(std::memory_order_relaxed);
+  t.failed_attempts = s.failed_attempts.load(std::memory_order_relaxed);
+  t.sent_to_retry = s.sent_to_retry.load(std::memory_order_relaxed);
+  t.dead_lettered = s.dead_lettered.load(std::memory_order_relaxed);
+  t.in_flight = s.in_flight.load(std::memory_order_relaxed);
+  t.scheduled = s.scheduled.load(std::memory_order_relaxed);
+  t.lag = s.lag.load(std::memory_order_relaxed);
+  t.processing = s.processing_latency.Read();
+  t.end_to_end = s.end_to_end_latency.Read();
+  t.last_error = s.last_error();
+  t.last_error_ms = s.last_error_ms();
+  return t;
+}
+
+}  // namespace
+
+MetricsSampler::MetricsSampler(Engine& engine, absl::Duration tick) : engine_(engine), tick_(tick) {}
+
+MetricsSampler::~MetricsSampler() { Stop(); }
+
+void MetricsSampler::Start() {
+  if (thread_.joinable()) return;
+  SampleOnce();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void MetricsSampler::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+}
+
+void MetricsSampler::Run() {
+  SetThreadName("metrics");
+  absl::Time next = absl::Now() + tick_;
+  while (!stop_.WaitForNotificationWithDeadline(next)) {
+    SampleOnce();
+    next += tick_;
+    // After a stall (e.g. a suspended process) skip the missed ticks.
+    if (next < absl::Now()) next = absl::Now() + tick_;
+  }
+}
+
+void MetricsSampler::SampleOnce() {
+  auto sample = std::make_shared<EngineSample>();
+  sample->time_ms = absl::ToUnixMillis(absl::Now());
+  sample->state = engine_.state();
+  sample->in_order = engine_.in_order();
+  TickMax tick_max{sample->time_ms, {}};
+  auto add = [&](const std::shared_ptr<const ThreadStats>& stats) {
+    sample->threads.push_back(Read(*stats));
+    tick_max.by_thread[stats->id()] = {stats->processing_latency.TakeMaxMs(),
+                                       stats->end_to_end_latency.TakeMaxMs()};
+  };
+  for (const auto& stats : engine_.Threads()) {
+    add(stats);
+    const ThreadSample& t = sample->threads.back();
+    if (t.role == ThreadRole::kRetry) sample->retry_backlog += t.lag + t.scheduled;
+  }
+  for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
+
+  absl::MutexLock lock(&mu_);
+  latest_ = std::move(sample);
+  maxima_.push_back(std::move(tick_max));
+  const int64_t horizon = maxima_.back().time_ms - absl::ToInt64Milliseconds(kHistory);
+  while (!maxima_.empty() && maxima_.front().time_ms < horizon) maxima_.pop_front();
+}
+
+std::shared_ptr<const EngineSample> MetricsSampler::Latest() const {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
+MaxLatencies MetricsSampler::MaxOver(int thread_id, int64_t from_ms, int64_t to_ms) const {
+  MaxLatencies out;
+  absl::MutexLock lock(&mu_);
+  for (const TickMax& tick : maxima_) {
+    if (tick.time_ms <= from_ms || tick.time_ms > to_ms) continue;
+    auto it = tick.by_thread.find(thread_id);
+    if (it == tick.by_thread.end()) continue;
+    out.processing_ms = std::max(out.processing_ms, it->second.processing_ms);
+    out.end_to_end_ms = std::max(out.end_to_end_ms, it->second.end_to_end_ms);
+  }
+  return out;
+}
+
+}  // namespace retryd

@@ -14,8 +14,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/engine/latency_histogram.h"
 #include "server/engine/record.h"
 
 namespace retryd {
@@ -74,6 +76,10 @@ class ThreadStats {
     return partitions_;
   }
 
+  // Notified once the thread's consumer has joined its group (its first
+  // assignment, possibly empty) or the thread has exited.
+  absl::Notification joined;
+
   // Cumulative counts.
   std::atomic<int64_t> processed{0};       // Processor calls.
   std::atomic<int64_t> succeeded{0};       // Calls that returned OK (output acknowledged).
@@ -85,6 +91,11 @@ class ThreadStats {
   std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};  // Records held until their due time.
   std::atomic<int64_t> lag{0};        // Records behind the high watermarks.
+  // Latencies: the processor call, and record timestamp to final outcome.
+  // Mutable: recording does not change what the stats describe, and the
+  // metrics sampler (the one caller of TakeMaxMs) holds a const view.
+  mutable LatencyHistogram processing_latency;
+  mutable LatencyHistogram end_to_end_latency;
 
  private:
   const int id_;

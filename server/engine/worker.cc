@@ -133,10 +133,14 @@ void Worker::Run() {
     if (polled->has_value()) {
       sink_->SetState(ThreadState::kRunning);
       HandleConsumed(std::move(**polled));
-    } else if (backpressure_) {
+    } else if (!sink_->joined.HasBeenNotified()) {
+      // Still joining the group: stays STARTING.
+    } else if (scheduler_.size() > 0) {
+      sink_->SetState(ThreadState::kWaitingBackoff);
+    } else if (!paused_.empty() && paused_.size() == trackers_.size()) {
       sink_->SetState(ThreadState::kPaused);
     } else {
-      sink_->SetState(scheduler_.size() > 0 ? ThreadState::kWaitingBackoff : ThreadState::kIdle);
+      sink_->SetState(ThreadState::kIdle);
     }
   }
   sink_->SetState(ThreadState::kStopping);
@@ -147,6 +151,7 @@ void Worker::Run() {
   }
   UpdateGauges();
   sink_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
+  if (!sink_->joined.HasBeenNotified()) sink_->joined.Notify();
 }
 
 void Worker::HandleConsumed(Record record) {
@@ -203,17 +208,26 @@ void Worker::HandleConsumed(Record record) {
   }
 }
 
+void Worker::RecordEndToEnd(const HeldRecord& held) {
+  if (held.record.timestamp_ms < 0) return;
+  sink_->end_to_end_latency.Record(absl::Milliseconds(NowMs() - held.record.timestamp_ms));
+}
+
 void Worker::Attempt(HeldRecord held) {
   sink_->processed.fetch_add(1, std::memory_order_relaxed);
+  const absl::Time started = absl::Now();
   Outcome outcome = context_.processor->Process(held.record, held.attempt);
+  sink_->processing_latency.Record(absl::Now() - started);
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
       sink_->succeeded.fetch_add(1, std::memory_order_relaxed);
+      RecordEndToEnd(held);
       OnSuccess(held);
       return;
     case Outcome::Kind::kPermanent:
       sink_->failed_attempts.fetch_add(1, std::memory_order_relaxed);
       sink_->SetLastError(outcome.reason);
+      RecordEndToEnd(held);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
@@ -246,6 +260,7 @@ void Worker::OnSuccess(const HeldRecord& held) {
 void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   const RetryOptions& retry = context_.options->retry;
   if (held.attempt >= retry.max_attempts) {
+    RecordEndToEnd(held);
     DeadLetter(held, absl::StrCat(reason, " (gave up after attempt ", held.attempt, " of ",
                                   retry.max_attempts, ")"));
     return;
@@ -404,7 +419,7 @@ void Worker::ReconcilePauses() {
   for (const auto& [tp, tracker] : trackers_) {
     bool want = backpressure_;
     if (role_ == ThreadRole::kPrimary) {
-      want = want || HeldCount(tp) > 0;
+      want = want || HeldCount(tp) > 0 || context_.input_paused->load(std::memory_order_relaxed);
     } else {
       want = want ||
              scheduler_.CountFor(tp) >= static_cast<size_t>(context_.options->retry.lookahead);
@@ -465,6 +480,10 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   for (const auto& [tp, tracker] : trackers_) all.push_back(tp);
   LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", all.size());
   sink_->SetPartitions(std::move(all));
+  if (!sink_->joined.HasBeenNotified()) {
+    sink_->SetState(ThreadState::kRunning);
+    sink_->joined.Notify();
+  }
 }
 
 void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time deadline) {

@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/engine/backoff.h"
 #include "server/engine/completion_tracker.h"
@@ -50,6 +51,8 @@ struct WorkerContext {
   kafka::Producer* producer = nullptr;
   // Read per record, so a runtime switch takes effect at the next record.
   const std::atomic<bool>* in_order = nullptr;
+  // While set, primary threads pause all their partitions (a drain).
+  const std::atomic<bool>* input_paused = nullptr;
 };
 
 class Worker : public kafka::ConsumerListener {
@@ -71,6 +74,7 @@ class Worker : public kafka::ConsumerListener {
 
   // Waits for the thread to exit.
   void Join();
+
 
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
@@ -104,6 +108,7 @@ class Worker : public kafka::ConsumerListener {
   void Run();
   void HandleConsumed(Record record);
   void Attempt(HeldRecord held);
+  void RecordEndToEnd(const HeldRecord& held);
   void OnSuccess(const HeldRecord& held);
   void OnRetriableFailure(HeldRecord held, std::string reason);
   void DeadLetter(const HeldRecord& held, std::string reason);

@@ -56,6 +56,10 @@ class Producer {
   // Records accepted and not yet reported.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
+  // Asks the cluster for its brokers; OK if it answered within `timeout`.
+  // Blocks the caller; safe from any thread.
+  absl::Status Ping(absl::Duration timeout) const;
+
   // A fatal producer error (e.g. the idempotent sequence is broken), or OK.
   absl::Status FatalError() const;
 

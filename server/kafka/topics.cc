@@ -2,10 +2,13 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "server/kafka/properties.h"
 
 namespace retryd::kafka {
@@ -46,6 +49,59 @@ absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
         "real cluster)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> CommittedLag(const std::string& bootstrap_servers,
+                                     const std::map<std::string, std::string>& properties,
+                                     const std::string& group_id, const std::string& topic,
+                                     absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  auto remaining_ms = [&] {
+    return static_cast<int>(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
+  };
+  Properties user = properties;
+  user.emplace("client.id", "retryd-lag-check");
+  // A consumer handle that never subscribes reads the group's offsets
+  // without becoming a member.
+  absl::StatusOr<ConfPtr> conf = MakeConf(bootstrap_servers, user,
+                                          {{"group.id", group_id}, {"enable.auto.commit", "false"}});
+  if (!conf.ok()) return conf.status();
+  absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
+  if (!rk.ok()) return rk.status();
+
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* metadata = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, rkt, &metadata, remaining_ms());
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::UnavailableError(absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
+  }
+  const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
+  rd_kafka_metadata_destroy(metadata);
+
+  std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
+      list(rd_kafka_topic_partition_list_new(partitions), rd_kafka_topic_partition_list_destroy);
+  for (int p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), p);
+  err = rd_kafka_committed(rk->get(), list.get(), remaining_ms());
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::UnavailableError(
+        absl::StrCat("committed offsets of ", group_id, ": ", rd_kafka_err2str(err)));
+  }
+  int64_t lag = 0;
+  for (int i = 0; i < list->cnt; ++i) {
+    const rd_kafka_topic_partition_t& p = list->elems[i];
+    int64_t low = 0, high = 0;
+    err = rd_kafka_query_watermark_offsets(rk->get(), topic.c_str(), p.partition, &low, &high,
+                                           remaining_ms());
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return absl::UnavailableError(
+          absl::StrCat("watermarks of ", topic, "/", p.partition, ": ", rd_kafka_err2str(err)));
+    }
+    const int64_t committed = p.offset >= 0 ? std::max(p.offset, low) : low;
+    if (high > committed) lag += high - committed;
+  }
+  return lag;
 }
 
 }  // namespace retryd::kafka
