@@ -311,13 +311,22 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
   int64_t initial_lag = -1, lag = -1;
   absl::Notification never;  // Paces the checks; nothing notifies it.
   for (;;) {
-    // Primaries hand-offs first: once none is in flight, input is paused
-    // and the retry topic can only shrink.
-    int64_t primary_in_flight = 0;
-    for (const auto& s : Threads()) {
-      if (s->role() == ThreadRole::kPrimary) primary_in_flight += s->in_flight.load();
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != EngineState::kDraining) {
+        return absl::AbortedError("the engine is stopping; in-order mode stays off");
+      }
     }
-    if (primary_in_flight == 0) {
+    // Every primary must have paused its partitions (so none is halfway
+    // through a record) and have no hand-off in flight: from then on the
+    // retry topic can only shrink.
+    bool primaries_quiet = true;
+    for (const auto& s : Threads()) {
+      if (s->role() != ThreadRole::kPrimary) continue;
+      const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
+      primaries_quiet = primaries_quiet && paused && s->in_flight.load() == 0;
+    }
+    if (primaries_quiet) {
       absl::StatusOr<int64_t> committed_lag = kafka::CommittedLag(
           options_.bootstrap_servers, options_.kafka_properties, retry_group, options_.retry.topic,
           std::max(absl::Milliseconds(1), std::min(absl::Seconds(5), deadline - absl::Now())));

@@ -461,6 +461,15 @@ void Worker::Commit(bool sync) {
   sink_->commits.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
+  for (const auto& [tp, offset] : offsets) {
+    // Forget it was committed, unless a later commit already went out.
+    if (auto it = committed_.find(tp); it != committed_.end() && it->second == offset) {
+      it->second = -1;
+    }
+  }
+}
+
 void Worker::UpdateGauges() {
   std::vector<TopicPartition> assigned;
   int64_t waiting = 0;

@@ -84,6 +84,7 @@ class Worker : public kafka::ConsumerListener {
   // kafka::ConsumerListener; called on the worker's thread.
   void OnAssigned(const std::vector<TopicPartition>& partitions) override;
   void OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) override;
+  void OnCommitFailed(const kafka::CommitOffsets& offsets) override;
 
  private:
   enum class Emission { kOutput, kRetry, kDeadLetter };

@@ -48,13 +48,6 @@ absl::Status ErrorStatus(rd_kafka_error_t* error, absl::string_view what) {
   return status;
 }
 
-void OnCommitted(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
-                 void* /*opaque*/) {
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;
-  // The next periodic commit carries the same or a later offset.
-  LogWarning(rd_kafka_name(rk), ": offset commit failed: ", rd_kafka_err2str(err));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions& options,
@@ -79,7 +72,11 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
                       rd_kafka_topic_partition_list_t* partitions, void* opaque) {
         OnRebalance(rk, err, partitions, opaque);
       });
-  rd_kafka_conf_set_offset_commit_cb(conf->get(), OnCommitted);
+  rd_kafka_conf_set_offset_commit_cb(
+      conf->get(), [](rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+        OnCommitted(rk, err, offsets, opaque);
+      });
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   consumer->rk_ = rk->release();
@@ -127,6 +124,24 @@ void Consumer::OnRebalance(rd_kafka_s* rk, int err_int, void* partitions_ptr, vo
       break;
   }
   if (!status.ok()) LogError(rd_kafka_name(rk), ": ", status.message());
+}
+
+void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void* opaque) {
+  auto err = static_cast<rd_kafka_resp_err_t>(err_int);
+  auto* offsets = static_cast<rd_kafka_topic_partition_list_t*>(offsets_ptr);
+  if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || offsets == nullptr) return;
+  CommitOffsets failed;
+  for (int i = 0; i < offsets->cnt; ++i) {
+    const rd_kafka_topic_partition_t& p = offsets->elems[i];
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR || p.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      failed.push_back({{p.topic, p.partition}, p.offset});
+    }
+  }
+  if (failed.empty()) return;
+  LogWarning(rd_kafka_name(rk), ": offset commit failed for ", failed.size(), " partitions: ",
+             rd_kafka_err2str(err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : offsets->elems[0].err),
+             "; committing again");
+  static_cast<Consumer*>(opaque)->listener_->OnCommitFailed(failed);
 }
 
 absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {

@@ -32,6 +32,9 @@ class ConsumerListener {
   // commit now. `lost`: the group already gave them to someone else, so a
   // commit would fail and must not be attempted.
   virtual void OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) = 0;
+  // An asynchronous commit of `offsets` failed (reported inside Poll());
+  // they should be committed again.
+  virtual void OnCommitFailed(const std::vector<std::pair<TopicPartition, int64_t>>& offsets) = 0;
 };
 
 struct ConsumerOptions {
@@ -82,6 +85,7 @@ class Consumer {
  private:
   Consumer(ConsumerListener* listener) : listener_(listener) {}
   static void OnRebalance(rd_kafka_s* rk, int err, void* partitions, void* opaque);
+  static void OnCommitted(rd_kafka_s* rk, int err, void* offsets, void* opaque);
 
   ConsumerListener* const listener_;
   rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create().
