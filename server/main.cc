@@ -4,7 +4,8 @@
 //
 // Exit status: 0 after a graceful stop (SIGINT/SIGTERM); 1 when the engine
 // cannot run (Kafka unreachable, a topic missing, every primary thread
-// failed); 2 for a bad command line or config.
+// failed, the control API's address in use); 2 for a bad command line or
+// config.
 #include <signal.h>
 
 #include <cerrno>
@@ -22,6 +23,8 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 #include "server/config/config_loader.h"
+#include "server/control/control_config.h"
+#include "server/control/control_server.h"
 #include "server/demo/demo_load.h"
 #include "server/engine/engine.h"
 #include "server/kafka/embedded_broker.h"
@@ -36,6 +39,9 @@ ABSL_FLAG(bool, demo, false,
 ABSL_FLAG(int, demo_rate, 200, "Records per second of the demo load.");
 ABSL_FLAG(int, summary_interval_s, 5, "Seconds between summary lines; 0 prints none.");
 ABSL_FLAG(bool, verbose, false, "Log debug lines too.");
+ABSL_FLAG(std::string, listen, "",
+          "Address of the gRPC control API, host:port or unix:PATH; overrides listen_address in "
+          "the config file (port 0 picks a free port).");
 
 namespace retryd {
 namespace {
@@ -73,7 +79,7 @@ bool AllPrimariesFailed(const Engine& engine) {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "retryd --config FILE [--bootstrap_servers HOSTS] [--demo]\n"
+      "retryd --config FILE [--bootstrap_servers HOSTS] [--listen ADDR] [--demo]\n"
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
@@ -92,6 +98,22 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   EngineOptions options = config->engine;
+  // The control API's settings are checked (token and TLS files read) before
+  // anything starts, so a mistake there costs no broker or engine start-up.
+  if (const std::string listen = absl::GetFlag(FLAGS_listen); !listen.empty()) {
+    if (absl::Status s = control::ValidateListenAddress(listen); !s.ok()) {
+      std::fprintf(stderr, "retryd: --listen: %s\n", std::string(s.message()).c_str());
+      return kExitUsage;
+    }
+    config->proto.set_listen_address(listen);
+  }
+  absl::StatusOr<control::ControlServerOptions> control_options =
+      control::ControlServerOptionsFromConfig(config->proto);
+  if (!control_options.ok()) {
+    std::fprintf(stderr, "retryd: %s: %s\n", config_path.c_str(),
+                 std::string(control_options.status().message()).c_str());
+    return kExitUsage;
+  }
 
   // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
   // below); blocking them first means every thread started later inherits
@@ -151,6 +173,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
     return kExitRuntime;
   }
+  control::ControlServer control_server(**engine);
+  if (absl::Status s = control_server.Start(*std::move(control_options)); !s.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+    (*engine)->Stop();
+    return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
+  }
+  std::printf("control API listening on %s\n", control_server.address().c_str());
+  std::fflush(stdout);
 
   std::unique_ptr<DemoLoad> demo;
   if (absl::GetFlag(FLAGS_demo)) {
@@ -162,6 +192,7 @@ int Main(int argc, char** argv) {
     demo = std::make_unique<DemoLoad>(demo_options);
     if (absl::Status s = demo->Start(); !s.ok()) {
       std::fprintf(stderr, "retryd: demo load: %s\n", std::string(s.message()).c_str());
+      control_server.Stop();
       (*engine)->Stop();
       return kExitUsage;
     }
@@ -187,6 +218,8 @@ int Main(int argc, char** argv) {
       PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);
     }
   }
+  // The control API goes first: no operator call may race the engine's stop.
+  control_server.Stop();
   if (demo) demo->Stop();
   (*engine)->Stop();
   PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);

@@ -103,10 +103,16 @@ std::string DescribeStatus(int status) {
 // thread only.
 class RetrydProcess {
  public:
-  RetrydProcess(const std::string& log_prefix, const std::vector<std::string>& args)
+  RetrydProcess(const std::string& log_prefix, const std::vector<std::string>& args,
+                const std::string& binary = kRetrydBinary)
       : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
-    std::vector<std::string> argv_strings = {kRetrydBinary};
+    std::vector<std::string> argv_strings = {binary};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    // librdkafka's debug lines (see ClusterConfig) are logged at debug level.
+    if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG");
+        binary == kRetrydBinary && d != nullptr && *d != 0) {
+      argv_strings.push_back("--verbose");
+    }
     // Everything the child needs is prepared here: after fork() in a
     // multi-threaded process it may only make async-signal-safe calls.
     std::vector<char*> argv;
@@ -509,9 +515,11 @@ std::vector<int64_t> ConsumedCounts(const std::string& text) {
 // The demo as the README runs it: embedded broker, synthetic load, summary
 // lines; Ctrl-C (SIGINT) stops it cleanly.
 TEST_F(RetrydE2eTest, DemoRuns) {
+  // --listen on port 0: the example's fixed control port may be taken by a
+  // demo someone is running on the same machine.
   RetrydProcess retryd(Path("demo"),
                        {"--config", absl::StrCat(kSourceDir, "/deploy/examples/demo.textproto"),
-                        "--demo", "--summary_interval_s", "1"});
+                        "--demo", "--summary_interval_s", "1", "--listen", "127.0.0.1:0"});
   ASSERT_TRUE(retryd.started());
   auto busy_summaries = [&] {
     size_t n = 0;
@@ -524,6 +532,111 @@ TEST_F(RetrydE2eTest, DemoRuns) {
   ASSERT_TRUE(retryd.Running()) << "retryd " << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
   ASSERT_GE(busy_summaries(), 2u);
   retryd.Signal(SIGINT);
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+}
+
+
+namespace retryctl_e2e {
+
+constexpr char kRetryctlBinary[] = RETRYCTL_BINARY;
+
+struct CommandResult {
+  std::optional<int> status;
+  std::string out, err;
+};
+
+// Runs retryctl to completion (bounded) with `args`.
+CommandResult Retryctl(const std::string& log_prefix, const std::vector<std::string>& args) {
+  RetrydProcess process(log_prefix, args, kRetryctlBinary);
+  CommandResult result;
+  result.status = process.WaitExit(absl::Seconds(90));
+  result.out = process.Stdout();
+  result.err = process.Stderr();
+  return result;
+}
+
+// The control API address retryd printed, once it has.
+std::string ControlAddress(RetrydProcess& retryd) {
+  std::string address;
+  WaitFor(
+      [&] {
+        const std::string out = retryd.Stdout();
+        const size_t at = out.find("control API listening on ");
+        if (at == std::string::npos) return !retryd.Running();
+        const size_t start = at + std::strlen("control API listening on ");
+        const size_t end = out.find('\n', start);
+        if (end == std::string::npos) return false;
+        address = out.substr(start, end - start);
+        return true;
+      },
+      absl::Seconds(60));
+  return address;
+}
+
+}  // namespace retryctl_e2e
+
+// What the README shows an operator doing, with the real binaries: status,
+// threads started and stopped, the in-order conflict and its drain, watch.
+TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
+  using retryctl_e2e::CommandResult;
+  using retryctl_e2e::Retryctl;
+  const TestTopics topics = CreateTopics("retryctl");
+  const std::string config = Path("retryctl.textproto");
+  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  RetrydProcess retryd(Path("retryd"), {"--config", config, "--summary_interval_s", "0"});
+  const std::string address = retryctl_e2e::ControlAddress(retryd);
+  ASSERT_FALSE(address.empty()) << "retryd printed no control address";
+  int step = 0;
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--addr", address});
+    return Retryctl(Path(absl::StrCat("retryctl-", ++step)), args);
+  };
+  auto status_json = [&] {
+    const CommandResult r = run({"--json", "status"});
+    EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+    return r.out;
+  };
+
+  CommandResult r = run({"status"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("RUNNING"));
+
+  r = run({"threads", "start", "1"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  const std::string started = r.out;
+
+  r = run({"inorder", "on"});
+  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
+
+  r = run({"threads", "stop", "1"});
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+
+  r = run({"inorder", "on", "--drain"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  std::string json = status_json();
+  EXPECT_THAT(json, HasSubstr("\"in_order\": true"));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"RETRY\"")));
+
+  r = run({"threads", "start", "1"});
+  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
+
+  r = run({"inorder", "off"});
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(status_json(), ::testing::Not(HasSubstr("\"in_order\": true")));
+
+  r = run({"watch", "--count", "2", "--interval", "200"});
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("primary"));
+  r = run({"--json", "watch", "--count", "2", "--interval", "200"});
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+
+  r = run({"threads", "start", "0"});
+  EXPECT_TRUE(ExitedWith(r.status, 2)) << "a usage error: " << r.err;
+
+  retryd.Signal(SIGTERM);
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
 

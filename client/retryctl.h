@@ -1,0 +1,75 @@
+// retryctl, the command-line tool, as a function: arguments, environment and
+// output streams in, exit status out. retryctl_main.cc wires it to the
+// process; tests call it directly.
+//
+// Exit status: kExitOk, kExitRpcFailed ("retryctl: CODE: message" on err),
+// kExitUsage (what is wrong and a pointer to --help on err).
+#ifndef RETRYD_CLIENT_RETRYCTL_H_
+#define RETRYD_CLIENT_RETRYCTL_H_
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/retryctl_args.h"
+#include "client/retryd_client.h"
+
+namespace retryd::retryctl {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRpcFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// Builds the client a command talks through; tests substitute their own.
+using ClientFactory =
+    std::function<absl::StatusOr<std::unique_ptr<RetrydClient>>(const ClientOptions&)>;
+
+// RetrydClient::Create.
+ClientFactory DefaultClientFactory();
+
+struct Io {
+  Io(std::ostream& out, std::ostream& err) : out(out), err(err) {}
+
+  std::ostream& out;
+  std::ostream& err;
+  // When true, watch redraws its table in place (ANSI clear screen).
+  bool out_is_tty = false;
+  // The terminal's columns now (0: unknown); may be empty.
+  std::function<size_t()> terminal_width;
+};
+
+// Ctrl-C for `watch`: another thread (main's signal thread, or a test)
+// calls Trigger(), which cancels the watch in progress so that retryctl
+// exits 0 after the last table it drew.
+//
+// Thread-safety: thread-safe.
+class Interrupt {
+ public:
+  // True if a watch was in progress and has been told to stop; false if
+  // there was none (then the caller decides, e.g. exits the process).
+  bool Trigger();
+  bool triggered() const;
+
+  // RunRetryctl brackets a watch with these; `client` outlives the bracket.
+  void Attach(RetrydClient& client);
+  void Detach();
+
+ private:
+  mutable absl::Mutex mu_;
+  RetrydClient* client_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool triggered_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Runs retryctl with `args` (argv without argv[0]). `interrupt` may be null
+// (then only --count ends a watch, or the server).
+int RunRetryctl(const std::vector<std::string>& args, const Environment& env, const Io& io,
+                const ClientFactory& factory, Interrupt* interrupt);
+
+}  // namespace retryd::retryctl
+
+#endif  // RETRYD_CLIENT_RETRYCTL_H_

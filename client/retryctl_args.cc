@@ -1,0 +1,393 @@
+#include "client/retryctl_args.h"
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "client/retryctl_help.h"
+
+namespace retryd::retryctl {
+namespace {
+
+// Bounds of WatchMetricsRequest.interval_ms, as the proto documents them.
+constexpr int64_t kMinIntervalMs = 100;
+constexpr int64_t kMaxIntervalMs = 60000;
+
+// Debian's Abseil has its own string_view, which absl::StrCat wants.
+absl::string_view Av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
+
+bool IsKnownTopic(std::string_view topic) { return topic.empty() || !HelpText(topic).empty(); }
+
+// "-x" or "--x", but not a negative number (reported as an invalid number).
+bool LooksLikeFlag(std::string_view arg) {
+  return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]));
+}
+
+// Splits "--name=value" into its name and value.
+std::pair<std::string_view, std::optional<std::string_view>> SplitFlag(std::string_view arg) {
+  const size_t eq = arg.find('=');
+  if (!LooksLikeFlag(arg) || eq == std::string_view::npos) return {arg, std::nullopt};
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+UsageError Usage(std::string message, std::string_view topic) {
+  return UsageError{std::move(message), std::string(topic)};
+}
+
+// A count N: an integer in 1..INT32_MAX.
+std::optional<int32_t> ParseCount(std::string_view text) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(Av(text), &value)) return std::nullopt;
+  if (value < 1 || value > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(value);
+}
+
+// Appends the ids of "3" or "3,4,5" to `ids`; false if one is not an id.
+bool ParseIds(std::string_view text, std::vector<uint32_t>& ids) {
+  for (absl::string_view piece : absl::StrSplit(Av(text), ',')) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(piece, &value) || value < 0 ||
+        value > std::numeric_limits<uint32_t>::max()) {
+      return false;
+    }
+    ids.push_back(static_cast<uint32_t>(value));
+  }
+  return true;
+}
+
+std::optional<absl::Duration> ParseTimeout(std::string_view text) {
+  const absl::string_view view(text.data(), text.size());
+  double seconds = 0;
+  absl::Duration timeout;
+  if (absl::SimpleAtod(view, &seconds)) {
+    if (!std::isfinite(seconds)) return std::nullopt;
+    timeout = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(view, &timeout)) {
+    return std::nullopt;
+  }
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return std::nullopt;
+  return timeout;
+}
+
+// The arguments after the command (and its subcommand), global flags removed.
+class CommandArgs {
+ public:
+  CommandArgs(std::vector<std::string> args, std::string_view what, std::string_view topic)
+      : args_(std::move(args)), what_(what), topic_(topic) {}
+
+  bool done() const { return next_ >= args_.size(); }
+  const std::string& peek() const { return args_[next_]; }
+  const std::string& take() { return args_[next_++]; }
+
+  // Takes the ids of an --id/--thread flag: inline ("--id=3") or the next
+  // arguments that are not flags ("--id 3 4").
+  std::optional<UsageError> TakeIds(std::string_view flag,
+                                    std::optional<std::string_view> inline_value,
+                                    std::vector<uint32_t>& ids) {
+    if (inline_value.has_value()) {
+      if (!ParseIds(*inline_value, ids)) return BadId(flag, *inline_value);
+      return std::nullopt;
+    }
+    if (done() || LooksLikeFlag(peek())) {
+      return Error(absl::StrCat(Av(flag), " needs a thread id, e.g. ", Av(flag), " 3"));
+    }
+    while (!done() && !LooksLikeFlag(peek())) {
+      const std::string& text = take();
+      if (!ParseIds(text, ids)) return BadId(flag, text);
+    }
+    return std::nullopt;
+  }
+
+  // Takes the value of a flag that needs one.
+  std::optional<std::string> TakeValue(std::optional<std::string_view> inline_value) {
+    if (inline_value.has_value()) return std::string(*inline_value);
+    if (done() || LooksLikeFlag(peek())) return std::nullopt;
+    return take();
+  }
+
+  UsageError Error(std::string_view message) const {
+    return Usage(absl::StrCat(what_, ": ", Av(message)), topic_);
+  }
+  UsageError UnknownFlag(std::string_view flag) const {
+    return Error(absl::StrCat("unknown flag ", Av(flag)));
+  }
+  UsageError Unexpected(std::string_view arg) const {
+    return Error(absl::StrCat("unexpected argument '", Av(arg), "'"));
+  }
+
+ private:
+  UsageError BadId(std::string_view flag, std::string_view text) const {
+    return Error(
+        absl::StrCat(Av(flag), ": '", Av(text), "' is not a thread id (a number such as 3)"));
+  }
+
+  std::vector<std::string> args_;
+  size_t next_ = 0;
+  std::string what_;
+  std::string topic_;
+};
+
+std::optional<UsageError> ParseStatus(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kStatus;
+  if (args.done()) return std::nullopt;
+  const std::string& arg = args.take();
+  if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
+  return args.Error(absl::StrCat("takes no arguments, got '", arg, "'"));
+}
+
+std::optional<UsageError> ParseThreadsStart(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kThreadsStart;
+  bool have_count = false;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
+    if (have_count) return args.Unexpected(arg);
+    const std::optional<int32_t> count = ParseCount(arg);
+    if (!count.has_value()) {
+      return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+    }
+    invocation.count = *count;
+    have_count = true;
+  }
+  if (!have_count) return args.Error("missing N, the number of retry threads to start");
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseThreadsStop(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kThreadsStop;
+  bool have_count = false;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) {
+      const auto [name, value] = SplitFlag(arg);
+      if (name == "--now") {
+        if (value.has_value()) return args.Error("--now takes no value");
+        invocation.graceful = false;
+      } else if (name == "--id") {
+        if (std::optional<UsageError> error = args.TakeIds(name, value, invocation.thread_ids)) {
+          return error;
+        }
+      } else {
+        return args.UnknownFlag(name);
+      }
+      continue;
+    }
+    if (have_count) return args.Unexpected(arg);
+    const std::optional<int32_t> count = ParseCount(arg);
+    if (!count.has_value()) {
+      return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+    }
+    invocation.count = *count;
+    have_count = true;
+  }
+  if (have_count && !invocation.thread_ids.empty()) {
+    return args.Error("give either N (how many) or --id (which), not both");
+  }
+  if (!have_count && invocation.thread_ids.empty()) {
+    return args.Error("say how many retry threads to stop (N) or which (--id ID)");
+  }
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseThreads(CommandArgs& args, Invocation& invocation) {
+  if (args.done()) return args.Error("missing 'start N' or 'stop N | --id ID'");
+  const std::string& sub = args.take();
+  if (sub == "start" || sub == "stop") {
+    // Errors name the subcommand: "threads start: ...".
+    std::vector<std::string> remaining;
+    while (!args.done()) remaining.push_back(args.take());
+    CommandArgs sub_args(std::move(remaining), absl::StrCat("threads ", sub), "threads");
+    return sub == "start" ? ParseThreadsStart(sub_args, invocation)
+                          : ParseThreadsStop(sub_args, invocation);
+  }
+  return args.Error(absl::StrCat("unknown subcommand '", sub, "' (use start or stop)"));
+}
+
+std::optional<UsageError> ParseInOrder(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kInOrder;
+  std::optional<bool> on;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) {
+      const auto [name, value] = SplitFlag(arg);
+      if (name != "--drain") return args.UnknownFlag(name);
+      if (value.has_value()) return args.Error("--drain takes no value");
+      invocation.drain = true;
+      continue;
+    }
+    if (on.has_value()) return args.Unexpected(arg);
+    if (arg == "on") {
+      on = true;
+    } else if (arg == "off") {
+      on = false;
+    } else {
+      return args.Error(absl::StrCat("expected 'on' or 'off', got '", arg, "'"));
+    }
+  }
+  if (!on.has_value()) return args.Error("missing 'on' or 'off'");
+  if (!*on && invocation.drain) {
+    return args.Error("--drain applies only to 'inorder on'");
+  }
+  invocation.in_order = *on;
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseWatch(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kWatch;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (!LooksLikeFlag(arg)) return args.Unexpected(arg);
+    const auto [name, value] = SplitFlag(arg);
+    if (name == "--thread") {
+      if (std::optional<UsageError> error = args.TakeIds(name, value, invocation.thread_ids)) {
+        return error;
+      }
+    } else if (name == "--interval") {
+      const std::optional<std::string> text = args.TakeValue(value);
+      if (!text.has_value()) return args.Error("--interval needs a value in milliseconds");
+      int64_t ms = 0;
+      if (!absl::SimpleAtoi(*text, &ms) || ms < kMinIntervalMs || ms > kMaxIntervalMs) {
+        return args.Error(absl::StrCat("--interval must be a number of milliseconds in ",
+                                       kMinIntervalMs, "..", kMaxIntervalMs, ", got '", *text,
+                                       "'"));
+      }
+      invocation.interval_ms = static_cast<uint32_t>(ms);
+    } else if (name == "--count") {
+      const std::optional<std::string> text = args.TakeValue(value);
+      if (!text.has_value()) return args.Error("--count needs a number of snapshots");
+      const std::optional<int32_t> count = ParseCount(*text);
+      if (!count.has_value()) {
+        return args.Error(
+            absl::StrCat("--count must be a whole number of at least 1, got '", *text, "'"));
+      }
+      invocation.max_snapshots = *count;
+    } else {
+      return args.UnknownFlag(name);
+    }
+  }
+  return std::nullopt;
+}
+
+enum class GlobalKind { kNotGlobal, kValue, kBool };
+
+GlobalKind GlobalFlagKind(std::string_view name) {
+  if (name == "--addr" || name == "--token-file" || name == "--tls-ca" || name == "--tls-cert" ||
+      name == "--tls-key" || name == "--timeout") {
+    return GlobalKind::kValue;
+  }
+  if (name == "--json" || name == "--tls" || name == "--help" || name == "-h") {
+    return GlobalKind::kBool;
+  }
+  return GlobalKind::kNotGlobal;
+}
+
+}  // namespace
+
+std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& args,
+                                               const Environment& env) {
+  Invocation invocation;
+  GlobalFlags& flags = invocation.flags;
+  if (!env.retryd_addr.empty()) flags.address = env.retryd_addr;
+  flags.token_file = env.retryd_token_file;
+
+  // Global flags may come anywhere; the rest, in order, is the command line
+  // of the command.
+  bool help = false;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const auto [name, inline_value] = SplitFlag(arg);
+    if (name == "--token") {
+      // Never echo the value: it may be a secret.
+      return Usage(
+          "there is no --token: a token on the command line is visible to other users; "
+          "put it in a file and pass --token-file FILE (or set RETRYD_TOKEN_FILE)",
+          "");
+    }
+    switch (GlobalFlagKind(name)) {
+      case GlobalKind::kNotGlobal:
+        rest.push_back(arg);
+        continue;
+      case GlobalKind::kBool:
+        if (inline_value.has_value()) return Usage(absl::StrCat(Av(name), " takes no value"), "");
+        if (name == "--json") {
+          flags.json = true;
+        } else if (name == "--tls") {
+          flags.tls = true;
+        } else {
+          help = true;
+        }
+        continue;
+      case GlobalKind::kValue:
+        break;
+    }
+    std::string value;
+    if (inline_value.has_value()) {
+      value = std::string(*inline_value);
+    } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
+      value = args[++i];
+    }
+    if (value.empty()) return Usage(absl::StrCat(Av(name), " needs a value"), "");
+    if (name == "--addr") {
+      flags.address = value;
+    } else if (name == "--token-file") {
+      flags.token_file = value;
+    } else if (name == "--tls-ca") {
+      flags.tls_ca_file = value;
+    } else if (name == "--tls-cert") {
+      flags.tls_cert_file = value;
+    } else if (name == "--tls-key") {
+      flags.tls_key_file = value;
+    } else {
+      const std::optional<absl::Duration> timeout = ParseTimeout(value);
+      if (!timeout.has_value()) {
+        return Usage(absl::StrCat("--timeout must be a positive number of seconds (or a "
+                                  "duration such as 500ms or 2m), got '",
+                                  value, "'"),
+                     "");
+      }
+      flags.timeout = *timeout;
+    }
+  }
+  if (flags.tls_cert_file.empty() != flags.tls_key_file.empty()) {
+    return Usage("--tls-cert and --tls-key go together (mutual TLS needs both)", "");
+  }
+
+  if (help || (!rest.empty() && rest[0] == "help")) {
+    // "retryctl threads start --help" shows the threads help.
+    std::string topic;
+    if (!rest.empty()) topic = rest[0] == "help" ? (rest.size() > 1 ? rest[1] : "") : rest[0];
+    if (!IsKnownTopic(topic)) return Usage(absl::StrCat("unknown command '", topic, "'"), "");
+    invocation.command = Command::kHelp;
+    invocation.help_topic = topic;
+    return invocation;
+  }
+  if (rest.empty()) return Usage("missing COMMAND", "");
+
+  const std::string command = rest[0];
+  CommandArgs command_args(std::vector<std::string>(rest.begin() + 1, rest.end()), command,
+                           command);
+  std::optional<UsageError> error;
+  if (command == "status") {
+    error = ParseStatus(command_args, invocation);
+  } else if (command == "threads") {
+    error = ParseThreads(command_args, invocation);
+  } else if (command == "inorder") {
+    error = ParseInOrder(command_args, invocation);
+  } else if (command == "watch") {
+    error = ParseWatch(command_args, invocation);
+  } else {
+    return Usage(absl::StrCat("unknown command '", command, "'"), "");
+  }
+  if (error.has_value()) return *std::move(error);
+  return invocation;
+}
+
+}  // namespace retryd::retryctl

@@ -1,0 +1,71 @@
+// retryctl's command line: parses argv (and the environment's defaults) into
+// an Invocation, or a UsageError saying what is wrong. No I/O, no RPC.
+//
+// Thread-safety: stateless functions; safe from any thread.
+#ifndef RETRYD_CLIENT_RETRYCTL_ARGS_H_
+#define RETRYD_CLIENT_RETRYCTL_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace retryd::retryctl {
+
+// Environment variables retryctl reads; empty means unset.
+struct Environment {
+  std::string retryd_addr;        // RETRYD_ADDR: default for --addr.
+  std::string retryd_token_file;  // RETRYD_TOKEN_FILE: default for --token-file.
+};
+
+// Flags accepted before or after the command.
+struct GlobalFlags {
+  std::string address = "127.0.0.1:50051";
+  std::string token_file;  // Empty: no token.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  absl::Duration timeout = absl::Seconds(30);
+  bool json = false;
+};
+
+enum class Command {
+  kHelp,  // Print help_topic's text.
+  kStatus,
+  kThreadsStart,  // count
+  kThreadsStop,   // count, or thread_ids; graceful
+  kInOrder,       // in_order, drain
+  kWatch,         // interval_ms, thread_ids, max_snapshots
+};
+
+struct Invocation {
+  Command command = Command::kHelp;
+  // kHelp: "" for the overview, else a command: status, threads, inorder, watch.
+  std::string help_topic;
+  GlobalFlags flags;
+
+  int32_t count = 0;
+  std::vector<uint32_t> thread_ids;
+  bool graceful = true;
+  bool in_order = false;
+  bool drain = false;
+  uint32_t interval_ms = 1000;
+  int64_t max_snapshots = 0;  // 0: until interrupted.
+};
+
+struct UsageError {
+  std::string message;  // What is wrong, without a "retryctl: " prefix.
+  std::string topic;    // The help topic to point at ("" for the overview).
+};
+
+// `args` excludes argv[0].
+std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& args,
+                                               const Environment& env);
+
+}  // namespace retryd::retryctl
+
+#endif  // RETRYD_CLIENT_RETRYCTL_ARGS_H_

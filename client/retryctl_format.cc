@@ -1,0 +1,188 @@
+#include "client/retryctl_format.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace retryd::retryctl {
+namespace {
+
+// The partitions column of `status` is cut here; `--json` has them all.
+constexpr size_t kMaxPartitionsWidth = 60;
+
+// "orders:0,1,2 orders.retry:0", topics in name order.
+std::string FormatPartitions(
+    const google::protobuf::RepeatedPtrField<v1::TopicPartition>& partitions) {
+  if (partitions.empty()) return "-";
+  std::map<std::string, std::vector<int32_t>> by_topic;
+  for (const v1::TopicPartition& tp : partitions) by_topic[tp.topic()].push_back(tp.partition());
+  std::vector<std::string> parts;
+  for (auto& [topic, numbers] : by_topic) {
+    std::sort(numbers.begin(), numbers.end());
+    parts.push_back(absl::StrCat(topic, ":", absl::StrJoin(numbers, ",")));
+  }
+  return SanitizeForTerminal(absl::StrJoin(parts, " "), kMaxPartitionsWidth);
+}
+
+std::string OnOff(bool on) { return on ? "on" : "off"; }
+
+std::string JoinIds(const google::protobuf::RepeatedField<uint32_t>& ids) {
+  return absl::StrJoin(ids, ", ");
+}
+
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return absl::StrFormat("%d %s", n, n == 1 ? one : many);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, bool one_line) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = !one_line;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
+  }
+  // The pretty printer ends with a newline already; the compact one not.
+  if (json.empty() || json.back() != '\n') json.push_back('\n');
+  return json;
+}
+
+std::string RoleName(v1::ThreadRole role) {
+  switch (role) {
+    case v1::PRIMARY:
+      return "primary";
+    case v1::RETRY:
+      return "retry";
+    default:
+      return absl::StrCat("role", static_cast<int>(role));
+  }
+}
+
+std::string ThreadStateName(v1::ThreadState state) {
+  const std::string& name = v1::ThreadState_Name(state);
+  return name.empty() ? absl::StrCat("STATE", static_cast<int>(state)) : name;
+}
+
+std::string EngineStateName(v1::EngineState state) {
+  std::string name = v1::EngineState_Name(state);
+  if (name.empty()) return absl::StrCat("STATE", static_cast<int>(state));
+  constexpr std::string_view kPrefix = "ENGINE_";
+  if (name.rfind(kPrefix, 0) == 0) name.erase(0, kPrefix.size());
+  return name;
+}
+
+std::string FormatElapsed(int64_t ms) {
+  if (ms < 0) return "-";
+  if (ms < 1000) return absl::StrCat(ms, "ms");
+  if (ms < 60'000) return absl::StrFormat("%.1fs", static_cast<double>(ms) / 1000);
+  const int64_t s = ms / 1000;
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, s % 3600 / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
+}
+
+std::string SanitizeForTerminal(std::string_view text, size_t max_width) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_width == 0 ? text.size() : max_width));
+  for (const char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r' || c == '\t') {
+      out.push_back(' ');
+    } else {
+      out.push_back(u >= 0x20 && u < 0x7f ? c : '?');
+    }
+  }
+  if (max_width > 0 && out.size() > max_width) {
+    out.resize(max_width > 3 ? max_width - 3 : 0);
+    out.append(std::min<size_t>(3, max_width), '.');
+  }
+  return out;
+}
+
+std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
+  std::string out;
+  std::string engine = EngineStateName(status.state());
+  if (!status.version().empty()) {
+    absl::StrAppend(&engine, " (retryd ", SanitizeForTerminal(status.version(), 40), ")");
+  }
+  const std::string kafka =
+      absl::StrCat(status.kafka_bootstrap_servers().empty()
+                       ? "-"
+                       : SanitizeForTerminal(status.kafka_bootstrap_servers(), 0),
+                   status.kafka_reachable() ? " (reachable)" : " (NOT reachable)");
+  int primaries = 0;
+  int retries = 0;
+  for (const v1::ThreadInfo& thread : status.threads()) {
+    if (thread.role() == v1::PRIMARY) ++primaries;
+    if (thread.role() == v1::RETRY) ++retries;
+  }
+  const v1::Totals& t = status.totals();
+  absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
+  absl::StrAppendFormat(&out, "%-14s%s\n", "in_order", OnOff(status.in_order()));
+  absl::StrAppendFormat(&out, "%-14s%s\n", "kafka", kafka);
+  absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
+                        Plural(status.retry_backlog(), "record", "records"));
+  absl::StrAppendFormat(&out, "%-14sconsumed %d, processed %d, succeeded %d, failed attempts %d,\n",
+                        "totals", t.consumed(), t.processed(), t.succeeded(), t.failed_attempts());
+  absl::StrAppendFormat(&out, "%-14ssent to retry %d, dead-lettered %d, in flight %d\n", "",
+                        t.sent_to_retry(), t.dead_lettered(), t.in_flight());
+  absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",
+                        status.threads_size(), primaries, retries, status.max_retry_threads());
+  if (status.threads().empty()) return out;
+
+  std::vector<const v1::ThreadInfo*> threads;
+  for (const v1::ThreadInfo& thread : status.threads()) threads.push_back(&thread);
+  std::stable_sort(threads.begin(), threads.end(),
+                   [](const auto* a, const auto* b) { return a->thread_id() < b->thread_id(); });
+  const int64_t now_ms = absl::ToUnixMillis(now);
+  absl::StrAppendFormat(&out, "\n%4s  %-7s  %-15s  %8s  %s\n", "ID", "ROLE", "STATE", "IN-STATE",
+                        "PARTITIONS");
+  for (const v1::ThreadInfo* thread : threads) {
+    const std::string in_state = thread->state_since_unix_ms() > 0
+                                     ? FormatElapsed(now_ms - thread->state_since_unix_ms())
+                                     : "-";
+    absl::StrAppendFormat(&out, "%4d  %-7s  %-15s  %8s  %s\n", thread->thread_id(),
+                          RoleName(thread->role()), ThreadStateName(thread->state()), in_state,
+                          FormatPartitions(thread->assigned_partitions()));
+  }
+  return out;
+}
+
+std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& response) {
+  if (response.thread_ids().empty()) return "started no retry threads\n";
+  return absl::StrCat("started ",
+                      Plural(response.thread_ids_size(), "retry thread", "retry threads"), ": ",
+                      JoinIds(response.thread_ids()), "\n");
+}
+
+std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response) {
+  if (response.stopped_thread_ids().empty()) return "no retry threads were running\n";
+  return absl::StrCat("stopped ",
+                      Plural(response.stopped_thread_ids_size(), "retry thread", "retry threads"),
+                      ": ", JoinIds(response.stopped_thread_ids()), "\n");
+}
+
+std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
+  std::string out = absl::StrCat("in_order: ", OnOff(response.in_order()), "\n");
+  if (!response.stopped_thread_ids().empty() || response.drained_records() > 0) {
+    absl::StrAppend(&out, "drained ",
+                    Plural(response.drained_records(), "retry record", "retry records"));
+    if (!response.stopped_thread_ids().empty()) {
+      absl::StrAppend(&out, " and stopped retry threads ", JoinIds(response.stopped_thread_ids()));
+    }
+    out.append("\n");
+  }
+  return out;
+}
+
+}  // namespace retryd::retryctl

@@ -1,0 +1,51 @@
+// How retryctl prints responses: the human-readable text of each command,
+// protobuf JSON for --json, and the small helpers the watch table shares.
+//
+// Text from the server (errors, topic names) is shown with control
+// characters replaced, so a record's error message cannot drive the
+// operator's terminal.
+//
+// Thread-safety: stateless functions; safe from any thread.
+#ifndef RETRYD_CLIENT_RETRYCTL_FORMAT_H_
+#define RETRYD_CLIENT_RETRYCTL_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/message.h"
+#include "retryd/v1/control.pb.h"
+
+namespace retryd::retryctl {
+
+// Protobuf JSON with the .proto field names and every field present (so
+// scripts need no defaults). `one_line`: no whitespace, for JSON lines.
+// Ends with a newline.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, bool one_line);
+
+std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now);
+std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& response);
+std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response);
+std::string FormatSetInOrder(const v1::SetInOrderResponse& response);
+
+// "primary", "retry"; the number for a role this build does not know.
+std::string RoleName(v1::ThreadRole role);
+// "RUNNING", "WAITING_BACKOFF", ...
+std::string ThreadStateName(v1::ThreadState state);
+// "RUNNING", "DRAINING", ... (without the ENGINE_ prefix).
+std::string EngineStateName(v1::EngineState state);
+
+// A compact duration: "850ms", "12.3s", "2m13s", "1h02m", "3d04h"; "-" if
+// negative.
+std::string FormatElapsed(int64_t ms);
+
+// `text` on one line, safe to print: newlines and tabs become spaces, every
+// other byte outside printable ASCII becomes '?'; cut
+// to `max_width` characters ending in "..." when longer (0: no limit).
+std::string SanitizeForTerminal(std::string_view text, size_t max_width);
+
+}  // namespace retryd::retryctl
+
+#endif  // RETRYD_CLIENT_RETRYCTL_FORMAT_H_

@@ -1,0 +1,169 @@
+#include "client/retryctl_help.h"
+
+namespace retryd::retryctl {
+namespace {
+
+constexpr std::string_view kOverviewHelp =
+    R"(retryctl - control a running retryd: its status, retry threads, in-order
+mode and live per-thread metrics.
+
+Usage:
+  retryctl [FLAGS] COMMAND [ARGS]
+
+Commands:
+  status                           Engine state, in-order mode, Kafka, retry
+                                   backlog, totals and every thread.
+  threads start N                  Start N more retry threads.
+  threads stop N | --id ID... [--now]
+                                   Stop retry threads (gracefully unless --now).
+  inorder on [--drain] | off       Switch in-order mode on or off.
+  watch [--interval MS] [--thread ID...] [--count N]
+                                   Live per-thread metrics, refreshed like top.
+  help [COMMAND]                   This text, or a command's.
+
+Flags (before or after the command):
+  --addr HOST:PORT    retryd's control address (default: $RETRYD_ADDR, else
+                      127.0.0.1:50051)
+  --token-file FILE   read the bearer token from FILE (default:
+                      $RETRYD_TOKEN_FILE). A token is never taken on the
+                      command line, where other users could read it.
+  --tls               use TLS, verifying retryd with the system's CA roots
+  --tls-ca FILE       use TLS, verifying retryd with the PEM CA roots in FILE
+  --tls-cert FILE     with --tls-key: this client's PEM certificate (mutual TLS)
+  --tls-key FILE      the certificate's PEM private key
+  --timeout S         deadline of each call, in seconds (default 30; also 500ms,
+                      2m); 'inorder on --drain' may drain for this long
+  --json              print protobuf JSON with the .proto field names, for
+                      scripts; watch prints one JSON snapshot per line
+  -h, --help          this text; 'retryctl COMMAND --help' for a command's
+
+Exit status:
+  0  success
+  1  the call failed: stderr says "retryctl: CODE: message", CODE being the
+     gRPC status, e.g. FAILED_PRECONDITION, UNAVAILABLE, UNAUTHENTICATED
+  2  usage error
+
+Examples:
+  retryctl status
+  retryctl --addr 10.0.0.5:50051 --token-file ~/.retryd-token threads start 2
+  retryctl threads stop --id 3 --id 4
+  retryctl --timeout 300 inorder on --drain
+  retryctl watch --interval 500
+  retryctl --json status | jq .retry_backlog
+)";
+
+constexpr std::string_view kStatusHelp =
+    R"(Usage:
+  retryctl status
+
+Prints the engine state, in-order mode, the Kafka cluster and whether it
+answers, the retry backlog (retry records not yet done), totals since start,
+and every thread with its role, state, time in that state and partitions.
+
+With --json: the whole GetStatusResponse, effective config included (secrets
+appear only as the names of their files or environment variables).
+
+Examples:
+  retryctl status
+  retryctl --json status | jq '.threads | length'
+)";
+
+constexpr std::string_view kThreadsHelp =
+    R"(Usage:
+  retryctl threads start N
+  retryctl threads stop N [--now]
+  retryctl threads stop --id ID [--id ID...] [--now]
+
+Retry threads consume the retry topic and process failed records again, with
+backoff, while the primary threads move on.
+
+threads start N   Start N more retry threads (N >= 1; the server caps the total
+                  at retry.max_threads). Prints the new thread ids once they
+                  have joined the retry consumer group. FAILED_PRECONDITION
+                  while in-order mode is on: run 'retryctl inorder off' first.
+threads stop N    Stop the N most recently started retry threads (all of them
+                  if fewer run). N is required unless --id is given.
+  --id ID...      Stop exactly these retry threads instead (ids as shown by
+                  'retryctl status'); repeat --id or list them: --id 3,4.
+                  NOT_FOUND if one is not a running retry thread.
+  --now           Stop at once, abandoning in-flight work (it is processed
+                  again later; nothing is lost). Default: graceful - finish
+                  in-flight hand-offs and commit first.
+
+Examples:
+  retryctl threads start 2
+  retryctl threads stop 1
+  retryctl threads stop --id 3 --id 5 --now
+  retryctl --json threads start 1 | jq '.thread_ids[0]'
+)";
+
+constexpr std::string_view kInOrderHelp =
+    R"(Usage:
+  retryctl inorder on [--drain]
+  retryctl inorder off
+
+In-order mode: per input partition, records complete in offset order. A
+failed record is retried in place, with backoff, pausing only its partition;
+nothing goes to the retry topic. In-order mode and retry threads exclude each
+other.
+
+inorder on        Switch in-order mode on. FAILED_PRECONDITION while retry
+                  threads run: stop them first ('retryctl threads stop N'), or
+                  add --drain.
+  --drain         Pause input, let the running retry threads empty the retry
+                  backlog, stop them, then switch. Bounded by --timeout: if it
+                  passes first, DEADLINE_EXCEEDED and the engine is left as it
+                  was (raise --timeout for a large backlog).
+inorder off       Switch back: the next failures go to the retry topic again.
+
+Examples:
+  retryctl inorder on
+  retryctl --timeout 300 inorder on --drain
+  retryctl inorder off
+)";
+
+constexpr std::string_view kWatchHelp =
+    R"(Usage:
+  retryctl watch [--interval MS] [--thread ID...] [--count N]
+
+Streams per-thread metrics and shows them as a table refreshed in place, like
+top, until Ctrl-C. When stdout is not a terminal, prints one table per
+snapshot, separated by a blank line. With --json, one MetricsSnapshot JSON
+object per line.
+
+  --interval MS   a snapshot every MS milliseconds, 100..60000 (default 1000)
+  --thread ID...  only these threads (repeat --thread, or list them: 0,3)
+  --count N       stop after N snapshots, e.g. for scripts
+
+The header shows the engine state, in-order mode and retry backlog; then one
+row per thread:
+  ID ROLE STATE     thread id, primary or retry, its state
+  IN-STATE          how long it has been in that state
+  PARTS             number of assigned partitions
+  PROC/s OK/s FAIL/s RETRY/s DLQ/s
+                    per second: processor calls, successes, failed attempts,
+                    records sent to the retry topic, records dead-lettered
+                    ('-' until two snapshots of the thread have arrived)
+  INFL SCHED LAG    in flight, held until due, consumer lag (records)
+  P50ms P99ms MAXms processing latency over the interval ('-': no calls)
+  LAST ERROR        the thread's last error and how long ago, shortened
+
+Examples:
+  retryctl watch
+  retryctl watch --interval 250 --thread 3
+  retryctl watch --count 5 > metrics.txt
+  retryctl --json watch --count 1 | jq '.threads[] | {thread_id, lag}'
+)";
+
+}  // namespace
+
+std::string_view HelpText(std::string_view topic) {
+  if (topic.empty()) return kOverviewHelp;
+  if (topic == "status") return kStatusHelp;
+  if (topic == "threads") return kThreadsHelp;
+  if (topic == "inorder") return kInOrderHelp;
+  if (topic == "watch") return kWatchHelp;
+  return {};
+}
+
+}  // namespace retryd::retryctl

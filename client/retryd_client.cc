@@ -1,0 +1,242 @@
+#include "client/retryd_client.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/status.h"
+
+namespace retryd {
+namespace {
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numbering.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// Call the RPC before this: as one expression, `std::move(response)` may be
+// evaluated before the call fills `response`.
+template <typename Response>
+absl::StatusOr<Response> ToStatusOr(const grpc::Status& status, Response response) {
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno != 0 ? errno : ENOENT;
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot read ", what, " ", path));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", what, " ", path));
+  return contents.str();
+}
+
+absl::Status CheckToken(const std::string& token) {
+  for (const char c : token) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "the token must be printable ASCII (no newline or control characters)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
+    const ClientOptions& options) {
+  const bool tls = options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
+                   !options.tls_key_file.empty();
+  if (!tls) return grpc::InsecureChannelCredentials();
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "mutual TLS needs both a client certificate and its private key");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> roots = ReadFile(options.tls_ca_file, "TLS CA file");
+    if (!roots.ok()) return roots.status();
+    ssl.pem_root_certs = *std::move(roots);
+  }
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file, "TLS certificate file");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "TLS key file");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
+class RetrydClient::ActiveCall {
+ public:
+  ActiveCall(RetrydClient& client, grpc::ClientContext& context)
+      : client_(client), context_(context) {
+    absl::MutexLock lock(&client_.mu_);
+    client_.active_.insert(&context_);
+    generation_ = client_.cancel_generation_;
+  }
+  ~ActiveCall() {
+    absl::MutexLock lock(&client_.mu_);
+    client_.active_.erase(&context_);
+  }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+  bool cancelled_by_client() {
+    absl::MutexLock lock(&client_.mu_);
+    return client_.cancel_generation_ != generation_;
+  }
+
+ private:
+  RetrydClient& client_;
+  grpc::ClientContext& context_;
+  uint64_t generation_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<RetrydClient>> RetrydClient::Create(ClientOptions options) {
+  if (options.address.empty()) return absl::InvalidArgumentError("the address is empty");
+  if (absl::Status status = CheckToken(options.token); !status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(options.address, *credentials);
+  return std::unique_ptr<RetrydClient>(new RetrydClient(std::move(channel), std::move(options)));
+}
+
+std::unique_ptr<RetrydClient> RetrydClient::CreateWithChannel(
+    std::shared_ptr<grpc::Channel> channel, ClientOptions options) {
+  return std::unique_ptr<RetrydClient>(new RetrydClient(std::move(channel), std::move(options)));
+}
+
+RetrydClient::RetrydClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      control_(v1::Control::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+RetrydClient::~RetrydClient() = default;
+
+void RetrydClient::Prepare(grpc::ClientContext& context, bool unary) const {
+  if (unary) context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  if (!options_.token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.token));
+  }
+}
+
+absl::StatusOr<v1::GetStatusResponse> RetrydClient::GetStatus() {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  v1::GetStatusResponse response;
+  const grpc::Status status = control_->GetStatus(&context, v1::GetStatusRequest(), &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<v1::StartRetryThreadsResponse> RetrydClient::StartRetryThreads(int32_t count) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  v1::StartRetryThreadsRequest request;
+  request.set_count(count);
+  v1::StartRetryThreadsResponse response;
+  const grpc::Status status = control_->StartRetryThreads(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(int32_t count,
+                                                                            bool graceful) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  v1::StopRetryThreadsRequest request;
+  request.set_count(count);
+  request.set_graceful(graceful);
+  v1::StopRetryThreadsResponse response;
+  const grpc::Status status = control_->StopRetryThreads(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreadsById(
+    const std::vector<uint32_t>& thread_ids, bool graceful) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  v1::StopRetryThreadsRequest request;
+  request.mutable_thread_ids()->Add(thread_ids.begin(), thread_ids.end());
+  request.set_graceful(graceful);
+  v1::StopRetryThreadsResponse response;
+  const grpc::Status status = control_->StopRetryThreads(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<v1::SetInOrderResponse> RetrydClient::SetInOrder(bool in_order, bool drain_retries) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  v1::SetInOrderRequest request;
+  request.set_in_order(in_order);
+  request.set_drain_retries(drain_retries);
+  v1::SetInOrderResponse response;
+  const grpc::Status status = control_->SetInOrder(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse> RetrydClient::HealthCheck(
+    const std::string& service) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = health_->Check(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::Status RetrydClient::Watch(uint32_t interval_ms, const std::vector<uint32_t>& thread_ids,
+                                 absl::FunctionRef<bool(const v1::MetricsSnapshot&)> on_snapshot) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/false);
+  ActiveCall call(*this, context);
+  v1::WatchMetricsRequest request;
+  request.set_interval_ms(interval_ms);
+  request.mutable_thread_ids()->Add(thread_ids.begin(), thread_ids.end());
+  std::unique_ptr<grpc::ClientReader<v1::MetricsSnapshot>> reader =
+      control_->WatchMetrics(&context, request);
+  v1::MetricsSnapshot snapshot;
+  bool stopped_by_callback = false;
+  while (reader->Read(&snapshot)) {
+    if (!on_snapshot(snapshot)) {
+      stopped_by_callback = true;
+      // Finish() would otherwise wait for the server to end a stream that
+      // never ends.
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (stopped_by_callback) return absl::OkStatus();
+  if (status.error_code() == grpc::StatusCode::CANCELLED && call.cancelled_by_client()) {
+    return absl::OkStatus();
+  }
+  return ToAbslStatus(status);
+}
+
+void RetrydClient::Cancel() {
+  absl::MutexLock lock(&mu_);
+  ++cancel_generation_;
+  for (grpc::ClientContext* context : active_) context->TryCancel();
+}
+
+}  // namespace retryd

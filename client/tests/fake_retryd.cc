@@ -1,0 +1,280 @@
+#include "client/tests/fake_retryd.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/server_callback.h"
+
+namespace retryd::testing {
+
+// One WatchMetrics call: fails with `error`, or writes the canned
+// snapshots, one write in flight, then finishes or holds the stream until
+// the client cancels.
+class FakeRetryd::SnapshotWriter : public grpc::ServerWriteReactor<v1::MetricsSnapshot> {
+ public:
+  SnapshotWriter(FakeRetryd& fake, std::vector<v1::MetricsSnapshot> snapshots, bool then_end,
+                 const grpc::Status& error)
+      : fake_(fake), snapshots_(std::move(snapshots)), then_end_(then_end) {
+    absl::MutexLock lock(&mu_);
+    if (!error.ok()) {
+      FinishLocked(error);
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    if (!fake_.first_snapshot_written_.HasBeenNotified()) {
+      fake_.first_snapshot_written_.Notify();
+    }
+    WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    if (!fake_.watch_cancelled_.HasBeenNotified()) fake_.watch_cancelled_.Notify();
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    // With a write in flight, its OnWriteDone(false) finishes.
+    if (!write_in_flight_) FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    if (cancelled_) {
+      // OnCancel came while a write was in flight that still succeeded.
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    if (next_ < snapshots_.size()) {
+      write_in_flight_ = true;
+      StartWrite(&snapshots_[next_++]);
+    } else if (then_end_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  FakeRetryd& fake_;
+  const std::vector<v1::MetricsSnapshot> snapshots_;
+  const bool then_end_;
+  absl::Mutex mu_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class FakeRetryd::ControlService : public v1::Control::CallbackService {
+ public:
+  explicit ControlService(FakeRetryd& fake) : fake_(fake) {}
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const v1::GetStatusRequest*,
+                                      v1::GetStatusResponse* response) override {
+    grpc::Status status = fake_.Record("GetStatus", *context);
+    if (status.ok()) {
+      absl::MutexLock lock(&fake_.mu_);
+      *response = fake_.status_;
+    }
+    return Reply(context, status);
+  }
+
+  grpc::ServerUnaryReactor* StartRetryThreads(grpc::CallbackServerContext* context,
+                                              const v1::StartRetryThreadsRequest* request,
+                                              v1::StartRetryThreadsResponse* response) override {
+    grpc::Status status = fake_.Record("StartRetryThreads", *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.start_request_ = *request;
+    if (status.ok()) *response = fake_.start_response_;
+    return Reply(context, status);
+  }
+
+  grpc::ServerUnaryReactor* StopRetryThreads(grpc::CallbackServerContext* context,
+                                             const v1::StopRetryThreadsRequest* request,
+                                             v1::StopRetryThreadsResponse* response) override {
+    grpc::Status status = fake_.Record("StopRetryThreads", *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.stop_request_ = *request;
+    if (status.ok()) *response = fake_.stop_response_;
+    return Reply(context, status);
+  }
+
+  grpc::ServerUnaryReactor* SetInOrder(grpc::CallbackServerContext* context,
+                                       const v1::SetInOrderRequest* request,
+                                       v1::SetInOrderResponse* response) override {
+    grpc::Status status = fake_.Record("SetInOrder", *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.in_order_request_ = *request;
+    if (status.ok()) *response = fake_.in_order_response_;
+    return Reply(context, status);
+  }
+
+  grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
+      grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override {
+    grpc::Status status = fake_.Record("WatchMetrics", *context);
+    std::vector<v1::MetricsSnapshot> snapshots;
+    bool then_end = false;
+    {
+      absl::MutexLock lock(&fake_.mu_);
+      fake_.watch_request_ = *request;
+      snapshots = fake_.snapshots_;
+      then_end = fake_.end_after_snapshots_;
+    }
+    // Owned by gRPC until OnDone.
+    return new SnapshotWriter(fake_, std::move(snapshots), then_end, status);
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
+                                         const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  FakeRetryd& fake_;
+};
+
+class FakeRetryd::HealthService : public grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(FakeRetryd& fake) : fake_(fake) {}
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override {
+    grpc::Status status = fake_.Record("Check", *context);
+    {
+      absl::MutexLock lock(&fake_.mu_);
+      fake_.health_request_ = *request;
+      if (status.ok()) response->set_status(fake_.health_);
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+ private:
+  FakeRetryd& fake_;
+};
+
+FakeRetryd::FakeRetryd()
+    : control_(std::make_unique<ControlService>(*this)),
+      health_service_(std::make_unique<HealthService>(*this)) {
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(control_.get());
+  builder.RegisterService(health_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) std::abort();
+  address_ = absl::StrCat("127.0.0.1:", port);
+}
+
+FakeRetryd::~FakeRetryd() { Shutdown(); }
+
+void FakeRetryd::Shutdown() {
+  if (server_ == nullptr) return;
+  // Cancels calls in progress at once: a held watch would otherwise keep
+  // the server up until its client goes.
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+  server_.reset();
+}
+
+grpc::Status FakeRetryd::Record(const std::string& method, const grpc::ServerContextBase& context) {
+  CallRecord record;
+  record.method = method;
+  const auto& metadata = context.client_metadata();
+  if (const auto it = metadata.find("authorization"); it != metadata.end()) {
+    record.authorization = std::string(it->second.data(), it->second.size());
+  }
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    record.deadline_in = absl::FromChrono(context.deadline()) - absl::Now();
+  }
+  absl::MutexLock lock(&mu_);
+  calls_.push_back(std::move(record));
+  const auto failure = failures_.find(method);
+  return failure == failures_.end() ? grpc::Status::OK : failure->second;
+}
+
+void FakeRetryd::set_status(v1::GetStatusResponse response) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(response);
+}
+void FakeRetryd::set_start_response(v1::StartRetryThreadsResponse response) {
+  absl::MutexLock lock(&mu_);
+  start_response_ = std::move(response);
+}
+void FakeRetryd::set_stop_response(v1::StopRetryThreadsResponse response) {
+  absl::MutexLock lock(&mu_);
+  stop_response_ = std::move(response);
+}
+void FakeRetryd::set_in_order_response(v1::SetInOrderResponse response) {
+  absl::MutexLock lock(&mu_);
+  in_order_response_ = std::move(response);
+}
+void FakeRetryd::set_health(grpc::health::v1::HealthCheckResponse::ServingStatus status) {
+  absl::MutexLock lock(&mu_);
+  health_ = status;
+}
+void FakeRetryd::set_snapshots(std::vector<v1::MetricsSnapshot> snapshots, bool then_end) {
+  absl::MutexLock lock(&mu_);
+  snapshots_ = std::move(snapshots);
+  end_after_snapshots_ = then_end;
+}
+void FakeRetryd::FailWith(const std::string& method, grpc::Status status) {
+  absl::MutexLock lock(&mu_);
+  failures_[method] = std::move(status);
+}
+
+std::vector<CallRecord> FakeRetryd::calls() const {
+  absl::MutexLock lock(&mu_);
+  return calls_;
+}
+std::optional<CallRecord> FakeRetryd::last_call(const std::string& method) const {
+  absl::MutexLock lock(&mu_);
+  for (auto it = calls_.rbegin(); it != calls_.rend(); ++it) {
+    if (it->method == method) return *it;
+  }
+  return std::nullopt;
+}
+v1::StartRetryThreadsRequest FakeRetryd::last_start_request() const {
+  absl::MutexLock lock(&mu_);
+  return start_request_;
+}
+v1::StopRetryThreadsRequest FakeRetryd::last_stop_request() const {
+  absl::MutexLock lock(&mu_);
+  return stop_request_;
+}
+v1::SetInOrderRequest FakeRetryd::last_in_order_request() const {
+  absl::MutexLock lock(&mu_);
+  return in_order_request_;
+}
+v1::WatchMetricsRequest FakeRetryd::last_watch_request() const {
+  absl::MutexLock lock(&mu_);
+  return watch_request_;
+}
+grpc::health::v1::HealthCheckRequest FakeRetryd::last_health_request() const {
+  absl::MutexLock lock(&mu_);
+  return health_request_;
+}
+
+}  // namespace retryd::testing

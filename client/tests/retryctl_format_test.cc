@@ -1,0 +1,173 @@
+// What retryctl prints for each response, and its JSON.
+#include "client/retryctl_format.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace retryd::retryctl {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::GetStatusResponse SampleStatus() {
+  v1::GetStatusResponse status;
+  status.set_state(v1::ENGINE_RUNNING);
+  status.set_in_order(false);
+  status.set_retry_backlog(12);
+  status.set_kafka_bootstrap_servers("broker-1:9092,broker-2:9092");
+  status.set_kafka_reachable(true);
+  status.set_max_retry_threads(4);
+  status.set_version("0.1.0");
+  v1::Totals* totals = status.mutable_totals();
+  totals->set_consumed(1000);
+  totals->set_processed(1200);
+  totals->set_succeeded(1100);
+  totals->set_failed_attempts(100);
+  totals->set_sent_to_retry(80);
+  totals->set_dead_lettered(20);
+  totals->set_in_flight(3);
+  v1::ThreadInfo* primary = status.add_threads();
+  primary->set_thread_id(0);
+  primary->set_role(v1::PRIMARY);
+  primary->set_state(v1::RUNNING);
+  primary->set_state_since_unix_ms(1'000'000 - 133'000);
+  for (int p : {2, 0, 1}) {
+    v1::TopicPartition* tp = primary->add_assigned_partitions();
+    tp->set_topic("orders");
+    tp->set_partition(p);
+  }
+  v1::ThreadInfo* retry = status.add_threads();
+  retry->set_thread_id(3);
+  retry->set_role(v1::RETRY);
+  retry->set_state(v1::WAITING_BACKOFF);
+  retry->set_state_since_unix_ms(1'000'000 - 5'000);
+  v1::TopicPartition* tp = retry->add_assigned_partitions();
+  tp->set_topic("orders.retry");
+  tp->set_partition(0);
+  return status;
+}
+
+TEST(FormatStatusTest, ReadableSummaryAndThreadsTable) {
+  const std::string text = FormatStatus(SampleStatus(), absl::FromUnixMillis(1'000'000));
+  EXPECT_EQ(text,
+            "engine        RUNNING (retryd 0.1.0)\n"
+            "in_order      off\n"
+            "kafka         broker-1:9092,broker-2:9092 (reachable)\n"
+            "retry backlog 12 records\n"
+            "totals        consumed 1000, processed 1200, succeeded 1100, failed attempts 100,\n"
+            "              sent to retry 80, dead-lettered 20, in flight 3\n"
+            "threads       2: 1 primary, 1 retry (at most 4 retry)\n"
+            "\n"
+            "  ID  ROLE     STATE            IN-STATE  PARTITIONS\n"
+            "   0  primary  RUNNING             2m13s  orders:0,1,2\n"
+            "   3  retry    WAITING_BACKOFF      5.0s  orders.retry:0\n");
+}
+
+TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
+  v1::GetStatusResponse status;
+  status.set_state(v1::ENGINE_DRAINING);
+  status.set_in_order(true);
+  status.set_retry_backlog(1);
+  const std::string text = FormatStatus(status, absl::Now());
+  EXPECT_THAT(text, HasSubstr("engine        DRAINING\n"));
+  EXPECT_THAT(text, HasSubstr("in_order      on\n"));
+  EXPECT_THAT(text, HasSubstr("kafka         - (NOT reachable)\n"));
+  EXPECT_THAT(text, HasSubstr("retry backlog 1 record\n"));
+  EXPECT_THAT(text, Not(HasSubstr("PARTITIONS")));
+}
+
+TEST(FormatStatusTest, ServerTextCannotDriveTheTerminal) {
+  v1::GetStatusResponse status = SampleStatus();
+  status.mutable_threads(0)->mutable_assigned_partitions(0)->set_topic("evil\x1b[2Jtopic");
+  const std::string text = FormatStatus(status, absl::FromUnixMillis(1'000'000));
+  EXPECT_THAT(text, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(text, HasSubstr("evil?[2Jtopic"));
+}
+
+TEST(FormatResponsesTest, ThreadsAndInOrder) {
+  v1::StartRetryThreadsResponse started;
+  started.add_thread_ids(5);
+  started.add_thread_ids(6);
+  EXPECT_EQ(FormatStartRetryThreads(started), "started 2 retry threads: 5, 6\n");
+  started.clear_thread_ids();
+  started.add_thread_ids(7);
+  EXPECT_EQ(FormatStartRetryThreads(started), "started 1 retry thread: 7\n");
+
+  v1::StopRetryThreadsResponse stopped;
+  EXPECT_EQ(FormatStopRetryThreads(stopped), "no retry threads were running\n");
+  stopped.add_stopped_thread_ids(3);
+  EXPECT_EQ(FormatStopRetryThreads(stopped), "stopped 1 retry thread: 3\n");
+
+  v1::SetInOrderResponse in_order;
+  in_order.set_in_order(true);
+  EXPECT_EQ(FormatSetInOrder(in_order), "in_order: on\n");
+  in_order.set_drained_records(12);
+  in_order.add_stopped_thread_ids(3);
+  in_order.add_stopped_thread_ids(4);
+  EXPECT_EQ(FormatSetInOrder(in_order),
+            "in_order: on\ndrained 12 retry records and stopped retry threads 3, 4\n");
+  in_order.Clear();
+  EXPECT_EQ(FormatSetInOrder(in_order), "in_order: off\n");
+}
+
+TEST(ToJsonTest, ProtoFieldNamesEveryFieldAndRoundTrip) {
+  const v1::GetStatusResponse status = SampleStatus();
+  absl::StatusOr<std::string> json = ToJson(status, /*one_line=*/false);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"retry_backlog\": \"12\""));  // int64 is a JSON string.
+  EXPECT_THAT(*json, HasSubstr("\"kafka_bootstrap_servers\""));
+  EXPECT_THAT(*json, HasSubstr("\"in_order\": false"));  // Printed though it is the default.
+  EXPECT_THAT(*json, HasSubstr("\"state\": \"ENGINE_RUNNING\""));
+  EXPECT_THAT(*json, Not(HasSubstr("retryBacklog")));
+  EXPECT_EQ(json->back(), '\n');
+
+  v1::GetStatusResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, status));
+}
+
+TEST(ToJsonTest, OneLineHasASingleTrailingNewline) {
+  v1::MetricsSnapshot snapshot;
+  snapshot.set_time_unix_ms(42);
+  snapshot.add_threads()->set_thread_id(1);
+  absl::StatusOr<std::string> json = ToJson(snapshot, /*one_line=*/true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->find('\n'), json->size() - 1);
+  EXPECT_THAT(*json, HasSubstr("\"time_unix_ms\":\"42\""));
+  EXPECT_THAT(*json, HasSubstr("\"thread_id\":1"));
+}
+
+TEST(FormatHelpersTest, Elapsed) {
+  EXPECT_EQ(FormatElapsed(-1), "-");
+  EXPECT_EQ(FormatElapsed(0), "0ms");
+  EXPECT_EQ(FormatElapsed(850), "850ms");
+  EXPECT_EQ(FormatElapsed(12'345), "12.3s");
+  EXPECT_EQ(FormatElapsed(133'000), "2m13s");
+  EXPECT_EQ(FormatElapsed(3'720'000), "1h02m");
+  EXPECT_EQ(FormatElapsed(3 * 86'400'000LL + 4 * 3'600'000LL), "3d04h");
+}
+
+TEST(FormatHelpersTest, SanitizeForTerminal) {
+  EXPECT_EQ(SanitizeForTerminal("plain", 0), "plain");
+  EXPECT_EQ(SanitizeForTerminal("a\nb\tc", 0), "a b c");
+  EXPECT_EQ(SanitizeForTerminal("\x1b[31mred\x07", 0), "?[31mred?");
+  EXPECT_EQ(SanitizeForTerminal("caf\xc3\xa9", 0), "caf??");
+  EXPECT_EQ(SanitizeForTerminal("0123456789", 8), "01234...");
+  EXPECT_EQ(SanitizeForTerminal("0123456789", 10), "0123456789");
+}
+
+TEST(FormatHelpersTest, EnumNames) {
+  EXPECT_EQ(RoleName(v1::PRIMARY), "primary");
+  EXPECT_EQ(RoleName(v1::RETRY), "retry");
+  EXPECT_EQ(ThreadStateName(v1::WAITING_BACKOFF), "WAITING_BACKOFF");
+  EXPECT_EQ(EngineStateName(v1::ENGINE_STOPPING), "STOPPING");
+  EXPECT_EQ(ThreadStateName(static_cast<v1::ThreadState>(42)), "STATE42");
+}
+
+}  // namespace
+}  // namespace retryd::retryctl

@@ -1,0 +1,386 @@
+// retryctl end to end against a fake retryd on loopback: what each command
+// sends and prints, --json, exit status 1 with the gRPC code name, the
+// token, and how a watch ends (--count, Ctrl-C, the server).
+#include "client/retryctl.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "client/tests/fake_retryd.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace retryd::retryctl {
+namespace {
+
+using ::retryd::testing::FakeRetryd;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::Optional;
+using ::testing::SizeIs;
+using ::testing::StartsWith;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+struct RunResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+// Runs retryctl against `fake` (its address comes from RETRYD_ADDR, as a
+// user's would).
+RunResult RunAgainst(const FakeRetryd& fake, const std::vector<std::string>& args,
+                     Environment env = {}, bool tty = false, Interrupt* interrupt = nullptr) {
+  if (env.retryd_addr.empty()) env.retryd_addr = fake.address();
+  std::ostringstream out;
+  std::ostringstream err;
+  Io io(out, err);
+  io.out_is_tty = tty;
+  const int code = RunRetryctl(args, env, io, DefaultClientFactory(), interrupt);
+  return RunResult{code, out.str(), err.str()};
+}
+
+// A file in the test's temporary directory, removed with the object.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& contents)
+      : path_(::testing::TempDir() + "/" + name) {
+    std::ofstream(path_) << contents;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+v1::MetricsSnapshot SnapshotAt(int64_t time_unix_ms, int64_t processed) {
+  v1::MetricsSnapshot snapshot;
+  snapshot.set_time_unix_ms(time_unix_ms);
+  snapshot.set_interval_ms(1000);
+  snapshot.set_engine_state(v1::ENGINE_RUNNING);
+  v1::ThreadMetrics* thread = snapshot.add_threads();
+  thread->set_thread_id(0);
+  thread->set_role(v1::PRIMARY);
+  thread->set_state(v1::RUNNING);
+  thread->set_processed(processed);
+  return snapshot;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// ---- commands -----------------------------------------------------------------
+
+TEST(RetryctlTest, StatusPrintsASummary) {
+  FakeRetryd fake;
+  v1::GetStatusResponse status;
+  status.set_state(v1::ENGINE_RUNNING);
+  status.set_in_order(true);
+  status.set_retry_backlog(3);
+  status.set_kafka_bootstrap_servers("127.0.0.1:9092");
+  status.set_kafka_reachable(true);
+  v1::ThreadInfo* thread = status.add_threads();
+  thread->set_thread_id(0);
+  thread->set_role(v1::PRIMARY);
+  thread->set_state(v1::IDLE);
+  fake.set_status(status);
+
+  const RunResult run = RunAgainst(fake, {"status"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_THAT(run.out, StartsWith("engine        RUNNING\nin_order      on\n"));
+  EXPECT_THAT(run.out, HasSubstr("kafka         127.0.0.1:9092 (reachable)\n"));
+  EXPECT_THAT(run.out, HasSubstr("retry backlog 3 records\n"));
+  EXPECT_THAT(run.out, HasSubstr("   0  primary  IDLE"));
+}
+
+TEST(RetryctlTest, StatusJsonIsTheResponse) {
+  FakeRetryd fake;
+  v1::GetStatusResponse status;
+  status.set_state(v1::ENGINE_RUNNING);
+  status.set_retry_backlog(1234);
+  status.add_threads()->set_thread_id(7);
+  fake.set_status(status);
+
+  const RunResult run = RunAgainst(fake, {"--json", "status"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  v1::GetStatusResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &parsed).ok()) << run.out;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, status));
+  EXPECT_THAT(run.out, HasSubstr("\"retry_backlog\": \"1234\""));
+}
+
+TEST(RetryctlTest, ThreadsStart) {
+  FakeRetryd fake;
+  v1::StartRetryThreadsResponse started;
+  started.add_thread_ids(5);
+  started.add_thread_ids(6);
+  fake.set_start_response(started);
+
+  RunResult run = RunAgainst(fake, {"threads", "start", "2"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "started 2 retry threads: 5, 6\n");
+  EXPECT_EQ(fake.last_start_request().count(), 2);
+
+  run = RunAgainst(fake, {"threads", "start", "2", "--json"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "{\n \"thread_ids\": [\n  5,\n  6\n ]\n}\n");
+}
+
+TEST(RetryctlTest, ThreadsStopByCountIsGracefulByDefault) {
+  FakeRetryd fake;
+  v1::StopRetryThreadsResponse stopped;
+  stopped.add_stopped_thread_ids(6);
+  fake.set_stop_response(stopped);
+
+  const RunResult run = RunAgainst(fake, {"threads", "stop", "1"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "stopped 1 retry thread: 6\n");
+  const v1::StopRetryThreadsRequest request = fake.last_stop_request();
+  EXPECT_EQ(request.count(), 1);
+  EXPECT_TRUE(request.thread_ids().empty());
+  EXPECT_TRUE(request.has_graceful());
+  EXPECT_TRUE(request.graceful());
+}
+
+TEST(RetryctlTest, ThreadsStopByIdNow) {
+  FakeRetryd fake;
+  const RunResult run = RunAgainst(fake, {"threads", "stop", "--id", "3", "--id", "4", "--now"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "no retry threads were running\n");
+  const v1::StopRetryThreadsRequest request = fake.last_stop_request();
+  EXPECT_THAT(request.thread_ids(), ElementsAre(3, 4));
+  EXPECT_EQ(request.count(), 0);
+  EXPECT_TRUE(request.has_graceful());
+  EXPECT_FALSE(request.graceful());
+}
+
+TEST(RetryctlTest, InOrderOnWithDrain) {
+  FakeRetryd fake;
+  v1::SetInOrderResponse response;
+  response.set_in_order(true);
+  response.add_stopped_thread_ids(3);
+  response.set_drained_records(12);
+  fake.set_in_order_response(response);
+
+  RunResult run = RunAgainst(fake, {"inorder", "on", "--drain"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "in_order: on\ndrained 12 retry records and stopped retry threads 3\n");
+  EXPECT_TRUE(fake.last_in_order_request().in_order());
+  EXPECT_TRUE(fake.last_in_order_request().drain_retries());
+
+  run = RunAgainst(fake, {"--json", "inorder", "on", "--drain"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  v1::SetInOrderResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &parsed).ok()) << run.out;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, response));
+  EXPECT_THAT(run.out, HasSubstr("\"stopped_thread_ids\""));
+}
+
+TEST(RetryctlTest, InOrderOff) {
+  FakeRetryd fake;
+  const RunResult run = RunAgainst(fake, {"inorder", "off"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "in_order: off\n");
+  EXPECT_FALSE(fake.last_in_order_request().in_order());
+  EXPECT_FALSE(fake.last_in_order_request().drain_retries());
+}
+
+// ---- failures: exit 1 and "retryctl: CODE: message" ---------------------------------
+
+TEST(RetryctlTest, RpcFailureExitsOneWithTheCodeName) {
+  FakeRetryd fake;
+  fake.FailWith("StartRetryThreads", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                                  "in order: run 'retryctl inorder off' first"));
+  const RunResult run = RunAgainst(fake, {"threads", "start", "1"});
+  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "retryctl: FAILED_PRECONDITION: in order: run 'retryctl inorder off' first\n");
+}
+
+TEST(RetryctlTest, EveryCommandReportsItsRpcFailure) {
+  FakeRetryd fake;
+  for (const char* method : {"GetStatus", "StopRetryThreads", "SetInOrder", "WatchMetrics"}) {
+    fake.FailWith(method, grpc::Status(grpc::StatusCode::NOT_FOUND, "no thread 9"));
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"status"}, {"threads", "stop", "--id", "9"}, {"inorder", "on"}, {"watch"}}) {
+    const RunResult run = RunAgainst(fake, args);
+    EXPECT_EQ(run.exit_code, kExitRpcFailed) << args[0];
+    EXPECT_EQ(run.err, "retryctl: NOT_FOUND: no thread 9\n") << args[0];
+  }
+}
+
+TEST(RetryctlTest, UnreachableServerSaysWhereItLooked) {
+  FakeRetryd fake;
+  const std::string address = fake.address();
+  fake.Shutdown();
+  const RunResult run = RunAgainst(fake, {"--timeout", "10", "status"}, Environment{address, ""});
+  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_THAT(run.err, StartsWith("retryctl: UNAVAILABLE: "));
+  EXPECT_THAT(run.err, HasSubstr("is retryd running and listening on " + address));
+}
+
+// ---- the token ---------------------------------------------------------------
+
+TEST(RetryctlTest, TokenFromFileIsSentAsBearer) {
+  FakeRetryd fake;
+  const TempFile token("token", "s3cret\n");
+  const RunResult run = RunAgainst(fake, {"--token-file", token.path(), "status"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_THAT(fake.last_call("GetStatus")->authorization, Optional(std::string("Bearer s3cret")));
+}
+
+TEST(RetryctlTest, TokenFileFromTheEnvironment) {
+  FakeRetryd fake;
+  const TempFile token("env-token", "  from-env  \n");
+  const RunResult run = RunAgainst(fake, {"inorder", "off"}, Environment{"", token.path()});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_THAT(fake.last_call("SetInOrder")->authorization,
+              Optional(std::string("Bearer from-env")));
+}
+
+TEST(RetryctlTest, NoTokenFileNoHeaderAndAHintWhenRefused) {
+  FakeRetryd fake;
+  fake.FailWith("StartRetryThreads",
+                grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token"));
+  const RunResult run = RunAgainst(fake, {"threads", "start", "1"});
+  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(fake.last_call("StartRetryThreads")->authorization, std::nullopt);
+  EXPECT_EQ(run.err,
+            "retryctl: UNAUTHENTICATED: missing bearer token\n"
+            "retryctl: retryd wants a token: pass --token-file FILE or set RETRYD_TOKEN_FILE\n");
+}
+
+TEST(RetryctlTest, UnreadableOrEmptyTokenFileIsAUsageError) {
+  FakeRetryd fake;
+  RunResult run = RunAgainst(fake, {"--token-file", "/nonexistent/token", "status"});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  EXPECT_THAT(run.err, StartsWith("retryctl: --token-file: cannot read /nonexistent/token"));
+
+  const TempFile empty("empty-token", "\n");
+  run = RunAgainst(fake, {"--token-file", empty.path(), "status"});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  EXPECT_THAT(run.err, HasSubstr("is empty"));
+  EXPECT_TRUE(fake.calls().empty());
+}
+
+TEST(RetryctlTest, TimeoutBecomesTheDeadline) {
+  FakeRetryd fake;
+  ASSERT_EQ(RunAgainst(fake, {"--timeout", "5", "status"}).exit_code, kExitOk);
+  const std::optional<absl::Duration> deadline_in = fake.last_call("GetStatus")->deadline_in;
+  ASSERT_TRUE(deadline_in.has_value());
+  // The wire rounds the timeout up a little (grpc-timeout units).
+  EXPECT_LE(*deadline_in, absl::Seconds(5) + absl::Milliseconds(100));
+  EXPECT_GT(*deadline_in, absl::Seconds(1));
+}
+
+// ---- watch --------------------------------------------------------------------
+
+TEST(RetryctlWatchTest, CountStopsAfterNTablesSeparatedByABlankLine) {
+  FakeRetryd fake;
+  // A third snapshot is ready and the stream stays open: only --count ends it.
+  fake.set_snapshots({SnapshotAt(10'000, 100), SnapshotAt(11'000, 350), SnapshotAt(12'000, 400)},
+                     /*then_end=*/false);
+  const RunResult run =
+      RunAgainst(fake, {"watch", "--count", "2", "--interval", "500", "--thread", "0"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(fake.last_watch_request().interval_ms(), 500u);
+  EXPECT_THAT(fake.last_watch_request().thread_ids(), ElementsAre(0));
+  EXPECT_TRUE(fake.watch_cancelled().WaitForNotificationWithTimeout(kWait));
+
+  const std::vector<std::string> tables = absl::StrSplit(run.out, "\n\n");
+  ASSERT_THAT(tables, SizeIs(2)) << run.out;
+  EXPECT_THAT(tables[0], StartsWith("retryd "));
+  EXPECT_THAT(tables[1], StartsWith("retryd "));
+  EXPECT_THAT(run.out, Not(HasSubstr("\x1b")));
+  // The second table's rate: (350 - 100) / 1 s.
+  const std::vector<std::string> rows = Lines(tables[1]);
+  ASSERT_THAT(rows, SizeIs(3));
+  const std::vector<std::string> cells = absl::StrSplit(rows[2], ' ', absl::SkipEmpty());
+  ASSERT_GT(cells.size(), 5u);
+  EXPECT_EQ(cells[5], "250.0");
+}
+
+TEST(RetryctlWatchTest, JsonPrintsOneSnapshotPerLine) {
+  FakeRetryd fake;
+  fake.set_snapshots({SnapshotAt(1, 1), SnapshotAt(2, 2), SnapshotAt(3, 3)}, /*then_end=*/false);
+  const RunResult run = RunAgainst(fake, {"watch", "--json", "--count", "2"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n');
+  ASSERT_THAT(lines, SizeIs(3));  // Two lines and the empty rest.
+  EXPECT_EQ(lines[2], "");
+  for (int i = 0; i < 2; ++i) {
+    v1::MetricsSnapshot parsed;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[i], &parsed).ok()) << lines[i];
+    EXPECT_EQ(parsed.time_unix_ms(), i + 1);
+    EXPECT_THAT(lines[i], HasSubstr("\"time_unix_ms\":"));
+  }
+}
+
+TEST(RetryctlWatchTest, TerminalRedrawsInPlace) {
+  FakeRetryd fake;
+  fake.set_snapshots({SnapshotAt(1, 1), SnapshotAt(2, 2)}, /*then_end=*/false);
+  const RunResult run = RunAgainst(fake, {"watch", "--count", "2"}, {}, /*tty=*/true);
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  const std::vector<std::string> frames = absl::StrSplit(run.out, "\x1b[H\x1b[2J");
+  ASSERT_THAT(frames, SizeIs(3)) << run.out;  // Nothing before the first clear.
+  EXPECT_EQ(frames[0], "");
+  EXPECT_THAT(frames[1], StartsWith("retryd "));
+  EXPECT_THAT(frames[2], StartsWith("retryd "));
+}
+
+TEST(RetryctlWatchTest, InterruptEndsTheWatchWithExitZero) {
+  FakeRetryd fake;
+  fake.set_snapshots({SnapshotAt(1, 1)}, /*then_end=*/false);  // Then silence.
+  Interrupt interrupt;
+  RunResult run{-1, "", ""};
+  std::thread retryctl([&] { run = RunAgainst(fake, {"watch"}, {}, false, &interrupt); });
+  ASSERT_TRUE(fake.first_snapshot_written().WaitForNotificationWithTimeout(kWait));
+  // The watch is attached before its call reaches the server.
+  EXPECT_TRUE(interrupt.Trigger());
+  retryctl.join();
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_TRUE(fake.watch_cancelled().WaitForNotificationWithTimeout(kWait));
+}
+
+TEST(RetryctlWatchTest, InterruptWithoutAWatchIsLeftToTheCaller) {
+  Interrupt interrupt;
+  EXPECT_FALSE(interrupt.Trigger());
+  EXPECT_TRUE(interrupt.triggered());
+}
+
+TEST(RetryctlWatchTest, ServerEndingTheStreamIsReported) {
+  FakeRetryd fake;
+  fake.set_snapshots({SnapshotAt(1, 1)}, /*then_end=*/true);
+  const RunResult run = RunAgainst(fake, {"watch", "--count", "5"});
+  EXPECT_EQ(run.exit_code, kExitOk);
+  EXPECT_THAT(run.out, StartsWith("retryd "));
+  EXPECT_EQ(run.err, "retryctl: retryd ended the stream\n");
+}
+
+TEST(RetryctlWatchTest, ServerRefusingTheWatchExitsOne) {
+  FakeRetryd fake;
+  fake.FailWith("WatchMetrics", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                             "interval_ms must be in 100..60000"));
+  const RunResult run = RunAgainst(fake, {"watch"});
+  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "retryctl: INVALID_ARGUMENT: interval_ms must be in 100..60000\n");
+}
+
+}  // namespace
+}  // namespace retryd::retryctl

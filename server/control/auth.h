@@ -1,0 +1,54 @@
+// Bearer-token check for the control API.
+//
+// A handler calls Check() first thing, saying whether its RPC mutates the
+// engine. With no token configured every call passes. With a token,
+// mutating calls must carry the metadata `authorization: Bearer <token>`;
+// read-only calls must too only when `read_only_requires_token`. The
+// comparison takes the same time whatever the presented token shares with
+// the real one, so a caller cannot guess it byte by byte. Health and
+// reflection are separate services and never see this check.
+//
+// Thread-safe: immutable after construction.
+#ifndef RETRYD_SERVER_CONTROL_AUTH_H_
+#define RETRYD_SERVER_CONTROL_AUTH_H_
+
+#include <grpcpp/support/string_ref.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace retryd::control {
+
+enum class Access {
+  kReadOnly,  // GetStatus, WatchMetrics.
+  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder.
+};
+
+class BearerTokenAuth {
+ public:
+  // No token: every call passes.
+  BearerTokenAuth() = default;
+  // `token` must not be empty.
+  BearerTokenAuth(std::string token, bool read_only_requires_token);
+
+  bool enabled() const { return token_.has_value(); }
+
+  // OK, or UNAUTHENTICATED saying what is missing or wrong (never the
+  // token). `metadata` is the call's client metadata.
+  absl::Status Check(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                     Access access) const;
+
+  // Whether `a` equals `b`, in time that depends only on their lengths.
+  static bool ConstantTimeEquals(const std::string& a, const std::string& b);
+
+ private:
+  std::optional<std::string> token_;
+  bool read_only_requires_token_ = false;
+};
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_AUTH_H_

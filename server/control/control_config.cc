@@ -1,0 +1,146 @@
+#include "server/control/control_config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace retryd::control {
+namespace {
+
+constexpr size_t kMaxTokenBytes = 4096;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("control.", field, ": ", what));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& field, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    char buffer[256];
+    return Invalid(field, absl::StrCat("cannot read \"", path,
+                                       "\": ", strerror_r(error, buffer, sizeof buffer)));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return Invalid(field, absl::StrCat("cannot read \"", path, "\""));
+  return contents.str();
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& field, const std::string& path,
+                                    const char* kind) {
+  absl::StatusOr<std::string> pem = ReadFile(field, path);
+  if (!pem.ok()) return pem;
+  if (!absl::StrContains(*pem, "-----BEGIN ")) {
+    return Invalid(field,
+                   absl::StrCat("\"", path, "\" holds no PEM ", kind, " (no \"-----BEGIN\" line)"));
+  }
+  return pem;
+}
+
+// Checks a token; `source` says where it came from (never what it is).
+absl::Status CheckToken(const std::string& field, const std::string& source,
+                        const std::string& token) {
+  if (token.empty()) return Invalid(field, absl::StrCat(source, " is empty"));
+  if (token.size() > kMaxTokenBytes) {
+    return Invalid(field, absl::StrCat(source, " holds more than ", kMaxTokenBytes, " bytes"));
+  }
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid(field, absl::StrCat(source,
+                                         " must hold printable ASCII without spaces (it is sent "
+                                         "as \"authorization: Bearer <token>\")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void StripOneNewline(std::string& text) {
+  if (absl::EndsWith(text, "\r\n")) {
+    text.resize(text.size() - 2);
+  } else if (absl::EndsWith(text, "\n")) {
+    text.resize(text.size() - 1);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
+    const retryd::v1::Config& config) {
+  const retryd::v1::ControlConfig& control = config.control();
+  ControlServerOptions options;
+  options.listen_address =
+      config.listen_address().empty() ? "127.0.0.1:50051" : config.listen_address();
+  options.config = config;
+
+  if (!control.auth_token_file().empty() && !control.auth_token_env().empty()) {
+    return Invalid("auth_token_file", "set auth_token_file or auth_token_env, not both");
+  }
+  if (!control.auth_token_file().empty()) {
+    absl::StatusOr<std::string> token = ReadFile("auth_token_file", control.auth_token_file());
+    if (!token.ok()) return token.status();
+    StripOneNewline(*token);
+    if (absl::Status s = CheckToken("auth_token_file",
+                                    absl::StrCat("\"", control.auth_token_file(), "\""), *token);
+        !s.ok()) {
+      return s;
+    }
+    options.auth_token = *std::move(token);
+  } else if (!control.auth_token_env().empty()) {
+    const char* value = std::getenv(control.auth_token_env().c_str());
+    if (value == nullptr) {
+      return Invalid("auth_token_env", absl::StrCat("the environment variable ",
+                                                    control.auth_token_env(), " is not set"));
+    }
+    if (absl::Status s =
+            CheckToken("auth_token_env",
+                       absl::StrCat("the environment variable ", control.auth_token_env()), value);
+        !s.ok()) {
+      return s;
+    }
+    options.auth_token = value;
+  }
+  if (control.read_only_requires_token() && !options.auth_token.has_value()) {
+    return Invalid("read_only_requires_token",
+                   "needs a token: set auth_token_file or auth_token_env");
+  }
+  options.read_only_requires_token = control.read_only_requires_token();
+
+  const bool cert = !control.tls_cert_file().empty();
+  const bool key = !control.tls_key_file().empty();
+  if (cert != key) {
+    return Invalid(cert ? "tls_key_file" : "tls_cert_file",
+                   "TLS needs both tls_cert_file and tls_key_file");
+  }
+  if (!control.tls_client_ca_file().empty() && !cert) {
+    return Invalid("tls_client_ca_file",
+                   "mutual TLS needs the server's own tls_cert_file and tls_key_file too");
+  }
+  if (cert) {
+    TlsOptions tls;
+    absl::StatusOr<std::string> chain =
+        ReadPem("tls_cert_file", control.tls_cert_file(), "certificate");
+    if (!chain.ok()) return chain.status();
+    absl::StatusOr<std::string> private_key =
+        ReadPem("tls_key_file", control.tls_key_file(), "private key");
+    if (!private_key.ok()) return private_key.status();
+    tls.cert_chain_pem = *std::move(chain);
+    tls.private_key_pem = *std::move(private_key);
+    if (!control.tls_client_ca_file().empty()) {
+      absl::StatusOr<std::string> ca =
+          ReadPem("tls_client_ca_file", control.tls_client_ca_file(), "CA certificate");
+      if (!ca.ok()) return ca.status();
+      tls.client_ca_pem = *std::move(ca);
+    }
+    options.tls = std::move(tls);
+  }
+  return options;
+}
+
+}  // namespace retryd::control

@@ -1,0 +1,284 @@
+#include "server/control/control_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
+#include "server/common/logging.h"
+
+namespace retryd::control {
+namespace {
+
+struct HostPort {
+  std::string host;  // Without IPv6 brackets.
+  std::string port;
+};
+
+// Splits a TCP listen address that ValidateListenAddress accepted.
+HostPort SplitHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
+}
+
+bool IsUnix(const std::string& address) { return absl::StartsWith(address, "unix:"); }
+
+std::string ErrnoText(int error) {
+  char buffer[256];
+  // The GNU strerror_r returns the message, in `buffer` or elsewhere.
+  return strerror_r(error, buffer, sizeof buffer);
+}
+
+// Why gRPC could not listen on `address`: tries the same bind itself to
+// learn the system's reason.
+std::string BindFailureReason(const std::string& address, bool tls) {
+  const std::string tls_hint = tls ? "; or the TLS certificate or key was rejected" : "";
+  if (IsUnix(address)) {
+    const std::string path = address.substr(5);
+    if (access(path.c_str(), F_OK) == 0) {
+      return absl::StrCat(path, " exists (another retryd? remove it if it is stale)", tls_hint);
+    }
+    return absl::StrCat("cannot create the socket ", path,
+                        "; check that its directory exists and is writable", tls_hint);
+  }
+  const HostPort hp = SplitHostPort(address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  if (int rc = getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &addresses); rc != 0) {
+    return absl::StrCat("cannot resolve the host \"", hp.host, "\": ", gai_strerror(rc));
+  }
+  std::string reason;
+  for (addrinfo* a = addresses; a != nullptr && reason.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // As gRPC does.
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      const int error = errno;
+      reason = error == EADDRINUSE
+                   ? "the address is already in use (another retryd, or another program, "
+                     "listens there; pick another port or stop it)"
+               : error == EADDRNOTAVAIL
+                   ? absl::StrCat("\"", hp.host, "\" is not an address of this host")
+                   : ErrnoText(error);
+    }
+    close(fd);
+  }
+  freeaddrinfo(addresses);
+  if (reason.empty()) reason = "gRPC refused it (see its log line above)";
+  return absl::StrCat(reason, tls_hint);
+}
+
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<TlsOptions>& tls) {
+  if (!tls.has_value()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      tls->client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls->client_ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls->private_key_pem, tls->cert_chain_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
+bool IsLoopback(const std::string& address) {
+  if (IsUnix(address)) return true;
+  const std::string host = absl::AsciiStrToLower(SplitHostPort(address).host);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+}  // namespace
+
+absl::Status ValidateListenAddress(const std::string& address) {
+  if (IsUnix(address)) {
+    if (address.size() == 5) {
+      return absl::InvalidArgumentError(
+          "listen address: \"unix:\" needs a socket path, e.g. \"unix:/run/retryd.sock\"");
+    }
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address: must be host:port (e.g. \"127.0.0.1:50051\") or unix:<path>, got \"",
+        address, "\""));
+  }
+  const std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address: the host is missing in \"", address,
+                     "\"; use 0.0.0.0 or [::] to listen on every interface"));
+  }
+  if (absl::StrContains(host, ':') && !(host.front() == '[' && host.back() == ']')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address: an IPv6 host must be in brackets, e.g. \"[::1]:50051\", got \"", address,
+        "\""));
+  }
+  uint32_t port_number = 0;
+  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(port, &port_number) || port_number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("listen address: the port in \"", address,
+                                                   "\" must be a number from 0 to 65535"));
+  }
+  return absl::OkStatus();
+}
+
+ControlServer::ControlServer(Engine& engine) : engine_(engine) {}
+
+ControlServer::~ControlServer() { Stop(); }
+
+absl::Status ControlServer::Start(ControlServerOptions options) {
+  absl::MutexLock lock(&mu_);
+  if (phase_ != Phase::kNew) {
+    return absl::FailedPreconditionError("the control server was started before; it runs once");
+  }
+  if (absl::Status s = ValidateListenAddress(options.listen_address); !s.ok()) return s;
+  if (options.auth_token.has_value() && options.auth_token->empty()) {
+    return absl::InvalidArgumentError("auth token: must not be empty");
+  }
+  if (options.read_only_requires_token && !options.auth_token.has_value()) {
+    return absl::InvalidArgumentError("read_only_requires_token: needs a token");
+  }
+  if (options.tls.has_value() &&
+      (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
+    return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
+  }
+
+  // Reflection describes grpc.health.v1.Health from the compiled-in
+  // descriptor; touching it keeps the linker from dropping that file.
+  grpc::health::v1::HealthCheckRequest::descriptor();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  auto sampler = std::make_unique<MetricsSampler>(engine_, options.sample_tick);
+  sampler->Start();
+  ControlServiceOptions service_options;
+  service_options.config = options.config;
+  service_options.default_operation_timeout = options.default_operation_timeout;
+  service_options.max_watchers = options.max_watchers;
+  auto service = std::make_unique<ControlService>(
+      engine_, *sampler,
+      options.auth_token.has_value()
+          ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
+          : BearerTokenAuth(),
+      [this] { return kafka_reachable_.load(); }, std::move(service_options));
+
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which would let a second retryd
+  // share the port silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int bound_port = 0;
+  builder.AddListeningPort(options.listen_address, Credentials(options.tls), &bound_port);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  const bool unix_socket = IsUnix(options.listen_address);
+  if (server == nullptr || (!unix_socket && bound_port == 0)) {
+    if (server != nullptr) server->Shutdown();
+    service->Shutdown();
+    sampler->Stop();
+    return absl::UnavailableError(
+        absl::StrCat("control API: cannot listen on ", options.listen_address, ": ",
+                     BindFailureReason(options.listen_address, options.tls.has_value())));
+  }
+
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  // NOT_SERVING until the first probe answers.
+  health->SetServingStatus("", false);
+  health->SetServingStatus(v1::Control::service_full_name(), false);
+
+  if (options.auth_token.has_value() && !options.tls.has_value() &&
+      !IsLoopback(options.listen_address)) {
+    LogWarning("control API: a bearer token is configured but the API listens on ",
+               options.listen_address,
+               " without TLS: the token crosses the network in clear; set control.tls_cert_file "
+               "and control.tls_key_file");
+  }
+  address_ = unix_socket
+                 ? options.listen_address
+                 : absl::StrCat(options.listen_address.substr(0, options.listen_address.rfind(':')),
+                                ":", bound_port);
+  port_.store(unix_socket ? 0 : bound_port);
+  prober_ =
+      std::thread([this, health, interval = options.probe_interval,
+                   timeout = options.probe_timeout] { ProbeLoop(health, interval, timeout); });
+  sampler_ = std::move(sampler);
+  service_ = std::move(service);
+  server_ = std::move(server);
+  phase_ = Phase::kRunning;
+  return absl::OkStatus();
+}
+
+void ControlServer::Stop(absl::Duration grace) {
+  absl::MutexLock lock(&mu_);
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kStopped;
+  stop_probing_.Notify();
+  // Every health check and watch sees NOT_SERVING from here on.
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->Shutdown();
+  }
+  service_->BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  service_->Shutdown();
+  prober_.join();  // Before the server (and its health service) goes.
+  server_.reset();
+  service_.reset();
+  sampler_->Stop();
+  sampler_.reset();
+  port_.store(0);
+  LogInfo("control API on ", address_, " stopped");
+}
+
+std::string ControlServer::address() const {
+  absl::MutexLock lock(&mu_);
+  return address_;
+}
+
+void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
+                              absl::Duration timeout) {
+  SetThreadName("control-health");
+  std::optional<bool> reported;
+  do {
+    const absl::Status probe = engine_.ProbeKafka(timeout);
+    const EngineState state = engine_.state();
+    kafka_reachable_.store(probe.ok());
+    const bool serving =
+        probe.ok() && (state == EngineState::kRunning || state == EngineState::kDraining);
+    if (reported != serving) {
+      health->SetServingStatus("", serving);
+      health->SetServingStatus(v1::Control::service_full_name(), serving);
+      if (serving) {
+        LogInfo("control: health SERVING (engine ", EngineStateName(state), ", Kafka answers)");
+      } else {
+        LogWarning("control: health NOT_SERVING: ",
+                   probe.ok() ? absl::StrCat("the engine is ", EngineStateName(state))
+                              : absl::StrCat("Kafka did not answer: ", probe.message()));
+      }
+      reported = serving;
+    }
+  } while (!stop_probing_.WaitForNotificationWithTimeout(interval));
+}
+
+}  // namespace retryd::control

@@ -1,0 +1,131 @@
+// The control plane's gRPC server: retryd.v1.Control, the standard health
+// service and server reflection on one listening address.
+//
+// It owns the grpc::Server, the ControlService, the MetricsSampler every
+// WatchMetrics stream shares, and a health prober thread. The prober asks
+// Kafka for its brokers every `probe_interval` and reports SERVING for ""
+// and "retryd.v1.Control" only while the engine is RUNNING (or DRAINING)
+// and the last probe answered; NOT_SERVING otherwise, and from Stop() on.
+// Health and reflection never need the bearer token.
+//
+//   ControlServer server(engine);
+//   if (absl::Status s = server.Start(options); !s.ok()) ...
+//   ... server.port() ...
+//   server.Stop();  // before engine.Stop()
+//
+// Thread-safety: thread-safe. Start() and Stop() serialise; port() may be
+// read from any thread. The engine must outlive the server.
+#ifndef RETRYD_SERVER_CONTROL_CONTROL_SERVER_H_
+#define RETRYD_SERVER_CONTROL_CONTROL_SERVER_H_
+
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "retryd/v1/config.pb.h"
+#include "server/control/control_service.h"
+#include "server/engine/engine.h"
+#include "server/engine/metrics_sampler.h"
+
+namespace retryd::control {
+
+// PEM contents (not paths) for TLS.
+struct TlsOptions {
+  std::string cert_chain_pem;   // Required.
+  std::string private_key_pem;  // Required.
+  // Non-empty: clients must present a certificate signed by one of these
+  // CAs (mutual TLS).
+  std::string client_ca_pem;
+};
+
+struct ControlServerOptions {
+  // `host:port` (port 0 picks a free one; see port()) or `unix:<path>`.
+  std::string listen_address = "127.0.0.1:50051";
+  // The bearer token, if any. A secret: never logged.
+  std::optional<std::string> auth_token;
+  // Whether GetStatus and WatchMetrics need the token too. Needs a token.
+  bool read_only_requires_token = false;
+  // TLS when set, else plaintext.
+  std::optional<TlsOptions> tls;
+  // The effective config GetStatus reports.
+  retryd::v1::Config config;
+
+  // Health: how often Kafka is probed, and how long a probe may take.
+  absl::Duration probe_interval = absl::Seconds(2);
+  absl::Duration probe_timeout = absl::Seconds(2);
+  // The metrics sampler's tick: the finest interval WatchMetrics sees.
+  absl::Duration sample_tick = absl::Milliseconds(100);
+  // Engine deadline for a blocking RPC whose call has no deadline.
+  absl::Duration default_operation_timeout = absl::Minutes(5);
+  // Open WatchMetrics streams at most.
+  int max_watchers = 256;
+};
+
+class ControlServer {
+ public:
+  explicit ControlServer(Engine& engine);
+  ~ControlServer();  // Stop()s.
+
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  // Validates `options`, starts the sampler, binds and starts serving, then
+  // the health prober. INVALID_ARGUMENT for a malformed address or
+  // incomplete TLS/token options; UNAVAILABLE when the address cannot be
+  // bound (in use, not an address of this host), with the reason;
+  // FAILED_PRECONDITION if already started. On error nothing keeps running.
+  absl::Status Start(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Reports NOT_SERVING, ends every WatchMetrics stream, refuses new calls,
+  // waits up to `grace` for calls in progress, then cancels the rest; a
+  // blocking operation already inside the engine runs to its own deadline.
+  // Then joins the prober (a probe in progress may take up to
+  // probe_timeout) and stops the sampler. Idempotent; a no-op before
+  // Start().
+  void Stop(absl::Duration grace = absl::Seconds(2)) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The bound TCP port (the chosen one for port 0); 0 before Start(), for a
+  // unix socket, and after Stop().
+  int port() const { return port_.load(); }
+  // The address as given, with port 0 replaced by the bound port.
+  std::string address() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The prober's last answer.
+  bool kafka_reachable() const { return kafka_reachable_.load(); }
+
+ private:
+  // The prober thread: probes, then reports through `health` on change.
+  void ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
+                 absl::Duration timeout);
+
+  Engine& engine_;
+  std::atomic<int> port_{0};
+  std::atomic<bool> kafka_reachable_{false};
+  absl::Notification stop_probing_;
+
+  mutable absl::Mutex mu_;  // Guards the fields below; held through Start() and Stop().
+  enum class Phase { kNew, kRunning, kStopped } phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
+  std::string address_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  std::thread prober_ ABSL_GUARDED_BY(mu_);
+};
+
+// Checks a listen address: `host:port` (IPv6 hosts in brackets, port
+// 0..65535) or `unix:<path>`. INVALID_ARGUMENT saying what is wrong.
+absl::Status ValidateListenAddress(const std::string& address);
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_CONTROL_SERVER_H_

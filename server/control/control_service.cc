@@ -1,0 +1,286 @@
+#include "server/control/control_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+#include "server/control/proto_convert.h"
+#include "server/control/status.h"
+
+#ifndef RETRYD_VERSION
+#define RETRYD_VERSION "unknown"
+#endif
+
+namespace retryd::control {
+namespace {
+
+constexpr uint32_t kMinIntervalMs = 100;
+constexpr uint32_t kMaxIntervalMs = 60'000;
+constexpr int kMaxIdsPerRequest = 1024;
+// The most a blocking call's engine deadline is brought forward, so that the
+// engine's answer still reaches the client in time.
+constexpr absl::Duration kMaxDeadlineMargin = absl::Milliseconds(100);
+
+bool Ended(ThreadState state) {
+  return state == ThreadState::kStopped || state == ThreadState::kFailed;
+}
+
+// Checks a repeated thread-id field and converts it to the engine's ids.
+absl::StatusOr<std::vector<int>> ThreadIds(const google::protobuf::RepeatedField<uint32_t>& field) {
+  if (field.size() > kMaxIdsPerRequest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("thread_ids: at most ", kMaxIdsPerRequest, " ids, got ", field.size()));
+  }
+  std::vector<int> ids;
+  absl::flat_hash_set<uint32_t> seen;
+  for (uint32_t id : field) {
+    if (id == 0 || id > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("thread_ids: ", id, " is not a thread id; ids are between 1 and ",
+                       std::numeric_limits<int>::max(), " (see GetStatus)"));
+    }
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("thread_ids: ", id, " is listed twice"));
+    }
+    ids.push_back(static_cast<int>(id));
+  }
+  return ids;
+}
+
+std::string JoinIds(const std::vector<int>& ids) {
+  return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
+}
+
+}  // namespace
+
+ControlService::ControlService(Engine& engine, const MetricsSampler& sampler, BearerTokenAuth auth,
+                               std::function<bool()> kafka_reachable, ControlServiceOptions options)
+    : engine_(engine),
+      sampler_(sampler),
+      auth_(std::move(auth)),
+      kafka_reachable_(std::move(kafka_reachable)),
+      options_(std::move(options)),
+      watchers_(options_.max_watchers),
+      executor_("control-op", options_.operation_threads, options_.max_queued_operations) {}
+
+ControlService::~ControlService() { Shutdown(); }
+
+void ControlService::BeginShutdown() {
+  shutting_down_.store(true);
+  watchers_.Close();
+}
+
+void ControlService::Shutdown() {
+  BeginShutdown();
+  executor_.Shutdown();
+}
+
+absl::Status ControlService::Authorize(const grpc::CallbackServerContext& context,
+                                       Access access) const {
+  return auth_.Check(context.client_metadata(), access);
+}
+
+absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& context) const {
+  const absl::Time now = absl::Now();
+  const std::chrono::system_clock::time_point call_deadline = context.deadline();
+  if (call_deadline == std::chrono::system_clock::time_point::max()) {
+    return now + options_.default_operation_timeout;
+  }
+  const absl::Time deadline = absl::FromChrono(call_deadline);
+  const absl::Duration left = deadline - now;
+  if (left <= absl::ZeroDuration()) return deadline;
+  return deadline - std::min(left / 10, kMaxDeadlineMargin);
+}
+
+void ControlService::RunBlocking(grpc::CallbackServerContext* context,
+                                 grpc::ServerUnaryReactor* reactor, Operation operation) {
+  const absl::Time deadline = EngineDeadline(*context);
+  absl::Status queued = executor_.Submit([this, context, reactor, deadline,
+                                          operation = std::move(operation)]() mutable {
+    absl::Status status;
+    if (shutting_down_.load()) {
+      status = absl::UnavailableError("the control server is stopping; the operation did not run");
+    } else if (context->IsCancelled()) {
+      status = absl::CancelledError("the call was cancelled before the operation began");
+    } else if (absl::Now() >= deadline) {
+      status = absl::DeadlineExceededError(
+          "the call's deadline passed while it waited for other control operations; "
+          "nothing was changed");
+    } else {
+      status = std::move(operation)(deadline);
+    }
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
+}
+
+grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext* context,
+                                                    const v1::GetStatusRequest* request,
+                                                    v1::GetStatusResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = Authorize(*context, Access::kReadOnly); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  response->set_state(ToProto(engine_.state()));
+  response->set_in_order(engine_.in_order());
+  for (const std::shared_ptr<const ThreadStats>& stats : engine_.Threads()) {
+    ToProto(*stats, *response->add_threads());
+  }
+  const EngineTotals totals = engine_.Totals();
+  ToProto(totals, *response->mutable_totals());
+  response->set_retry_backlog(totals.retry_backlog);
+  response->set_kafka_bootstrap_servers(engine_.options().bootstrap_servers);
+  *response->mutable_config() = options_.config;
+  response->set_max_retry_threads(static_cast<uint32_t>(engine_.options().retry.max_threads));
+  response->set_version(RETRYD_VERSION);
+  response->set_kafka_reachable(kafka_reachable_());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
+    grpc::CallbackServerContext* context, const v1::StartRetryThreadsRequest* request,
+    v1::StartRetryThreadsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (status.ok()) {
+    const int cap = engine_.options().retry.max_threads;
+    int running = 0;
+    for (const auto& stats : engine_.Threads()) {
+      running += stats->role() == ThreadRole::kRetry && !Ended(stats->state());
+    }
+    const int room = std::max(0, cap - running);
+    if (request->count() < 1 || request->count() > room) {
+      status = absl::InvalidArgumentError(
+          room == 0
+              ? absl::StrCat("count: no room for more retry threads: ", running,
+                             " run and retry.max_threads is ", cap,
+                             "; stop some first, or raise retry.max_threads")
+              : absl::StrCat("count: must be between 1 and ", room, ", got ", request->count(),
+                             " (retry.max_threads is ", cap, ", ", running, " running)"));
+    }
+  }
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const std::string peer = context->peer();
+  RunBlocking(context, reactor, [this, request, response, peer](absl::Time deadline) {
+    absl::StatusOr<std::vector<int>> ids = engine_.StartRetryThreads(request->count(), deadline);
+    if (ids.ok() && ids->empty()) {
+      ids = absl::DeadlineExceededError(
+          "no retry thread had started when the call's deadline passed");
+    }
+    LogInfo("control: StartRetryThreads(count=", request->count(), ") from ", peer, ": ",
+            ids.ok() ? JoinIds(*ids) : ids.status().ToString());
+    if (!ids.ok()) return ids.status();
+    for (int id : *ids) response->add_thread_ids(static_cast<uint32_t>(id));
+    return absl::OkStatus();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
+    grpc::CallbackServerContext* context, const v1::StopRetryThreadsRequest* request,
+    v1::StopRetryThreadsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  absl::StatusOr<std::vector<int>> ids = ThreadIds(request->thread_ids());
+  if (status.ok() && !ids.ok()) status = ids.status();
+  if (status.ok()) {
+    if (!ids->empty() && request->count() != 0) {
+      status = absl::InvalidArgumentError(
+          "count and thread_ids: give one of them, not both (thread_ids stops those threads, "
+          "count the most recently started)");
+    } else if (ids->empty() && request->count() < 1) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "count: must be at least 1 (a count above the number running stops them all), got ",
+          request->count(), "; or give thread_ids"));
+    }
+  }
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const bool graceful = request->has_graceful() ? request->graceful() : true;
+  const std::string peer = context->peer();
+  RunBlocking(
+      context, reactor,
+      [this, request, response, graceful, peer, ids = *std::move(ids)](absl::Time deadline) {
+        absl::StatusOr<std::vector<int>> stopped =
+            ids.empty() ? engine_.StopRetryThreads(request->count(), graceful, deadline)
+                        : engine_.StopRetryThreadsById(ids, graceful, deadline);
+        LogInfo("control: StopRetryThreads(",
+                ids.empty() ? absl::StrCat("count=", request->count())
+                            : absl::StrCat("ids=", JoinIds(ids)),
+                graceful ? "" : ", now", ") from ", peer, ": ",
+                stopped.ok() ? JoinIds(*stopped) : stopped.status().ToString());
+        if (!stopped.ok()) return stopped.status();
+        for (int id : *stopped) response->add_stopped_thread_ids(static_cast<uint32_t>(id));
+        return absl::OkStatus();
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext* context,
+                                                     const v1::SetInOrderRequest* request,
+                                                     v1::SetInOrderResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (status.ok() && request->drain_retries() && !request->in_order()) {
+    status = absl::InvalidArgumentError(
+        "drain_retries: only with in_order: true (it empties the retry backlog before the "
+        "switch to in-order)");
+  }
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const std::string peer = context->peer();
+  RunBlocking(context, reactor, [this, request, response, peer](absl::Time deadline) {
+    absl::StatusOr<SetInOrderResult> result =
+        engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline);
+    LogInfo("control: SetInOrder(", request->in_order() ? "true" : "false",
+            request->drain_retries() ? ", drain" : "", ") from ", peer, ": ",
+            result.ok() ? absl::StrCat("in_order=", result->in_order ? "true" : "false",
+                                       " stopped=", JoinIds(result->stopped_thread_ids),
+                                       " drained=", result->drained_records)
+                        : result.status().ToString());
+    if (!result.ok()) return result.status();
+    response->set_in_order(result->in_order);
+    for (int id : result->stopped_thread_ids) {
+      response->add_stopped_thread_ids(static_cast<uint32_t>(id));
+    }
+    response->set_drained_records(result->drained_records);
+    return absl::OkStatus();
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::MetricsSnapshot>* ControlService::WatchMetrics(
+    grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) {
+  absl::Status status = Authorize(*context, Access::kReadOnly);
+  if (status.ok() &&
+      (request->interval_ms() < kMinIntervalMs || request->interval_ms() > kMaxIntervalMs)) {
+    status = absl::InvalidArgumentError(absl::StrCat("interval_ms: must be between ",
+                                                     kMinIntervalMs, " and ", kMaxIntervalMs,
+                                                     ", got ", request->interval_ms()));
+  }
+  absl::StatusOr<std::vector<int>> ids = ThreadIds(request->thread_ids());
+  if (status.ok() && !ids.ok()) status = ids.status();
+  if (!status.ok()) return new RefusedWriter(status);
+  return new MetricsWatcher(watchers_, sampler_, absl::Milliseconds(request->interval_ms()),
+                            *std::move(ids));
+}
+
+}  // namespace retryd::control

@@ -1,0 +1,111 @@
+// retryd.v1.Control on gRPC's callback API: the remote control of one
+// Engine.
+//
+// Every handler first checks the bearer token (see auth.h), then validates
+// its request (INVALID_ARGUMENT naming the field and its allowed range),
+// then acts. Handlers never block a gRPC thread: GetStatus reads the
+// engine's lock-free stats; the operations that wait (StartRetryThreads,
+// StopRetryThreads, SetInOrder) run on a small owned BlockingExecutor and
+// finish their call from there, with the call's deadline as the engine's
+// deadline (less a small margin so the engine's answer — the ids started
+// so far, or DEADLINE_EXCEEDED after a rolled-back drain — still reaches the
+// client; a call without a deadline gets `default_operation_timeout`).
+// WatchMetrics streams are MetricsWatcher reactors fed by the shared
+// MetricsSampler. Every absl::Status becomes a grpc::Status once, in
+// ToGrpcStatus.
+//
+// Thread-safety: thread-safe; gRPC calls the handlers from its threads.
+// BeginShutdown() and Shutdown() are for the owner (ControlServer), around
+// grpc::Server::Shutdown.
+#ifndef RETRYD_SERVER_CONTROL_CONTROL_SERVICE_H_
+#define RETRYD_SERVER_CONTROL_CONTROL_SERVICE_H_
+
+#include <grpcpp/support/server_callback.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "retryd/v1/config.pb.h"
+#include "retryd/v1/control.grpc.pb.h"
+#include "server/control/auth.h"
+#include "server/control/blocking_executor.h"
+#include "server/control/metrics_watcher.h"
+#include "server/engine/engine.h"
+#include "server/engine/metrics_sampler.h"
+
+namespace retryd::control {
+
+struct ControlServiceOptions {
+  // The effective config, reported by GetStatus (it holds no secret values).
+  retryd::v1::Config config;
+  // The engine's deadline for a blocking operation whose call has none.
+  absl::Duration default_operation_timeout = absl::Minutes(5);
+  // Workers running blocking operations, and how many more may wait.
+  int operation_threads = 2;
+  int max_queued_operations = 16;
+  // Open WatchMetrics streams at most; more get RESOURCE_EXHAUSTED.
+  int max_watchers = 256;
+};
+
+class ControlService final : public retryd::v1::Control::CallbackService {
+ public:
+  // `engine` and `sampler` (started) must outlive the service;
+  // `kafka_reachable` reports the health prober's last answer.
+  ControlService(Engine& engine, const MetricsSampler& sampler, BearerTokenAuth auth,
+                 std::function<bool()> kafka_reachable, ControlServiceOptions options);
+  ~ControlService() override;  // Shutdown()s.
+
+  // Ends every open WatchMetrics stream (UNAVAILABLE) and refuses new
+  // streams and operations; operations already queued finish with
+  // UNAVAILABLE without reaching the engine, the running one completes.
+  // Returns at once.
+  void BeginShutdown();
+  // BeginShutdown(), then joins the operation workers. Call after
+  // grpc::Server::Shutdown returned. Idempotent.
+  void Shutdown();
+
+  // retryd.v1.Control.
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const v1::GetStatusRequest* request,
+                                      v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* StartRetryThreads(grpc::CallbackServerContext* context,
+                                              const v1::StartRetryThreadsRequest* request,
+                                              v1::StartRetryThreadsResponse* response) override;
+  grpc::ServerUnaryReactor* StopRetryThreads(grpc::CallbackServerContext* context,
+                                             const v1::StopRetryThreadsRequest* request,
+                                             v1::StopRetryThreadsResponse* response) override;
+  grpc::ServerUnaryReactor* SetInOrder(grpc::CallbackServerContext* context,
+                                       const v1::SetInOrderRequest* request,
+                                       v1::SetInOrderResponse* response) override;
+  grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
+      grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override;
+
+ private:
+  // The engine's work for one blocking call: gets the engine deadline,
+  // fills the response, returns the call's status.
+  using Operation = absl::AnyInvocable<absl::Status(absl::Time deadline) &&>;
+
+  // Runs `operation` on the executor and finishes `reactor` from there.
+  void RunBlocking(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                   Operation operation);
+  absl::Time EngineDeadline(const grpc::CallbackServerContext& context) const;
+  absl::Status Authorize(const grpc::CallbackServerContext& context, Access access) const;
+
+  Engine& engine_;
+  const MetricsSampler& sampler_;
+  const BearerTokenAuth auth_;
+  const std::function<bool()> kafka_reachable_;
+  const ControlServiceOptions options_;
+
+  std::atomic<bool> shutting_down_{false};
+  WatcherRegistry watchers_;
+  BlockingExecutor executor_;  // Last: its workers use the members above.
+};
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_CONTROL_SERVICE_H_

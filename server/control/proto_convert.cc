@@ -1,0 +1,88 @@
+#include "server/control/proto_convert.h"
+
+namespace retryd::control {
+
+v1::ThreadRole ToProto(ThreadRole role) {
+  switch (role) {
+    case ThreadRole::kPrimary:
+      return v1::PRIMARY;
+    case ThreadRole::kRetry:
+      return v1::RETRY;
+  }
+  return v1::THREAD_ROLE_UNSPECIFIED;
+}
+
+v1::ThreadState ToProto(ThreadState state) {
+  switch (state) {
+    case ThreadState::kStarting:
+      return v1::STARTING;
+    case ThreadState::kRunning:
+      return v1::RUNNING;
+    case ThreadState::kIdle:
+      return v1::IDLE;
+    case ThreadState::kWaitingBackoff:
+      return v1::WAITING_BACKOFF;
+    case ThreadState::kPaused:
+      return v1::PAUSED;
+    case ThreadState::kStopping:
+      return v1::STOPPING;
+    case ThreadState::kStopped:
+      return v1::STOPPED;
+    case ThreadState::kFailed:
+      return v1::FAILED;
+  }
+  return v1::THREAD_STATE_UNSPECIFIED;
+}
+
+v1::EngineState ToProto(EngineState state) {
+  switch (state) {
+    case EngineState::kCreated:
+      return v1::ENGINE_STATE_UNSPECIFIED;
+    case EngineState::kRunning:
+      return v1::ENGINE_RUNNING;
+    case EngineState::kDraining:
+      return v1::ENGINE_DRAINING;
+    case EngineState::kStopping:
+      return v1::ENGINE_STOPPING;
+    case EngineState::kStopped:
+      return v1::ENGINE_STOPPED;
+  }
+  return v1::ENGINE_STATE_UNSPECIFIED;
+}
+
+void ToProto(const LatencySummary& summary, v1::LatencySummary& out) {
+  out.set_count(summary.count);
+  out.set_p50_ms(summary.p50_ms);
+  out.set_p99_ms(summary.p99_ms);
+  out.set_max_ms(summary.max_ms);
+}
+
+void ToProto(const std::vector<TopicPartition>& partitions,
+             google::protobuf::RepeatedPtrField<v1::TopicPartition>& out) {
+  out.Reserve(static_cast<int>(partitions.size()));
+  for (const TopicPartition& tp : partitions) {
+    v1::TopicPartition* p = out.Add();
+    p->set_topic(tp.topic);
+    p->set_partition(tp.partition);
+  }
+}
+
+void ToProto(const EngineTotals& totals, v1::Totals& out) {
+  out.set_consumed(totals.consumed);
+  out.set_processed(totals.processed);
+  out.set_succeeded(totals.succeeded);
+  out.set_failed_attempts(totals.failed_attempts);
+  out.set_sent_to_retry(totals.sent_to_retry);
+  out.set_dead_lettered(totals.dead_lettered);
+  out.set_in_flight(totals.in_flight);
+}
+
+void ToProto(const ThreadStats& stats, v1::ThreadInfo& out) {
+  out.set_thread_id(static_cast<uint32_t>(stats.id()));
+  out.set_role(ToProto(stats.role()));
+  out.set_state(ToProto(stats.state()));
+  out.set_state_since_unix_ms(stats.state_since_ms());
+  ToProto(stats.partitions(), *out.mutable_assigned_partitions());
+}
+
+}  // namespace retryd::control

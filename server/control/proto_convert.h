@@ -1,0 +1,31 @@
+// Conversions from the engine's types to the control API's messages.
+//
+// Thread-safe: pure functions.
+#ifndef RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
+#define RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
+
+#include <vector>
+
+#include "google/protobuf/repeated_ptr_field.h"
+#include "retryd/v1/control.pb.h"
+#include "server/engine/engine.h"
+#include "server/engine/latency_histogram.h"
+#include "server/engine/record.h"
+#include "server/engine/thread_stats.h"
+
+namespace retryd::control {
+
+v1::ThreadRole ToProto(ThreadRole role);
+v1::ThreadState ToProto(ThreadState state);
+// kCreated has no counterpart in the API (the control server starts after
+// the engine): ENGINE_STATE_UNSPECIFIED.
+v1::EngineState ToProto(EngineState state);
+void ToProto(const LatencySummary& summary, v1::LatencySummary& out);
+void ToProto(const std::vector<TopicPartition>& partitions,
+             google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);
+void ToProto(const EngineTotals& totals, v1::Totals& out);
+void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_

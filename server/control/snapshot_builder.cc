@@ -1,0 +1,90 @@
+#include "server/control/snapshot_builder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "server/control/proto_convert.h"
+
+namespace retryd::control {
+namespace {
+
+bool Ended(ThreadState state) {
+  return state == ThreadState::kStopped || state == ThreadState::kFailed;
+}
+
+const ThreadSample* FindThread(const EngineSample* sample, int id) {
+  if (sample == nullptr) return nullptr;
+  for (const ThreadSample& t : sample->threads) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+SnapshotBuilder::SnapshotBuilder(std::vector<int> thread_ids, int64_t watch_start_ms,
+                                 MaxLookup max_over)
+    : filter_(thread_ids.begin(), thread_ids.end()),
+      watch_start_ms_(watch_start_ms),
+      max_over_(std::move(max_over)) {}
+
+void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::MetricsSnapshot& out) {
+  if (current_ == nullptr) {
+    current_ = std::move(latest);
+  } else if (latest->time_ms > current_->time_ms) {
+    baseline_ = std::move(current_);
+    current_ = std::move(latest);
+  }
+  out.Clear();
+  out.set_time_unix_ms(current_->time_ms);
+  out.set_interval_ms(
+      baseline_ == nullptr ? 0 : static_cast<uint32_t>(current_->time_ms - baseline_->time_ms));
+  out.set_engine_state(ToProto(current_->state));
+  out.set_in_order(current_->in_order);
+  out.set_retry_backlog(current_->retry_backlog);
+
+  absl::flat_hash_set<int> present;
+  for (const ThreadSample& thread : current_->threads) {
+    present.insert(thread.id);
+    if (!filter_.empty() && !filter_.contains(thread.id)) continue;
+    if (Ended(thread.state)) {
+      // Once, and only if it ended while this stream watched.
+      if (reported_ended_.contains(thread.id) || thread.state_since_ms < watch_start_ms_) continue;
+      reported_ended_.insert(thread.id);
+    }
+    AddThread(thread, out);
+  }
+  absl::erase_if(reported_ended_, [&](int id) { return !present.contains(id); });
+}
+
+void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot& out) const {
+  static const LatencyHistogram::Counts kNone{};
+  v1::ThreadMetrics* m = out.add_threads();
+  m->set_thread_id(static_cast<uint32_t>(thread.id));
+  m->set_role(ToProto(thread.role));
+  m->set_state(ToProto(thread.state));
+  m->set_time_in_state_ms(std::max<int64_t>(0, current_->time_ms - thread.state_since_ms));
+  ToProto(thread.partitions, *m->mutable_assigned_partitions());
+  m->set_processed(thread.processed);
+  m->set_succeeded(thread.succeeded);
+  m->set_failed_attempts(thread.failed_attempts);
+  m->set_sent_to_retry(thread.sent_to_retry);
+  m->set_dead_lettered(thread.dead_lettered);
+  m->set_in_flight(thread.in_flight);
+  m->set_scheduled(thread.scheduled);
+  m->set_lag(thread.lag);
+
+  const ThreadSample* before = FindThread(baseline_.get(), thread.id);
+  const int64_t from_ms = baseline_ == nullptr ? 0 : baseline_->time_ms;
+  const MaxLatencies max = max_over_(thread.id, from_ms, current_->time_ms);
+  ToProto(LatencyHistogram::Summarize(
+              thread.processing, before != nullptr ? before->processing : kNone, max.processing_ms),
+          *m->mutable_processing_latency());
+  ToProto(LatencyHistogram::Summarize(
+              thread.end_to_end, before != nullptr ? before->end_to_end : kNone, max.end_to_end_ms),
+          *m->mutable_end_to_end_latency());
+  m->set_last_error(thread.last_error);
+  m->set_last_error_unix_ms(thread.last_error_ms);
+}
+
+}  // namespace retryd::control

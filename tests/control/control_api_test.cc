@@ -1,0 +1,457 @@
+// The control API end to end: a real ControlServer on 127.0.0.1:0 in front
+// of a real engine on the mock cluster, driven through the generated stub.
+// The suite shares one engine (a new consumer group takes seconds to get
+// its first assignment); each test leaves it with one retry thread, not in
+// order.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/control/control_server.h"
+#include "tests/control/control_client.h"
+#include "tests/control/control_test_util.h"
+
+namespace retryd::control {
+namespace {
+
+using ::retryd::testing::Broker;
+using ::retryd::testing::Channel;
+using ::retryd::testing::ControlClient;
+using ::retryd::testing::EngineUnderTest;
+using ::retryd::testing::WaitFor;
+using ::testing::ContainsRegex;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr int kMaxRetryThreads = 4;
+
+class ControlApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_ = testing::StartEngine("control-api", /*retry_threads=*/1, kMaxRetryThreads).release();
+    if (engine_ == nullptr) return;
+    server_ = new ControlServer(*engine_->engine);
+    ControlServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.config.set_group_id("control-api-config");
+    options.probe_interval = absl::Milliseconds(200);
+    if (absl::Status s = server_->Start(options); !s.ok()) {
+      ADD_FAILURE() << s;
+      return;
+    }
+    ready_ = true;
+  }
+
+  static void TearDownTestSuite() {
+    if (server_ != nullptr) server_->Stop();
+    delete server_;
+    server_ = nullptr;
+    if (engine_ != nullptr) engine_->engine->Stop();
+    delete engine_;
+    engine_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(ready_) << "the suite's engine or server did not start";
+    client_ = std::make_unique<ControlClient>(Channel(Target()));
+  }
+
+  // Every test leaves one retry thread and in_order false, as it found them.
+  void TearDown() override {
+    if (!ready_ || client_ == nullptr) return;
+    engine_->processor->set_failing(false);
+    if (engine_->engine->in_order()) {
+      EXPECT_TRUE(client_->SetInOrder(false, false).ok());
+    }
+    std::vector<uint32_t> retry = client_->RetryThreadIds();
+    if (retry.size() > 1) {
+      std::vector<uint32_t> extra(retry.begin() + 1, retry.end());
+      EXPECT_TRUE(client_->StopRetryThreads(0, extra).ok());
+    } else if (retry.empty()) {
+      EXPECT_TRUE(client_->StartRetryThreads(1).ok());
+    }
+  }
+
+  static std::string Target() { return absl::StrCat("127.0.0.1:", server_->port()); }
+
+  static EngineUnderTest* engine_;
+  static ControlServer* server_;
+  static bool ready_;
+  std::unique_ptr<ControlClient> client_;
+};
+
+EngineUnderTest* ControlApiTest::engine_ = nullptr;
+ControlServer* ControlApiTest::server_ = nullptr;
+bool ControlApiTest::ready_ = false;
+
+TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::GetStatusResponse s;
+        return client_->GetStatus(&s).ok() && s.kafka_reachable();
+      },
+      absl::Seconds(30)))
+      << "kafka_reachable never became true";
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(client_->GetStatus(&status).ok());
+  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
+  EXPECT_FALSE(status.in_order());
+  EXPECT_EQ(status.kafka_bootstrap_servers(), Broker().bootstrap_servers());
+  EXPECT_EQ(status.max_retry_threads(), static_cast<uint32_t>(kMaxRetryThreads));
+  EXPECT_EQ(status.config().group_id(), "control-api-config");
+  EXPECT_FALSE(status.version().empty());
+  EXPECT_TRUE(status.has_totals());
+  std::map<v1::ThreadRole, int> roles;
+  for (const v1::ThreadInfo& t : status.threads()) {
+    ++roles[t.role()];
+    EXPECT_GT(t.thread_id(), 0u);
+    EXPECT_NE(t.state(), v1::THREAD_STATE_UNSPECIFIED);
+    EXPECT_GT(t.state_since_unix_ms(), 0);
+    EXPECT_FALSE(t.assigned_partitions().empty()) << "thread " << t.thread_id();
+    for (const v1::TopicPartition& tp : t.assigned_partitions()) {
+      EXPECT_EQ(tp.topic(),
+                t.role() == v1::PRIMARY ? engine_->topics.input : engine_->topics.retry);
+    }
+  }
+  EXPECT_EQ(roles[v1::PRIMARY], 1);
+  EXPECT_EQ(roles[v1::RETRY], 1);
+}
+
+TEST_F(ControlApiTest, StartRetryThreadsValidatesCount) {
+  for (int count : {0, -1, kMaxRetryThreads}) {
+    const grpc::Status s = client_->StartRetryThreads(count);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << count;
+    EXPECT_THAT(s.error_message(), HasSubstr("count: must be between 1 and 3"));
+    EXPECT_THAT(s.error_message(), HasSubstr("retry.max_threads is 4"));
+  }
+  EXPECT_EQ(client_->RetryThreadIds().size(), 1u) << "nothing started";
+}
+
+TEST_F(ControlApiTest, StartAndStopRetryThreads) {
+  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  ASSERT_EQ(before.size(), 1u);
+  std::vector<uint32_t> started;
+  const grpc::Status s = client_->StartRetryThreads(2, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_NE(started[0], started[1]);
+  std::vector<uint32_t> all = before;
+  all.insert(all.end(), started.begin(), started.end());
+  EXPECT_THAT(client_->RetryThreadIds(), UnorderedElementsAreArray(all));
+
+  std::vector<uint32_t> stopped;
+  ASSERT_TRUE(client_->StopRetryThreads(0, {started[0]}, std::nullopt, &stopped).ok());
+  EXPECT_THAT(stopped, ElementsAreArray({started[0]}));
+  ASSERT_TRUE(client_->StopRetryThreads(1, {}, /*graceful=*/true, &stopped).ok());
+  EXPECT_THAT(stopped, ElementsAreArray({started[1]})) << "count stops the most recent";
+  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before));
+}
+
+TEST_F(ControlApiTest, StopRetryThreadsValidatesArguments) {
+  const std::vector<uint32_t> retry = client_->RetryThreadIds();
+  ASSERT_EQ(retry.size(), 1u);
+  struct Case {
+    int count;
+    std::vector<uint32_t> ids;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  uint32_t primary = 0;
+  for (const auto& stats : engine_->engine->Threads()) {
+    if (stats->role() == ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
+  }
+  const std::vector<Case> cases = {
+      {0, {}, grpc::StatusCode::INVALID_ARGUMENT, "count: must be at least 1"},
+      {-3, {}, grpc::StatusCode::INVALID_ARGUMENT, "count: must be at least 1"},
+      {0, {0}, grpc::StatusCode::INVALID_ARGUMENT, "thread_ids: 0 is not a thread id"},
+      {0, {retry[0], retry[0]}, grpc::StatusCode::INVALID_ARGUMENT, "listed twice"},
+      {1, {retry[0]}, grpc::StatusCode::INVALID_ARGUMENT, "count and thread_ids"},
+      {0, {999'999}, grpc::StatusCode::NOT_FOUND, "999999"},
+      {0, {primary}, grpc::StatusCode::NOT_FOUND, absl::StrCat(primary)},
+      {0, {retry[0], 999'999}, grpc::StatusCode::NOT_FOUND, "999999"},
+  };
+  for (const Case& c : cases) {
+    const grpc::Status s = client_->StopRetryThreads(c.count, c.ids);
+    EXPECT_EQ(s.error_code(), c.code) << c.message << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
+  }
+  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(retry)) << "an error stops nothing";
+}
+
+TEST_F(ControlApiTest, CountAboveRunningStopsThemAll) {
+  ASSERT_TRUE(client_->StartRetryThreads(1).ok());
+  const std::vector<uint32_t> running = client_->RetryThreadIds();
+  ASSERT_EQ(running.size(), 2u);
+  std::vector<uint32_t> stopped;
+  ASSERT_TRUE(client_->StopRetryThreads(10, {}, /*graceful=*/false, &stopped).ok());
+  EXPECT_THAT(stopped, UnorderedElementsAreArray(running));
+  EXPECT_THAT(client_->RetryThreadIds(), IsEmpty());
+}
+
+TEST_F(ControlApiTest, InOrderConflictsAreRefused) {
+  grpc::Status s = client_->SetInOrder(false, /*drain_retries=*/true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("drain_retries"));
+
+  s = client_->SetInOrder(true, /*drain_retries=*/false);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), ContainsRegex("(drain_retries|StopRetryThreads)"))
+      << "the message says what to do";
+  EXPECT_FALSE(engine_->engine->in_order());
+  EXPECT_EQ(client_->RetryThreadIds().size(), 1u);
+}
+
+TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
+  engine_->processor->set_failing(true);
+  const int64_t sent_before = engine_->engine->Totals().sent_to_retry;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) keys.push_back(absl::StrCat("fail-", i));
+  testing::ProduceKeys(engine_->topics.input, keys);
+  // Wait until every record has been through the retry topic at least once;
+  // with failing on they keep circulating, so the backlog cannot empty. (Not
+  // on retry_backlog: it counts only what retry threads hold or lag behind,
+  // and reads 0 for seconds while records are on their way through the
+  // topic.)
+  ASSERT_TRUE(WaitFor([&] { return engine_->engine->Totals().sent_to_retry >= sent_before + 30; },
+                      absl::Seconds(30)))
+      << "the failing records did not reach the retry topic";
+  const std::vector<uint32_t> before = client_->RetryThreadIds();
+
+  const absl::Time start = absl::Now();
+  v1::SetInOrderResponse response;
+  const grpc::Status s = client_->SetInOrder(true, true, &response, absl::Milliseconds(1500));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+
+  // The engine rolls the drain back before it answers; allow for the answer
+  // having been lost to the client's own deadline.
+  EXPECT_TRUE(WaitFor([&] { return engine_->engine->state() == EngineState::kRunning; },
+                      absl::Seconds(10)));
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(client_->GetStatus(&status).ok());
+  EXPECT_FALSE(status.in_order());
+  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
+  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
+}
+
+TEST_F(ControlApiTest, DrainSwitchesToInOrderThenStartIsRefused) {
+  engine_->processor->set_failing(false);  // The backlog can now empty.
+  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  ASSERT_EQ(before.size(), 1u);
+  v1::SetInOrderResponse response;
+  grpc::Status s = client_->SetInOrder(true, true, &response, absl::Seconds(90));
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(response.in_order());
+  EXPECT_THAT(response.stopped_thread_ids(), ElementsAreArray(before));
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(client_->GetStatus(&status).ok());
+  EXPECT_TRUE(status.in_order());
+  EXPECT_THAT(client_->RetryThreadIds(), IsEmpty());
+  EXPECT_EQ(status.retry_backlog(), 0);
+
+  s = client_->StartRetryThreads(1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), ContainsRegex("[Ii]n.order"));
+
+  ASSERT_TRUE(client_->SetInOrder(false, false, &response).ok());
+  EXPECT_FALSE(response.in_order());
+  EXPECT_FALSE(engine_->engine->in_order());
+  ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "allowed again once in-order is off";
+}
+
+TEST_F(ControlApiTest, WatchMetricsValidatesArguments) {
+  for (uint32_t interval : {0u, 99u, 60'001u}) {
+    const grpc::Status s = client_->WatchStatus(interval);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << interval;
+    EXPECT_THAT(s.error_message(), HasSubstr("interval_ms: must be between 100 and 60000"));
+  }
+  const grpc::Status s = client_->WatchStatus(100, {0});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("thread_ids"));
+  EXPECT_TRUE(client_->WatchStatus(100).ok());
+  EXPECT_TRUE(client_->WatchStatus(60'000).ok());
+}
+
+TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
+  std::set<uint32_t> want;
+  for (const auto& stats : engine_->engine->Threads()) want.insert(stats->id());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  const absl::Time start = absl::Now();
+  auto reader = client_->Watch(context, 100);
+  v1::MetricsSnapshot snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the first snapshot comes at once";
+  EXPECT_EQ(snapshot.interval_ms(), 0u);
+  int64_t last_time = snapshot.time_unix_ms();
+  constexpr int kMore = 6;
+  for (int i = 0; i < kMore; ++i) {
+    ASSERT_TRUE(reader->Read(&snapshot));
+    EXPECT_GE(snapshot.time_unix_ms(), last_time);
+    last_time = snapshot.time_unix_ms();
+    EXPECT_EQ(snapshot.engine_state(), v1::ENGINE_RUNNING);
+    std::set<uint32_t> got;
+    for (const v1::ThreadMetrics& t : snapshot.threads()) {
+      got.insert(t.thread_id());
+      EXPECT_NE(t.role(), v1::THREAD_ROLE_UNSPECIFIED);
+      EXPECT_NE(t.state(), v1::STOPPED);
+      EXPECT_GE(t.time_in_state_ms(), 0);
+      EXPECT_GE(t.processed(), t.succeeded());
+    }
+    EXPECT_EQ(got, want);
+  }
+  const absl::Duration elapsed = absl::Now() - start;
+  EXPECT_GE(elapsed, absl::Milliseconds(100 * (kMore - 1))) << "one per interval, not faster";
+  EXPECT_GT(snapshot.interval_ms(), 0u);
+  context.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(ControlApiTest, WatchMetricsFiltersThreadsAndIgnoresUnknownIds) {
+  uint32_t primary = 0;
+  for (const auto& stats : engine_->engine->Threads()) {
+    if (stats->role() == ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto reader = client_->Watch(context, 100, {primary, 4242});
+  v1::MetricsSnapshot snapshot;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(reader->Read(&snapshot));
+    ASSERT_EQ(snapshot.threads_size(), 1);
+    EXPECT_EQ(snapshot.threads(0).thread_id(), primary);
+    EXPECT_EQ(snapshot.threads(0).role(), v1::PRIMARY);
+  }
+  context.TryCancel();
+  reader->Finish();
+}
+
+// A watcher that cancels is released by the server: with room for one
+// stream, a second is refused until the first is cancelled.
+TEST_F(ControlApiTest, CancelledWatcherIsReleased) {
+  ControlServer server(*engine_->engine);
+  ControlServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.max_watchers = 1;
+  ASSERT_TRUE(server.Start(options).ok());
+  ControlClient client(Channel(absl::StrCat("127.0.0.1:", server.port())));
+
+  grpc::ClientContext first;
+  auto reader = client.Watch(first, 100);
+  v1::MetricsSnapshot snapshot;
+  ASSERT_TRUE(reader->Read(&snapshot));
+  const grpc::Status refused = client.WatchStatus(100);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("too many WatchMetrics streams"));
+
+  first.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return client.WatchStatus(100).ok(); }, absl::Seconds(10)))
+      << "the cancelled stream still holds its slot";
+  server.Stop();
+}
+
+// What one watcher saw, per thread id.
+struct WatcherLog {
+  absl::Mutex mu;
+  int snapshots ABSL_GUARDED_BY(mu) = 0;
+  std::map<uint32_t, int> stopped ABSL_GUARDED_BY(mu);     // STOPPED/FAILED reports.
+  std::set<uint32_t> seen ABSL_GUARDED_BY(mu);             // Any report.
+  std::set<uint32_t> seen_after_stop ABSL_GUARDED_BY(mu);  // Reported again after it.
+  grpc::Status status;  // Written by the watcher thread before it exits.
+};
+
+TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
+  constexpr int kWatchers = 20;
+  constexpr int kRounds = 3;
+  std::vector<std::unique_ptr<WatcherLog>> logs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWatchers; ++i) {
+    logs.push_back(std::make_unique<WatcherLog>());
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(240)));
+  }
+  for (int i = 0; i < kWatchers; ++i) {
+    threads.emplace_back([&, i] {
+      WatcherLog& log = *logs[i];
+      ControlClient client(Channel(Target()));
+      auto reader = client.Watch(*contexts[i], 100);
+      v1::MetricsSnapshot snapshot;
+      while (reader->Read(&snapshot)) {
+        absl::MutexLock lock(&log.mu);
+        ++log.snapshots;
+        for (const v1::ThreadMetrics& t : snapshot.threads()) {
+          if (log.stopped.count(t.thread_id()) > 0) log.seen_after_stop.insert(t.thread_id());
+          log.seen.insert(t.thread_id());
+          if (t.state() == v1::STOPPED || t.state() == v1::FAILED) ++log.stopped[t.thread_id()];
+        }
+      }
+      log.status = reader->Finish();
+    });
+  }
+  auto all_saw = [&](uint32_t id, bool stopped) {
+    return std::all_of(logs.begin(), logs.end(), [&](const auto& log) {
+      absl::MutexLock lock(&log->mu);
+      return stopped ? log->stopped.count(id) > 0 : log->seen.count(id) > 0;
+    });
+  };
+
+  std::vector<uint32_t> cycled;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<uint32_t> ids;
+    const grpc::Status started = client_->StartRetryThreads(1, &ids);
+    ASSERT_TRUE(started.ok()) << started.error_message();
+    ASSERT_EQ(ids.size(), 1u);
+    cycled.push_back(ids[0]);
+    ASSERT_TRUE(WaitFor([&] { return all_saw(ids[0], false); }, absl::Seconds(20)))
+        << "round " << round << ": not every watcher saw thread " << ids[0] << " start";
+    ASSERT_TRUE(client_->StopRetryThreads(0, ids).ok());
+    ASSERT_TRUE(WaitFor([&] { return all_saw(ids[0], true); }, absl::Seconds(20)))
+        << "round " << round << ": not every watcher saw thread " << ids[0] << " stop";
+  }
+  // A few more snapshots, so a second STOPPED report would have shown.
+  std::vector<int> counts(kWatchers);
+  for (int i = 0; i < kWatchers; ++i) {
+    absl::MutexLock lock(&logs[i]->mu);
+    counts[i] = logs[i]->snapshots;
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < kWatchers; ++i) {
+          absl::MutexLock lock(&logs[i]->mu);
+          if (logs[i]->snapshots < counts[i] + 3) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20)));
+  for (auto& context : contexts) context->TryCancel();
+  for (std::thread& t : threads) t.join();
+
+  for (int i = 0; i < kWatchers; ++i) {
+    WatcherLog& log = *logs[i];
+    absl::MutexLock lock(&log.mu);
+    SCOPED_TRACE(absl::StrCat("watcher ", i));
+    EXPECT_GE(log.snapshots, 2 * kRounds);
+    for (uint32_t id : cycled) {
+      EXPECT_EQ(log.stopped[id], 1) << "thread " << id << " must be reported stopped once";
+      EXPECT_EQ(log.seen_after_stop.count(id), 0u) << "thread " << id << " came back";
+    }
+    EXPECT_EQ(log.status.error_code(), grpc::StatusCode::CANCELLED) << log.status.error_message();
+  }
+}
+
+}  // namespace
+}  // namespace retryd::control

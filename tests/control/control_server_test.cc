@@ -1,0 +1,520 @@
+// ControlServer's life cycle and security, health probing, and retryd's
+// main() serving the control API. Real TCP on 127.0.0.1, a real engine on
+// the mock cluster.
+#include "server/control/control_server.h"
+
+#include <fcntl.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/control/control_config.h"
+#include "tests/control/control_client.h"
+#include "tests/control/control_test_util.h"
+
+namespace retryd::control {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::retryd::testing::Broker;
+using ::retryd::testing::Channel;
+using ::retryd::testing::ControlClient;
+using ::retryd::testing::EngineUnderTest;
+using ::retryd::testing::MakeTempDir;
+using ::retryd::testing::ReadFileOrEmpty;
+using ::retryd::testing::WaitFor;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+std::string Local(const ControlServer& server) { return absl::StrCat("127.0.0.1:", server.port()); }
+
+// The health status of `service`, or the call's error code as a negative
+// number.
+int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  testing::Prepare(context, absl::Seconds(5));
+  HealthCheckRequest request;
+  request.set_service(service);
+  HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&context, request, &response);
+  return s.ok() ? static_cast<int>(response.status()) : -static_cast<int>(s.error_code());
+}
+
+class ControlServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_ = testing::StartEngine("control-server", /*retry_threads=*/1, 4).release();
+  }
+  static void TearDownTestSuite() {
+    if (engine_ != nullptr) engine_->engine->Stop();
+    delete engine_;
+    engine_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(engine_, nullptr) << "the suite's engine did not start"; }
+
+  static ControlServerOptions LocalOptions() {
+    ControlServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    return options;
+  }
+
+  static EngineUnderTest* engine_;
+};
+
+EngineUnderTest* ControlServerTest::engine_ = nullptr;
+
+TEST_F(ControlServerTest, StartRejectsBadAddressesAndRunsOnce) {
+  for (const char* address :
+       {"nohost", "127.0.0.1:70000", "127.0.0.1:", ":50051", "unix:", "::1:50051"}) {
+    ControlServer server(*engine_->engine);
+    ControlServerOptions options = LocalOptions();
+    options.listen_address = address;
+    const absl::Status s = server.Start(options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << address << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("listen address")) << address;
+  }
+  {
+    ControlServer server(*engine_->engine);
+    ControlServerOptions options = LocalOptions();
+    options.listen_address = "192.0.2.1:0";  // TEST-NET-1: never this host's.
+    const absl::Status s = server.Start(options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(s.message(), HasSubstr("not an address of this host"));
+    EXPECT_EQ(server.port(), 0);
+  }
+  ControlServer server(*engine_->engine);
+  server.Stop();  // Before Start: nothing to do.
+  ASSERT_TRUE(server.Start(LocalOptions()).ok());
+  EXPECT_GT(server.port(), 0);
+  EXPECT_EQ(server.address(), Local(server));
+  EXPECT_EQ(server.Start(LocalOptions()).code(), absl::StatusCode::kFailedPrecondition);
+  server.Stop();
+  server.Stop();  // Idempotent.
+  EXPECT_EQ(server.port(), 0);
+  EXPECT_EQ(server.Start(LocalOptions()).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ControlServerTest, PortInUseIsAClearError) {
+  ControlServer first(*engine_->engine);
+  ASSERT_TRUE(first.Start(LocalOptions()).ok());
+  ControlServer second(*engine_->engine);
+  ControlServerOptions options = LocalOptions();
+  options.listen_address = Local(first);
+  const absl::Status s = second.Start(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("already in use"));
+  EXPECT_THAT(s.message(), HasSubstr(Local(first)));
+  v1::GetStatusResponse status;
+  EXPECT_TRUE(ControlClient(Channel(Local(first))).GetStatus(&status).ok())
+      << "the first server is untouched";
+}
+
+// Stop() ends open streams itself rather than waiting out the grace period,
+// including streams whose next snapshot is a minute away.
+TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(LocalOptions()).ok());
+  ControlClient client(Channel(Local(server)));
+
+  struct Stream {
+    grpc::ClientContext context;
+    grpc::Status status;
+    absl::Notification first, done;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 12; ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    Stream& stream = *streams.back();
+    stream.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+    const uint32_t interval = i % 2 == 0 ? 60'000 : 100;
+    readers.emplace_back([&client, &stream, interval] {
+      auto reader = client.Watch(stream.context, interval);
+      v1::MetricsSnapshot snapshot;
+      while (reader->Read(&snapshot)) {
+        if (!stream.first.HasBeenNotified()) stream.first.Notify();
+      }
+      stream.status = reader->Finish();
+      stream.done.Notify();
+    });
+  }
+  for (auto& stream : streams) {
+    ASSERT_TRUE(stream->first.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  }
+
+  const absl::Time start = absl::Now();
+  server.Stop(/*grace=*/absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "Stop() waited for the streams";
+  for (auto& stream : streams) {
+    EXPECT_TRUE(stream->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+    EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << stream->status.error_message();
+  }
+  for (std::thread& t : readers) t.join();
+  v1::GetStatusResponse status;
+  EXPECT_EQ(client.GetStatus(&status, absl::Seconds(2)).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
+  ControlServer server(*engine_->engine);
+  ControlServerOptions options = LocalOptions();
+  options.auth_token = "s3cret-token";
+  ASSERT_TRUE(server.Start(options).ok());
+  ControlClient anonymous(Channel(Local(server)));
+  ControlClient wrong(Channel(Local(server)), "not-the-token");
+  ControlClient right(Channel(Local(server)), "s3cret-token");
+
+  for (ControlClient* client : {&anonymous, &wrong}) {
+    grpc::Status s = client->StartRetryThreads(1);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    s = client->StartRetryThreads(0);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "checked before the fields";
+    s = client->StopRetryThreads(1, {});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    s = client->SetInOrder(false, false);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("s3cret-token")));
+    v1::GetStatusResponse status;
+    EXPECT_TRUE(client->GetStatus(&status).ok()) << "read-only RPCs stay open";
+    EXPECT_TRUE(client->WatchStatus(100).ok());
+  }
+  EXPECT_THAT(anonymous.StartRetryThreads(1).error_message(), HasSubstr("Bearer"));
+  EXPECT_THAT(wrong.StartRetryThreads(1).error_message(), HasSubstr("wrong bearer token"));
+
+  const grpc::Status invalid = right.StartRetryThreads(0);
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "past the token check";
+  v1::SetInOrderResponse response;
+  EXPECT_TRUE(right.SetInOrder(false, false, &response).ok());
+  EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
+}
+
+TEST_F(ControlServerTest, ReadOnlyNeedsTheTokenWhenConfigured) {
+  ControlServer server(*engine_->engine);
+  ControlServerOptions options = LocalOptions();
+  options.auth_token = "s3cret-token";
+  options.read_only_requires_token = true;
+  ASSERT_TRUE(server.Start(options).ok());
+  ControlClient anonymous(Channel(Local(server)));
+  ControlClient right(Channel(Local(server)), "s3cret-token");
+  v1::GetStatusResponse status;
+  EXPECT_EQ(anonymous.GetStatus(&status).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(anonymous.WatchStatus(100).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(right.GetStatus(&status).ok());
+  EXPECT_TRUE(right.WatchStatus(100).ok());
+
+  // Health and reflection never need the token.
+  EXPECT_GE(Health(anonymous.channel(), ""), 0);
+  absl::StatusOr<std::vector<std::string>> services =
+      testing::ReflectionListServices(anonymous.channel());
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, Contains("retryd.v1.Control"));
+  EXPECT_THAT(*services, Contains("grpc.health.v1.Health"));
+  EXPECT_THAT(*services, Contains("grpc.reflection.v1alpha.ServerReflection"));
+}
+
+// What `grpcurl describe` needs: the files behind every service, from the
+// server alone.
+TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(LocalOptions()).ok());
+  auto channel = Channel(Local(server));
+  absl::StatusOr<std::vector<google::protobuf::FileDescriptorProto>> files =
+      testing::ReflectionFileContaining(channel, "retryd.v1.Control");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_FALSE(files->empty());
+  const google::protobuf::FileDescriptorProto& control = files->front();
+  EXPECT_EQ(control.name(), "retryd/v1/control.proto");
+  ASSERT_EQ(control.service_size(), 1);
+  std::vector<std::string> methods;
+  for (const auto& m : control.service(0).method()) methods.push_back(m.name());
+  EXPECT_THAT(methods,
+              ::testing::UnorderedElementsAre("GetStatus", "StartRetryThreads", "StopRetryThreads",
+                                              "SetInOrder", "WatchMetrics"));
+  files = testing::ReflectionFileContaining(channel, "grpc.health.v1.Health");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_FALSE(files->empty());
+  EXPECT_EQ(files->front().name(), "grpc/health/v1/health.proto");
+  files = testing::ReflectionFileContaining(channel, "retryd.v1.Config");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_FALSE(files->empty());
+  EXPECT_EQ(files->front().name(), "retryd/v1/config.proto");
+}
+
+// Options from a config whose control section names TLS files.
+absl::StatusOr<ControlServerOptions> TlsOptions(const testing::CertFiles& server,
+                                                const std::string& client_ca = "") {
+  retryd::v1::Config config;
+  config.set_listen_address("127.0.0.1:0");
+  config.mutable_control()->set_tls_cert_file(server.cert);
+  config.mutable_control()->set_tls_key_file(server.key);
+  if (!client_ca.empty()) config.mutable_control()->set_tls_client_ca_file(client_ca);
+  return ControlServerOptionsFromConfig(config);
+}
+
+std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::string& root_pem,
+                                          const std::optional<testing::CertFiles>& client = {}) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = root_pem;
+  if (client.has_value()) {
+    ssl.pem_cert_chain = ReadFileOrEmpty(client->cert);
+    ssl.pem_private_key = ReadFileOrEmpty(client->key);
+  }
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
+}
+
+TEST_F(ControlServerTest, TlsServesOnlyTls) {
+  const std::string dir = MakeTempDir();
+  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir, "server");
+  if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
+  const std::optional<testing::CertFiles> stranger = testing::MakeSelfSignedCert(dir, "stranger");
+  absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(*options).ok());
+
+  v1::GetStatusResponse status;
+  grpc::Status s =
+      ControlClient(TlsChannel(Local(server), ReadFileOrEmpty(cert->cert))).GetStatus(&status);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  s = ControlClient(Channel(Local(server))).GetStatus(&status, absl::Seconds(3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "plaintext is refused";
+  s = ControlClient(TlsChannel(Local(server), ReadFileOrEmpty(stranger->cert)))
+          .GetStatus(&status, absl::Seconds(3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "an untrusted server is refused";
+}
+
+TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
+  const std::string dir = MakeTempDir();
+  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir, "server");
+  if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
+  const std::optional<testing::CertFiles> client = testing::MakeSelfSignedCert(dir, "client");
+  const std::optional<testing::CertFiles> stranger = testing::MakeSelfSignedCert(dir, "stranger");
+  // The client's own self-signed certificate is the CA the server trusts.
+  absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert, client->cert);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(*options).ok());
+  const std::string root = ReadFileOrEmpty(cert->cert);
+
+  v1::GetStatusResponse status;
+  grpc::Status s = ControlClient(TlsChannel(Local(server), root, client)).GetStatus(&status);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  s = ControlClient(TlsChannel(Local(server), root)).GetStatus(&status, absl::Seconds(3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "no client certificate";
+  s = ControlClient(TlsChannel(Local(server), root, stranger)).GetStatus(&status, absl::Seconds(3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "a certificate it did not sign";
+}
+
+// ---- health --------------------------------------------------------------------
+
+TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
+  std::unique_ptr<EngineUnderTest> engine = testing::StartEngine("control-health", 1, 4);
+  ASSERT_NE(engine, nullptr);
+  ControlServer server(*engine->engine);
+  ControlServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.probe_interval = absl::Milliseconds(200);
+  options.probe_timeout = absl::Seconds(1);
+  ASSERT_TRUE(server.Start(options).ok());
+  auto channel = Channel(Local(server));
+  const std::string control = "retryd.v1.Control";
+  auto both_are = [&](HealthCheckResponse::ServingStatus want) {
+    return Health(channel, "") == want && Health(channel, control) == want;
+  };
+
+  ASSERT_TRUE(WaitFor([&] { return both_are(HealthCheckResponse::SERVING); }, absl::Seconds(30)))
+      << "never SERVING: " << Health(channel, "");
+  EXPECT_EQ(Health(channel, "no.such.Service"), -static_cast<int>(grpc::StatusCode::NOT_FOUND));
+
+  absl::Cleanup up = [] {
+    for (int id = 1; id <= 3; ++id) (void)Broker().SetBrokerUp(id);
+  };
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(Broker().SetBrokerDown(id).ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return both_are(HealthCheckResponse::NOT_SERVING); }, absl::Seconds(30)))
+      << "still " << Health(channel, "") << " with every broker down";
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(ControlClient(channel).GetStatus(&status).ok());
+  EXPECT_FALSE(status.kafka_reachable());
+
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(Broker().SetBrokerUp(id).ok());
+  EXPECT_TRUE(WaitFor([&] { return both_are(HealthCheckResponse::SERVING); }, absl::Seconds(60)))
+      << "still " << Health(channel, "") << " with the brokers back";
+  ASSERT_TRUE(ControlClient(channel).GetStatus(&status).ok());
+  EXPECT_TRUE(status.kafka_reachable());
+  server.Stop();
+  engine->engine->Stop();
+}
+
+// ---- retryd's main() -----------------------------------------------------------
+
+// The built retryd as a child process, its output in files.
+class RetrydProcess {
+ public:
+  RetrydProcess(const std::string& dir, const std::vector<std::string>& args)
+      : stdout_path_(dir + "/stdout"), stderr_path_(dir + "/stderr") {
+    std::vector<std::string> argv_storage = {RETRYD_BINARY};
+    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // Only async-signal-safe calls between fork and exec: this process has
+    // gRPC's and the broker's threads.
+    const int out = open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    if (out >= 0) close(out);
+    if (err >= 0) close(err);
+  }
+  ~RetrydProcess() {
+    if (pid_ > 0 && !exit_status_.has_value()) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  std::string Stdout() const { return ReadFileOrEmpty(stdout_path_); }
+  std::string Stderr() const { return ReadFileOrEmpty(stderr_path_); }
+  void Signal(int sig) { kill(pid_, sig); }
+
+  // The exit code, or nullopt if it is still running after `timeout`.
+  std::optional<int> WaitExit(absl::Duration timeout) {
+    WaitFor(
+        [&] {
+          int status = 0;
+          if (!exit_status_.has_value() && waitpid(pid_, &status, WNOHANG) == pid_) {
+            exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          }
+          return exit_status_.has_value();
+        },
+        timeout);
+    return exit_status_;
+  }
+
+ private:
+  const std::string stdout_path_, stderr_path_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+};
+
+std::string WriteConfig(const std::string& dir, const std::string& extra) {
+  const std::string path = dir + "/retryd.textproto";
+  std::ofstream(path) << "group_id: \"control-main\"\n"
+                         "input_topics: \"control-main-in\"\n"
+                         "processor { simulate {} }\n"
+                      << extra;
+  return path;
+}
+
+TEST(ControlMainTest, BadControlSettingsExit2) {
+  const std::string dir = MakeTempDir();
+  struct Case {
+    std::string config_extra;
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {absl::StrCat("control { auth_token_file: \"", dir, "/no-token\" }\n"),
+       {},
+       "control.auth_token_file"},
+      {"control { tls_cert_file: \"/etc/hostname\" }\n", {}, "control.tls_key_file"},
+      {"control { read_only_requires_token: true }\n", {}, "control.read_only_requires_token"},
+      {"", {"--listen", "nohost"}, "--listen"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string case_dir = absl::StrCat(dir, "/", n++);
+    ASSERT_EQ(mkdir(case_dir.c_str(), 0700), 0);
+    std::vector<std::string> args = {"--config", WriteConfig(case_dir, c.config_extra)};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    RetrydProcess retryd(case_dir, args);
+    EXPECT_EQ(retryd.WaitExit(absl::Seconds(30)), 2) << c.message << ": " << retryd.Stderr();
+    EXPECT_THAT(retryd.Stderr(), HasSubstr(c.message));
+  }
+}
+
+TEST(ControlMainTest, PortInUseExits1) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string taken = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+
+  const std::string dir = MakeTempDir();
+  RetrydProcess retryd(dir, {"--config", WriteConfig(dir, ""), "--listen", taken});
+  EXPECT_EQ(retryd.WaitExit(absl::Seconds(90)), 1) << retryd.Stderr();
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("cannot listen on " + taken));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("already in use"));
+}
+
+TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
+  const std::string dir = MakeTempDir();
+  RetrydProcess retryd(dir, {"--config", WriteConfig(dir, ""), "--listen", "127.0.0.1:0",
+                             "--summary_interval_s", "0"});
+  const std::string kListening = "control API listening on 127.0.0.1:";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string out = retryd.Stdout();
+        const size_t at = out.find(kListening);
+        return at != std::string::npos && out.find('\n', at) != std::string::npos;
+      },
+      absl::Seconds(90)))
+      << "stdout: " << retryd.Stdout() << "\nstderr: " << retryd.Stderr();
+  const std::string out = retryd.Stdout();
+  const size_t at = out.find(kListening) + kListening.size();
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(out.substr(at, out.find('\n', at) - at), &port)) << out;
+  ASSERT_GT(port, 0);
+
+  auto channel = Channel(absl::StrCat("127.0.0.1:", port));
+  v1::GetStatusResponse status;
+  const grpc::Status s = ControlClient(channel).GetStatus(&status);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
+  EXPECT_EQ(status.config().group_id(), "control-main");
+  EXPECT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
+                      absl::Seconds(60)));
+
+  retryd.Signal(SIGTERM);
+  EXPECT_EQ(retryd.WaitExit(absl::Seconds(60)), 0) << retryd.Stderr();
+}
+
+}  // namespace
+}  // namespace retryd::control

@@ -1,0 +1,227 @@
+#include "tests/control/control_test_util.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "gtest/gtest.h"
+
+namespace retryd::testing {
+
+std::string MakeTempDir() {
+  // Removed when the test binary exits: some hold private keys.
+  static auto* const dirs = new std::vector<std::string>;
+  static const int registered = std::atexit([] {
+    for (const std::string& dir : *dirs) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  });
+  (void)registered;
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern =
+      absl::StrCat(base != nullptr && *base != 0 ? base : "/tmp", "/retryd-control-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern;
+  dirs->push_back(pattern);
+  return pattern;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+Outcome SwitchProcessor::Process(const Record& record, int attempt) {
+  if (failing_.load() && record.key.has_value() && absl::StartsWith(*record.key, "fail-")) {
+    return Outcome::Retriable(absl::StrCat("test: failing, attempt ", attempt));
+  }
+  return Outcome::Ok();
+}
+
+bool AllAssigned(const Engine& engine, size_t partitions) {
+  std::map<ThreadRole, size_t> assigned;
+  for (const auto& stats : engine.Threads()) {
+    const size_t n = stats->partitions().size();
+    if (n == 0) return false;
+    assigned[stats->role()] += n;
+  }
+  for (const auto& [role, n] : assigned) {
+    if (n != partitions) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
+                                             int max_threads) {
+  auto out = std::make_unique<EngineUnderTest>();
+  out->topics = CreateTopics(name);
+  EngineOptions options = TestEngineOptions(out->topics);
+  options.retry.threads = retry_threads;
+  options.retry.max_threads = max_threads;
+  options.retry.max_attempts = 1000;  // "fail-" records circulate until released.
+  auto processor = std::make_unique<SwitchProcessor>();
+  out->processor = processor.get();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  if (!engine.ok()) {
+    ADD_FAILURE() << engine.status();
+    return nullptr;
+  }
+  out->engine = *std::move(engine);
+  if (absl::Status s = out->engine->Start(); !s.ok()) {
+    ADD_FAILURE() << s;
+    return nullptr;
+  }
+  if (!WaitFor([&] { return AllAssigned(*out->engine, 3); }, absl::Seconds(60))) {
+    ADD_FAILURE() << "the engine's groups did not settle within 60 s";
+    return nullptr;
+  }
+  return out;
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& target,
+                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  return grpc::CreateChannel(target, std::move(credentials));
+}
+
+void Prepare(grpc::ClientContext& context, absl::Duration timeout, const std::string& token) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+}
+
+std::optional<CertFiles> MakeSelfSignedCert(const std::string& dir, const std::string& name) {
+  if (std::system("openssl version > /dev/null 2>&1") != 0) return std::nullopt;
+  CertFiles files{absl::StrCat(dir, "/", name, ".crt"), absl::StrCat(dir, "/", name, ".key")};
+  const std::string command =
+      absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost",
+                   " -addext subjectAltName=DNS:localhost,IP:127.0.0.1", " -keyout ", files.key,
+                   " -out ", files.cert, " > ", dir, "/", name, ".log 2>&1");
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << command << ": " << ReadFileOrEmpty(absl::StrCat(dir, "/", name, ".log"));
+  }
+  return files;
+}
+
+namespace {
+
+// One request and its answer on the reflection stream, as raw protobuf.
+absl::StatusOr<std::string> ReflectionCall(const std::shared_ptr<grpc::Channel>& channel,
+                                           const std::string& request) {
+  grpc::ClientContext context;
+  Prepare(context, absl::Seconds(10));
+  const grpc::internal::RpcMethod method(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      grpc::internal::RpcMethod::BIDI_STREAMING);
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(), method, &context));
+  grpc::Slice slice(request);
+  grpc::ByteBuffer out(&slice, 1);
+  grpc::ByteBuffer in;
+  const bool wrote = stream->Write(out);
+  stream->WritesDone();
+  const bool read = wrote && stream->Read(&in);
+  const grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  }
+  if (!read) return absl::UnknownError("no reflection response");
+  std::vector<grpc::Slice> slices;
+  (void)in.Dump(&slices);
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
+// A length-delimited field: tag, length, bytes (lengths < 128 only).
+std::string StringField(int number, const std::string& value) {
+  std::string out;
+  out.push_back(static_cast<char>(number << 3 | 2));
+  out.push_back(static_cast<char>(value.size()));
+  return out + value;
+}
+
+// Parses the length-delimited field `number` of `message` into `out`;
+// false if there is none.
+bool SubMessage(const google::protobuf::UnknownFieldSet& message, int number,
+                google::protobuf::UnknownFieldSet* out) {
+  for (int i = 0; i < message.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = message.field(i);
+    if (f.number() == number && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      return out->ParseFromString(f.length_delimited());
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ReflectionListServices(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  // ServerReflectionRequest{list_services (7): "*"}.
+  absl::StatusOr<std::string> bytes = ReflectionCall(channel, StringField(7, "*"));
+  if (!bytes.ok()) return bytes.status();
+  google::protobuf::UnknownFieldSet response;
+  if (!response.ParseFromString(*bytes)) return absl::DataLossError("unparsable response");
+  // ServerReflectionResponse.list_services_response (6).service (1).name (1).
+  google::protobuf::UnknownFieldSet list_storage;
+  if (!SubMessage(response, 6, &list_storage)) {
+    return absl::NotFoundError("no list_services_response");
+  }
+  const google::protobuf::UnknownFieldSet* list = &list_storage;
+  std::vector<std::string> names;
+  for (int i = 0; i < list->field_count(); ++i) {
+    google::protobuf::UnknownFieldSet service;
+    if (list->field(i).number() == 1 &&
+        service.ParseFromString(list->field(i).length_delimited())) {
+      for (int j = 0; j < service.field_count(); ++j) {
+        if (service.field(j).number() == 1) names.push_back(service.field(j).length_delimited());
+      }
+    }
+  }
+  return names;
+}
+
+absl::StatusOr<std::vector<google::protobuf::FileDescriptorProto>> ReflectionFileContaining(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& symbol) {
+  // ServerReflectionRequest{file_containing_symbol (4): symbol}.
+  absl::StatusOr<std::string> bytes = ReflectionCall(channel, StringField(4, symbol));
+  if (!bytes.ok()) return bytes.status();
+  google::protobuf::UnknownFieldSet response;
+  if (!response.ParseFromString(*bytes)) return absl::DataLossError("unparsable response");
+  google::protobuf::UnknownFieldSet error;
+  if (SubMessage(response, 7, &error)) {
+    return absl::NotFoundError(absl::StrCat("reflection error for ", symbol));
+  }
+  // ServerReflectionResponse.file_descriptor_response (4).file_descriptor_proto (1).
+  google::protobuf::UnknownFieldSet files_storage;
+  if (!SubMessage(response, 4, &files_storage)) {
+    return absl::NotFoundError("no file_descriptor_response");
+  }
+  const google::protobuf::UnknownFieldSet* files = &files_storage;
+  std::vector<google::protobuf::FileDescriptorProto> out;
+  for (int i = 0; i < files->field_count(); ++i) {
+    google::protobuf::FileDescriptorProto file;
+    if (files->field(i).number() == 1 && file.ParseFromString(files->field(i).length_delimited())) {
+      out.push_back(std::move(file));
+    }
+  }
+  return out;
+}
+
+}  // namespace retryd::testing

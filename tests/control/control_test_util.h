@@ -1,0 +1,83 @@
+// Helpers for the control-plane tests: an engine on the mock cluster, a
+// client on the generated stub, self-signed certificates, reflection.
+#ifndef RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
+#define RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "retryd/v1/control.grpc.pb.h"
+#include "server/engine/engine.h"
+#include "server/engine/processor.h"
+#include "tests/support/test_cluster.h"
+
+namespace retryd::testing {
+
+// A fresh directory under $TEST_TMPDIR or /tmp.
+std::string MakeTempDir();
+std::string ReadFileOrEmpty(const std::string& path);
+
+// Keys starting with "fail-" fail retriably while failing() is set (they
+// keep circulating through the retry topic); everything else succeeds.
+class SwitchProcessor : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override;
+  void set_failing(bool failing) { failing_.store(failing); }
+
+ private:
+  std::atomic<bool> failing_{true};
+};
+
+struct EngineUnderTest {
+  TestTopics topics;
+  SwitchProcessor* processor = nullptr;  // Owned by the engine.
+  std::unique_ptr<Engine> engine;
+};
+
+// Creates topics named after `name`, starts an engine with `retry_threads`
+// retry threads (cap `max_threads`) and waits until every thread has its
+// partitions. Fails the test (ADD_FAILURE) and returns null on error.
+std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
+                                             int max_threads);
+
+// Whether every thread has partitions and each role holds all `partitions`.
+bool AllAssigned(const Engine& engine, size_t partitions);
+
+std::shared_ptr<grpc::Channel> Channel(
+    const std::string& target,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
+
+// Sets a deadline `timeout` from now and, if `token` is not empty, the
+// bearer token.
+void Prepare(grpc::ClientContext& context, absl::Duration timeout, const std::string& token = "");
+
+struct CertFiles {
+  std::string cert;  // PEM, self-signed, SAN localhost and 127.0.0.1.
+  std::string key;
+};
+// Generates a self-signed certificate with openssl; nullopt if openssl is
+// missing (the test then skips).
+std::optional<CertFiles> MakeSelfSignedCert(const std::string& dir, const std::string& name);
+
+// Server reflection (grpc.reflection.v1alpha), spoken over raw bytes since
+// the reflection protos ship without headers.
+absl::StatusOr<std::vector<std::string>> ReflectionListServices(
+    const std::shared_ptr<grpc::Channel>& channel);
+// The file descriptors the server returns for `symbol` (the file defining
+// it first, then perhaps its dependencies).
+absl::StatusOr<std::vector<google::protobuf::FileDescriptorProto>> ReflectionFileContaining(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& symbol);
+
+}  // namespace retryd::testing
+
+#endif  // RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_

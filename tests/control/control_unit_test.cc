@@ -1,0 +1,349 @@
+// Unit tests of the control plane's pieces that need no server: status
+// mapping, the bearer-token check, the snapshot builder, the executor and
+// the control config.
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/control/auth.h"
+#include "server/control/blocking_executor.h"
+#include "server/control/control_config.h"
+#include "server/control/snapshot_builder.h"
+#include "server/control/status.h"
+#include "tests/control/control_test_util.h"
+
+namespace retryd::control {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(StatusMappingTest, KeepsEveryCodeAndTheMessage) {
+  const std::vector<std::pair<absl::StatusCode, grpc::StatusCode>> codes = {
+      {absl::StatusCode::kCancelled, grpc::StatusCode::CANCELLED},
+      {absl::StatusCode::kUnknown, grpc::StatusCode::UNKNOWN},
+      {absl::StatusCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
+      {absl::StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED},
+      {absl::StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND},
+      {absl::StatusCode::kAlreadyExists, grpc::StatusCode::ALREADY_EXISTS},
+      {absl::StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED},
+      {absl::StatusCode::kResourceExhausted, grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {absl::StatusCode::kFailedPrecondition, grpc::StatusCode::FAILED_PRECONDITION},
+      {absl::StatusCode::kAborted, grpc::StatusCode::ABORTED},
+      {absl::StatusCode::kOutOfRange, grpc::StatusCode::OUT_OF_RANGE},
+      {absl::StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
+      {absl::StatusCode::kInternal, grpc::StatusCode::INTERNAL},
+      {absl::StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
+      {absl::StatusCode::kDataLoss, grpc::StatusCode::DATA_LOSS},
+      {absl::StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
+  };
+  for (const auto& [absl_code, grpc_code] : codes) {
+    const grpc::Status s = ToGrpcStatus(absl::Status(absl_code, "what happened"));
+    EXPECT_EQ(s.error_code(), grpc_code) << absl::StatusCodeToString(absl_code);
+    EXPECT_EQ(s.error_message(), "what happened");
+  }
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+TEST(BearerTokenAuthTest, WithoutATokenEverythingPasses) {
+  const BearerTokenAuth auth;
+  EXPECT_TRUE(auth.Check({}, Access::kMutating).ok());
+  EXPECT_TRUE(auth.Check({}, Access::kReadOnly).ok());
+}
+
+TEST(BearerTokenAuthTest, MutatingCallsNeedTheRightToken) {
+  const BearerTokenAuth auth("s3cret-token", /*read_only_requires_token=*/false);
+  const absl::Status missing = auth.Check({}, Access::kMutating);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(missing.message(), HasSubstr("authorization: Bearer"));
+  EXPECT_TRUE(auth.Check({}, Access::kReadOnly).ok());
+
+  const std::string right = "Bearer s3cret-token", lower = "bearer s3cret-token",
+                    wrong = "Bearer s3cret-tokem", prefix = "Bearer s3cret",
+                    longer = "Bearer s3cret-token-and-more", basic = "Basic czNjcmV0",
+                    empty = "Bearer ";
+  auto check = [&](const std::string& value) {
+    Metadata md{{"authorization", value}};
+    return auth.Check(md, Access::kMutating);
+  };
+  EXPECT_TRUE(check(right).ok());
+  EXPECT_TRUE(check(lower).ok()) << "the scheme is case-insensitive";
+  for (const std::string* bad : {&wrong, &prefix, &longer, &basic, &empty}) {
+    const absl::Status s = check(*bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << *bad;
+    EXPECT_THAT(s.message(), Not(HasSubstr("s3cret-token"))) << "never echo the token";
+  }
+}
+
+TEST(BearerTokenAuthTest, ReadOnlyCallsNeedItWhenConfigured) {
+  const BearerTokenAuth auth("tok", /*read_only_requires_token=*/true);
+  EXPECT_EQ(auth.Check({}, Access::kReadOnly).code(), absl::StatusCode::kUnauthenticated);
+  const std::string right = "Bearer tok";
+  Metadata md{{"authorization", right}};
+  EXPECT_TRUE(auth.Check(md, Access::kReadOnly).ok());
+}
+
+TEST(BearerTokenAuthTest, ConstantTimeEquals) {
+  EXPECT_TRUE(BearerTokenAuth::ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("ab", "abc"));
+  EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("abcabc", "abc"));
+  EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("", "abc"));
+  EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("abc", ""));
+  EXPECT_TRUE(BearerTokenAuth::ConstantTimeEquals("", ""));
+}
+
+// ---- SnapshotBuilder ---------------------------------------------------------
+
+ThreadSample Thread(int id, ThreadState state, int64_t state_since_ms, int64_t processed) {
+  ThreadSample t;
+  t.id = id;
+  t.role = id == 1 ? ThreadRole::kPrimary : ThreadRole::kRetry;
+  t.state = state;
+  t.state_since_ms = state_since_ms;
+  t.processed = processed;
+  t.partitions = {{"in", 0}};
+  return t;
+}
+
+// Records `n` latencies of `ms` into `counts`.
+void Record(LatencyHistogram::Counts& counts, int n, double ms) {
+  counts[LatencyHistogram::BucketOf(static_cast<int64_t>(ms * 1000))] += n;
+}
+
+std::shared_ptr<const EngineSample> Sample(int64_t time_ms, std::vector<ThreadSample> threads) {
+  auto s = std::make_shared<EngineSample>();
+  s->time_ms = time_ms;
+  s->state = EngineState::kRunning;
+  s->retry_backlog = 7;
+  s->threads = std::move(threads);
+  return s;
+}
+
+std::vector<uint32_t> Ids(const v1::MetricsSnapshot& snapshot) {
+  std::vector<uint32_t> ids;
+  for (const auto& t : snapshot.threads()) ids.push_back(t.thread_id());
+  return ids;
+}
+
+TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
+  std::vector<std::tuple<int, int64_t, int64_t>> max_queries;
+  SnapshotBuilder builder({}, /*watch_start_ms=*/1000, [&](int id, int64_t from, int64_t to) {
+    max_queries.emplace_back(id, from, to);
+    return MaxLatencies{.processing_ms = 120.0, .end_to_end_ms = 99.0};
+  });
+  ThreadSample first = Thread(1, ThreadState::kRunning, 500, 10);
+  Record(first.processing, 10, 1.0);
+  v1::MetricsSnapshot out;
+  builder.Build(Sample(1000, {first}), out);
+  EXPECT_EQ(out.interval_ms(), 0u) << "the first snapshot has no interval";
+  EXPECT_EQ(out.time_unix_ms(), 1000);
+  EXPECT_EQ(out.retry_backlog(), 7);
+  EXPECT_EQ(out.engine_state(), v1::ENGINE_RUNNING);
+  ASSERT_EQ(out.threads_size(), 1);
+  EXPECT_EQ(out.threads(0).processing_latency().count(), 10u);
+  EXPECT_EQ(out.threads(0).time_in_state_ms(), 500);
+  EXPECT_EQ(out.threads(0).role(), v1::PRIMARY);
+  ASSERT_EQ(out.threads(0).assigned_partitions_size(), 1);
+
+  ThreadSample second = first;
+  second.processed = 15;
+  Record(second.processing, 5, 100.0);  // Only these five fall in the interval.
+  builder.Build(Sample(1200, {second}), out);
+  EXPECT_EQ(out.interval_ms(), 200u);
+  ASSERT_EQ(out.threads_size(), 1);
+  const v1::ThreadMetrics& t = out.threads(0);
+  EXPECT_EQ(t.processed(), 15) << "counts are cumulative";
+  EXPECT_EQ(t.processing_latency().count(), 5u);
+  EXPECT_GE(t.processing_latency().p50_ms(), 80.0);
+  EXPECT_LE(t.processing_latency().p50_ms(), 120.0) << "never above the exact max";
+  EXPECT_DOUBLE_EQ(t.processing_latency().max_ms(), 120.0);
+  EXPECT_EQ(t.end_to_end_latency().count(), 0u);
+  EXPECT_DOUBLE_EQ(t.end_to_end_latency().max_ms(), 99.0);
+  ASSERT_EQ(max_queries.size(), 2u);
+  EXPECT_EQ(max_queries[1], std::make_tuple(1, int64_t{1000}, int64_t{1200}));
+
+  // No newer sample: the same interval again, not an empty one.
+  builder.Build(Sample(1200, {second}), out);
+  EXPECT_EQ(out.interval_ms(), 200u);
+  EXPECT_EQ(out.threads(0).processing_latency().count(), 5u);
+}
+
+TEST(SnapshotBuilderTest, StoppedThreadAppearsOnceThenLeaves) {
+  SnapshotBuilder builder({}, 1000, [](int, int64_t, int64_t) { return MaxLatencies{}; });
+  v1::MetricsSnapshot out;
+  builder.Build(
+      Sample(1000, {Thread(1, ThreadState::kRunning, 0, 0), Thread(2, ThreadState::kRunning, 0, 0),
+                    Thread(9, ThreadState::kStopped, 900, 0)}),
+      out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 2)) << "9 stopped before the watch began";
+
+  builder.Build(Sample(1100, {Thread(1, ThreadState::kRunning, 0, 0),
+                              Thread(2, ThreadState::kStopped, 1050, 0),
+                              Thread(9, ThreadState::kStopped, 900, 0)}),
+                out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(out.threads(1).state(), v1::STOPPED);
+
+  builder.Build(Sample(1200, {Thread(1, ThreadState::kRunning, 0, 0),
+                              Thread(2, ThreadState::kStopped, 1050, 0),
+                              Thread(3, ThreadState::kStarting, 1150, 0)}),
+                out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 3)) << "2 left, the new 3 appeared";
+
+  builder.Build(Sample(1300, {Thread(1, ThreadState::kRunning, 0, 0),
+                              Thread(3, ThreadState::kFailed, 1250, 0)}),
+                out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 3));
+  EXPECT_EQ(out.threads(1).state(), v1::FAILED);
+  builder.Build(Sample(1400, {Thread(1, ThreadState::kRunning, 0, 0),
+                              Thread(3, ThreadState::kFailed, 1250, 0)}),
+                out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(1));
+}
+
+TEST(SnapshotBuilderTest, FiltersByIdAndIgnoresUnknownIds) {
+  SnapshotBuilder builder({2, 77}, 0, [](int, int64_t, int64_t) { return MaxLatencies{}; });
+  v1::MetricsSnapshot out;
+  builder.Build(
+      Sample(1000, {Thread(1, ThreadState::kRunning, 0, 0), Thread(2, ThreadState::kIdle, 0, 0)}),
+      out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(2));
+  builder.Build(Sample(1100, {Thread(1, ThreadState::kRunning, 0, 0),
+                              Thread(77, ThreadState::kStarting, 1050, 0)}),
+                out);
+  EXPECT_THAT(Ids(out), ::testing::ElementsAre(77)) << "a named thread that starts later appears";
+}
+
+// ---- BlockingExecutor --------------------------------------------------------
+
+TEST(BlockingExecutorTest, RunsTasksAndBoundsTheQueue) {
+  BlockingExecutor executor("test-exec", /*threads=*/1, /*max_queued=*/1);
+  absl::Notification release, started;
+  ASSERT_TRUE(executor
+                  .Submit([&] {
+                    started.Notify();
+                    release.WaitForNotification();
+                  })
+                  .ok());
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::BlockingCounter ran(2);
+  ASSERT_TRUE(executor.Submit([&] { ran.DecrementCount(); }).ok());
+  ASSERT_TRUE(executor.Submit([&] { ran.DecrementCount(); }).ok());
+  const absl::Status full = executor.Submit([] {});
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  release.Notify();
+  ran.Wait();
+  executor.Shutdown();
+  EXPECT_EQ(executor.Submit([] {}).code(), absl::StatusCode::kUnavailable);
+  executor.Shutdown();  // Idempotent.
+}
+
+TEST(BlockingExecutorTest, ShutdownRunsWhatIsQueued) {
+  std::atomic<int> ran{0};
+  {
+    BlockingExecutor executor("test-exec", 2, 8);
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(executor.Submit([&] { ++ran; }).ok());
+  }
+  EXPECT_EQ(ran.load(), 8);
+}
+
+// ---- ControlServerOptionsFromConfig -------------------------------------------
+
+class ControlConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir();
+    config_.set_listen_address("127.0.0.1:0");
+  }
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << contents;
+    return path;
+  }
+  absl::Status Load() { return ControlServerOptionsFromConfig(config_).status(); }
+
+  std::string dir_;
+  retryd::v1::Config config_;
+};
+
+TEST_F(ControlConfigTest, DefaultsToNoTokenAndPlaintext) {
+  config_.clear_listen_address();
+  absl::StatusOr<ControlServerOptions> options = ControlServerOptionsFromConfig(config_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->listen_address, "127.0.0.1:50051");
+  EXPECT_FALSE(options->auth_token.has_value());
+  EXPECT_FALSE(options->tls.has_value());
+}
+
+TEST_F(ControlConfigTest, ReadsTheTokenFromAFileOrTheEnvironment) {
+  config_.mutable_control()->set_auth_token_file(Write("token", "file-token\n"));
+  absl::StatusOr<ControlServerOptions> options = ControlServerOptionsFromConfig(config_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->auth_token, "file-token") << "one trailing newline is stripped";
+
+  config_.mutable_control()->clear_auth_token_file();
+  config_.mutable_control()->set_auth_token_env("RETRYD_CONTROL_TEST_TOKEN");
+  setenv("RETRYD_CONTROL_TEST_TOKEN", "env-token", 1);
+  config_.mutable_control()->set_read_only_requires_token(true);
+  options = ControlServerOptionsFromConfig(config_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->auth_token, "env-token");
+  EXPECT_TRUE(options->read_only_requires_token);
+  EXPECT_EQ(options->config.control().auth_token_env(), "RETRYD_CONTROL_TEST_TOKEN")
+      << "the effective config names the variable, never the value";
+  unsetenv("RETRYD_CONTROL_TEST_TOKEN");
+}
+
+TEST_F(ControlConfigTest, ErrorsNameTheField) {
+  struct Case {
+    std::function<void(retryd::v1::ControlConfig&)> set;
+    std::string field;
+  };
+  const std::string empty_token = Write("empty", "\n");
+  const std::string spaced_token = Write("spaced", "two words\n");
+  const std::string not_pem = Write("not-pem", "hello\n");
+  const std::vector<Case> cases = {
+      {[&](auto& c) { c.set_auth_token_file(dir_ + "/missing"); }, "control.auth_token_file"},
+      {[&](auto& c) { c.set_auth_token_file(empty_token); }, "control.auth_token_file"},
+      {[&](auto& c) { c.set_auth_token_file(spaced_token); }, "control.auth_token_file"},
+      {[&](auto& c) {
+         c.set_auth_token_file(empty_token);
+         c.set_auth_token_env("X");
+       },
+       "control.auth_token_file"},
+      {[&](auto& c) { c.set_auth_token_env("RETRYD_CONTROL_TEST_UNSET_VARIABLE"); },
+       "control.auth_token_env"},
+      {[&](auto& c) { c.set_read_only_requires_token(true); }, "control.read_only_requires_token"},
+      {[&](auto& c) { c.set_tls_cert_file(not_pem); }, "control.tls_key_file"},
+      {[&](auto& c) { c.set_tls_key_file(not_pem); }, "control.tls_cert_file"},
+      {[&](auto& c) {
+         c.set_tls_cert_file(not_pem);
+         c.set_tls_key_file(not_pem);
+       },
+       "control.tls_cert_file"},
+      {[&](auto& c) { c.set_tls_client_ca_file(not_pem); }, "control.tls_client_ca_file"},
+  };
+  for (const Case& c : cases) {
+    config_.clear_control();
+    c.set(*config_.mutable_control());
+    const absl::Status s = Load();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(s.message(), HasSubstr(c.field + ":")) << s;
+  }
+  config_.clear_control();
+  config_.mutable_control()->set_auth_token_file(dir_ + "/missing");
+  EXPECT_THAT(Load().message(), HasSubstr(dir_ + "/missing")) << "names the path";
+}
+
+}  // namespace
+}  // namespace retryd::control
