@@ -263,6 +263,13 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
   do {
     const absl::Status probe = engine_.ProbeKafka(timeout);
     const EngineState state = engine_.state();
+    // The retry backlog that status and metrics report is measured here,
+    // off every request path.
+    if (probe.ok()) {
+      if (absl::StatusOr<int64_t> backlog = engine_.MeasureRetryBacklog(timeout); !backlog.ok()) {
+        LogDebug("control: retry backlog not measured: ", backlog.status().message());
+      }
+    }
     kafka_reachable_.store(probe.ok());
     const bool serving =
         probe.ok() && (state == EngineState::kRunning || state == EngineState::kDraining);

@@ -65,15 +65,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
       kafka::Producer::Create(producer_options);
   if (!producer.ok()) return producer.status();
-  return std::unique_ptr<Engine>(
-      new Engine(std::move(options), std::move(processor), *std::move(producer)));
+  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> retry_lag = kafka::GroupLagProbe::Create(
+      options.bootstrap_servers, options.kafka_properties,
+      absl::StrCat(options.group_id, ".retry"), options.retry.topic);
+  if (!retry_lag.ok()) return retry_lag.status();
+  return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
+                                            *std::move(producer), *std::move(retry_lag)));
 }
 
 Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
-               std::unique_ptr<kafka::Producer> producer)
+               std::unique_ptr<kafka::Producer> producer,
+               std::unique_ptr<kafka::GroupLagProbe> retry_lag)
     : options_(std::move(options)),
       processor_(std::move(processor)),
       producer_(std::move(producer)),
+      retry_lag_(std::move(retry_lag)),
       in_order_(options_.in_order),
       context_{&options_, processor_.get(), producer_.get(), &in_order_, &input_paused_} {}
 
@@ -295,7 +301,6 @@ absl::StatusOr<SetInOrderResult> Engine::SetInOrder(bool in_order, bool drain_re
 }
 
 absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline) {
-  const std::string retry_group = absl::StrCat(options_.group_id, ".retry");
   {
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
@@ -327,8 +332,7 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
       primaries_quiet = primaries_quiet && paused && s->in_flight.load() == 0;
     }
     if (primaries_quiet) {
-      absl::StatusOr<int64_t> committed_lag = kafka::CommittedLag(
-          options_.bootstrap_servers, options_.kafka_properties, retry_group, options_.retry.topic,
+      absl::StatusOr<int64_t> committed_lag = MeasureRetryBacklog(
           std::max(absl::Milliseconds(1), std::min(absl::Seconds(5), deadline - absl::Now())));
       if (committed_lag.ok()) {
         lag = *committed_lag;
@@ -410,6 +414,12 @@ void Engine::Stop() {
 
 absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }
 
+absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
+  absl::StatusOr<int64_t> lag = retry_lag_->Measure(timeout);
+  if (lag.ok()) measured_retry_backlog_.store(*lag, std::memory_order_relaxed);
+  return lag;
+}
+
 std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const ThreadStats>> out;
@@ -451,6 +461,10 @@ EngineTotals Engine::Totals() const {
       t.retry_backlog += s->lag.load(std::memory_order_relaxed) +
                          s->scheduled.load(std::memory_order_relaxed);
     }
+  }
+  if (const int64_t measured = measured_retry_backlog_.load(std::memory_order_relaxed);
+      measured >= 0) {
+    t.retry_backlog = measured;
   }
   return t;
 }

@@ -27,6 +27,7 @@
 #include "server/engine/thread_stats.h"
 #include "server/engine/worker.h"
 #include "server/kafka/producer.h"
+#include "server/kafka/topics.h"
 
 namespace retryd {
 
@@ -39,7 +40,10 @@ struct EngineTotals {
   int64_t sent_to_retry = 0;
   int64_t dead_lettered = 0;
   int64_t in_flight = 0;
-  int64_t retry_backlog = 0;    // Retry records not yet done: lag + held.
+  // Retry records not yet done: the retry group's committed lag on the retry
+  // topic, as last measured (MeasureRetryBacklog); before any measurement,
+  // the retry threads' own lag plus the records they hold.
+  int64_t retry_backlog = 0;
 };
 
 enum class EngineState {
@@ -113,6 +117,12 @@ class Engine {
   // `timeout`. Blocks; takes no engine lock.
   absl::Status ProbeKafka(absl::Duration timeout) const;
 
+  // Measures the retry backlog (records on the retry topic whose outcome the
+  // retry group has not committed) and keeps it for Totals(). Blocks up to
+  // `timeout`; takes no engine lock. Called periodically by whoever reports
+  // it (the control server's prober).
+  absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout);
+
   // Stats of the threads that run now, by id.
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const;
   // Stats of threads stopped within `window`, by id.
@@ -121,7 +131,8 @@ class Engine {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
-         std::unique_ptr<kafka::Producer> producer);
+         std::unique_ptr<kafka::Producer> producer,
+         std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
   static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful);
@@ -139,6 +150,8 @@ class Engine {
   const EngineOptions options_;
   const std::unique_ptr<Processor> processor_;
   const std::unique_ptr<kafka::Producer> producer_;
+  const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
+  std::atomic<int64_t> measured_retry_backlog_{-1};  // -1: never measured.
   std::atomic<bool> in_order_;
   std::atomic<bool> input_paused_{false};
   const WorkerContext context_;

@@ -74,11 +74,8 @@ void MetricsSampler::SampleOnce() {
     tick_max.by_thread[stats->id()] = {stats->processing_latency.TakeMaxMs(),
                                        stats->end_to_end_latency.TakeMaxMs()};
   };
-  for (const auto& stats : engine_.Threads()) {
-    add(stats);
-    const ThreadSample& t = sample->threads.back();
-    if (t.role == ThreadRole::kRetry) sample->retry_backlog += t.lag + t.scheduled;
-  }
+  for (const auto& stats : engine_.Threads()) add(stats);
+  sample->retry_backlog = engine_.Totals().retry_backlog;
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
 
   absl::MutexLock lock(&mu_);

@@ -51,17 +51,11 @@ absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> CommittedLag(const std::string& bootstrap_servers,
-                                     const std::map<std::string, std::string>& properties,
-                                     const std::string& group_id, const std::string& topic,
-                                     absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  auto remaining_ms = [&] {
-    return static_cast<int>(
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
-  };
+absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+    const std::string& group_id, const std::string& topic) {
   Properties user = properties;
-  user.emplace("client.id", "retryd-lag-check");
+  user.emplace("client.id", "retryd-lag-probe");
   // A consumer handle that never subscribes reads the group's offsets
   // without becoming a member.
   absl::StatusOr<ConfPtr> conf = MakeConf(bootstrap_servers, user,
@@ -69,34 +63,44 @@ absl::StatusOr<int64_t> CommittedLag(const std::string& bootstrap_servers,
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
+  return std::unique_ptr<GroupLagProbe>(new GroupLagProbe(rk->release(), group_id, topic));
+}
 
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr);
+GroupLagProbe::~GroupLagProbe() { rd_kafka_destroy(rk_); }
+
+absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  auto remaining_ms = [&] {
+    return static_cast<int>(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
+  };
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_, topic_.c_str(), nullptr);
   const rd_kafka_metadata_t* metadata = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, rkt, &metadata, remaining_ms());
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk_, 0, rkt, &metadata, remaining_ms());
   rd_kafka_topic_destroy(rkt);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::UnavailableError(absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
+    return absl::UnavailableError(absl::StrCat("metadata for ", topic_, ": ", rd_kafka_err2str(err)));
   }
   const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
   rd_kafka_metadata_destroy(metadata);
 
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
       list(rd_kafka_topic_partition_list_new(partitions), rd_kafka_topic_partition_list_destroy);
-  for (int p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), p);
-  err = rd_kafka_committed(rk->get(), list.get(), remaining_ms());
+  for (int p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
+  err = rd_kafka_committed(rk_, list.get(), remaining_ms());
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::UnavailableError(
-        absl::StrCat("committed offsets of ", group_id, ": ", rd_kafka_err2str(err)));
+        absl::StrCat("committed offsets of ", group_id_, ": ", rd_kafka_err2str(err)));
   }
   int64_t lag = 0;
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
     int64_t low = 0, high = 0;
-    err = rd_kafka_query_watermark_offsets(rk->get(), topic.c_str(), p.partition, &low, &high,
+    err = rd_kafka_query_watermark_offsets(rk_, topic_.c_str(), p.partition, &low, &high,
                                            remaining_ms());
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       return absl::UnavailableError(
-          absl::StrCat("watermarks of ", topic, "/", p.partition, ": ", rd_kafka_err2str(err)));
+          absl::StrCat("watermarks of ", topic_, "/", p.partition, ": ", rd_kafka_err2str(err)));
     }
     const int64_t committed = p.offset >= 0 ? std::max(p.offset, low) : low;
     if (high > committed) lag += high - committed;

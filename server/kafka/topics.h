@@ -4,12 +4,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+struct rd_kafka_s;
 
 namespace retryd::kafka {
 
@@ -21,14 +24,33 @@ absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
                               const std::map<std::string, std::string>& properties,
                               const std::vector<std::string>& topics, absl::Duration timeout);
 
-// Records of `topic` not yet committed by consumer group `group_id`: the sum
-// over its partitions of high watermark minus committed offset (the low
-// watermark where the group has none). Reads the group's offsets without
-// joining it. Blocks up to `timeout`.
-absl::StatusOr<int64_t> CommittedLag(const std::string& bootstrap_servers,
-                                     const std::map<std::string, std::string>& properties,
-                                     const std::string& group_id, const std::string& topic,
-                                     absl::Duration timeout);
+// Measures how many records of `topic` consumer group `group_id` has not yet
+// committed: the sum over its partitions of high watermark minus committed
+// offset (the low watermark where the group has none). Reads the group's
+// offsets without joining it, over one client kept for the probe's life.
+//
+// Thread-safe: Measure() may be called from several threads at once.
+class GroupLagProbe {
+ public:
+  static absl::StatusOr<std::unique_ptr<GroupLagProbe>> Create(
+      const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+      const std::string& group_id, const std::string& topic);
+  ~GroupLagProbe();
+
+  GroupLagProbe(const GroupLagProbe&) = delete;
+  GroupLagProbe& operator=(const GroupLagProbe&) = delete;
+
+  // Blocks up to `timeout`.
+  absl::StatusOr<int64_t> Measure(absl::Duration timeout) const;
+
+ private:
+  GroupLagProbe(rd_kafka_s* rk, std::string group_id, std::string topic)
+      : rk_(rk), group_id_(std::move(group_id)), topic_(std::move(topic)) {}
+
+  rd_kafka_s* const rk_;  // Owned.
+  const std::string group_id_;
+  const std::string topic_;
+};
 
 }  // namespace retryd::kafka
 

@@ -94,6 +94,11 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   // A backlog that cannot drain in a second: the engine stays as it was.
   ProduceKeys(topics.input, Keys("doomed-", 30));
   ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= 30; }, kJoin));
+  // They wait seconds for their next attempt: the retry backlog shows them.
+  absl::StatusOr<int64_t> backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  EXPECT_GT(*backlog, 0);
+  EXPECT_EQ(engine.Totals().retry_backlog, *backlog);
   const std::vector<int> before = RetryThreadIds(engine);
   toggled = engine.SetInOrder(true, true, absl::Now() + absl::Seconds(1));
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -114,6 +119,9 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   EXPECT_TRUE(RetryThreadIds(engine).empty());
   // Every doomed record reached the DLQ before the switch.
   EXPECT_EQ(ReadAll(topics.dlq).size(), 30u);
+  backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  EXPECT_EQ(*backlog, 0);
 
   started = engine.StartRetryThreads(1, absl::Now() + kJoin);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
