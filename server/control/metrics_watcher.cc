@@ -43,11 +43,19 @@ MetricsWatcher::MetricsWatcher(WatcherRegistry& registry, const MetricsSampler& 
                  return sampler.MaxOver(id, from_ms, to_ms);
                }) {
   absl::Status registered = registry_.Add(this);
+  if (!registered.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (!stop_.has_value()) stop_ = registered;
+  }
+  // Held back by gRPC until the handler has returned this reactor.
+  WriteNextOrFinish();
+}
+
+void MetricsWatcher::WriteNextOrFinish() {
   bool write = false;
   absl::Status finish;
   {
     absl::MutexLock lock(&mu_);
-    if (!registered.ok() && !stop_.has_value()) stop_ = registered;
     if (stop_.has_value()) {
       phase_ = Phase::kFinished;
       finish = *stop_;
@@ -56,7 +64,8 @@ MetricsWatcher::MetricsWatcher(WatcherRegistry& registry, const MetricsSampler& 
       write = true;
     }
   }
-  // Both are held back by gRPC until the handler has returned this reactor.
+  // Either may lead to OnDone on another thread: nothing of `this` is
+  // touched after them.
   if (write) {
     StartWrite(&snapshot_);
   } else {
@@ -105,28 +114,11 @@ void MetricsWatcher::OnWriteDone(bool ok) {
 }
 
 void MetricsWatcher::OnAlarm(bool fired) {
-  bool write = false;
-  absl::Status finish;
-  {
+  if (!fired) {
     absl::MutexLock lock(&mu_);
-    if (!fired && !stop_.has_value()) {
-      stop_ = absl::UnavailableError("the control server is stopping");
-    }
-    if (stop_.has_value()) {
-      phase_ = Phase::kFinished;
-      finish = *stop_;
-    } else {
-      PrepareWrite();
-      write = true;
-    }
+    if (!stop_.has_value()) stop_ = absl::UnavailableError("the control server is stopping");
   }
-  // Either may lead to OnDone on another thread: nothing of `this` is
-  // touched after them.
-  if (write) {
-    StartWrite(&snapshot_);
-  } else {
-    Finish(ToGrpcStatus(finish));
-  }
+  WriteNextOrFinish();
 }
 
 void MetricsWatcher::OnDone() {

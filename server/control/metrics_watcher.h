@@ -89,6 +89,8 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   ~MetricsWatcher() override = default;  // Only OnDone deletes.
 
   void OnAlarm(bool fired) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the next snapshot, or finishes the call if it was stopped.
+  void WriteNextOrFinish() ABSL_LOCKS_EXCLUDED(mu_);
   // Builds the next snapshot into `snapshot_` and enters kWriting.
   void PrepareWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -53,19 +53,6 @@ Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   return Outcome::Ok();
 }
 
-bool AllAssigned(const Engine& engine, size_t partitions) {
-  std::map<ThreadRole, size_t> assigned;
-  for (const auto& stats : engine.Threads()) {
-    const size_t n = stats->partitions().size();
-    if (n == 0) return false;
-    assigned[stats->role()] += n;
-  }
-  for (const auto& [role, n] : assigned) {
-    if (n != partitions) return false;
-  }
-  return true;
-}
-
 std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
                                              int max_threads) {
   auto out = std::make_unique<EngineUnderTest>();

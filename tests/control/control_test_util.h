@@ -50,8 +50,6 @@ struct EngineUnderTest {
 std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
                                              int max_threads);
 
-// Whether every thread has partitions and each role holds all `partitions`.
-bool AllAssigned(const Engine& engine, size_t partitions);
 
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,

@@ -21,6 +21,7 @@
 namespace retryd {
 namespace {
 
+using ::retryd::testing::AllAssigned;
 using ::retryd::testing::Broker;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::HeaderValue;
@@ -74,21 +75,6 @@ bool WaitForOutcomes(const Engine& engine, const testing::TestTopics& topics, si
                ReadAll(topics.output).size() + ReadAll(topics.dlq).size() >= expected;
       },
       absl::Seconds(120));
-}
-
-// True once every thread has partitions and, per role, all `partitions`
-// are assigned: the groups are stable, so no rebalance will interrupt.
-bool AllAssigned(const Engine& engine, size_t partitions) {
-  std::map<ThreadRole, size_t> assigned;
-  for (const auto& stats : engine.Threads()) {
-    const size_t n = stats->partitions().size();
-    if (n == 0) return false;
-    assigned[stats->role()] += n;
-  }
-  for (const auto& [role, n] : assigned) {
-    if (n != partitions) return false;
-  }
-  return true;
 }
 
 TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {

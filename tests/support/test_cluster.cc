@@ -102,6 +102,19 @@ std::string HeaderValue(const Record& record, const std::string& name) {
   return value;
 }
 
+bool AllAssigned(const Engine& engine, size_t partitions) {
+  std::map<ThreadRole, size_t> assigned;
+  for (const auto& stats : engine.Threads()) {
+    const size_t n = stats->partitions().size();
+    if (n == 0) return false;
+    assigned[stats->role()] += n;
+  }
+  for (const auto& [role, n] : assigned) {
+    if (n != partitions) return false;
+  }
+  return true;
+}
+
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Notification never;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/engine/engine.h"
 #include "server/engine/options.h"
 #include "server/engine/record.h"
 #include "server/kafka/embedded_broker.h"
@@ -39,6 +40,11 @@ std::vector<Record> ReadAll(const std::string& topic);
 
 // Value of the last header named `name`, or "" if absent or null.
 std::string HeaderValue(const Record& record, const std::string& name);
+
+// True once every thread of `engine` has partitions and, per role, all
+// `partitions` are assigned: the groups are stable, so no rebalance will
+// interrupt what the test does next.
+bool AllAssigned(const Engine& engine, size_t partitions);
 
 // Checks `condition` every 50 ms until it holds or `timeout` passes;
 // returns whether it held. The bounded way tests wait for asynchronous
