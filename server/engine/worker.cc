@@ -62,7 +62,7 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),
       context_(context),
-      sink_(std::make_shared<Sink>(id, role)),
+      sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1)),
       backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {}
 
 Worker::~Worker() {
@@ -111,6 +111,7 @@ void Worker::Run() {
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     DrainRedo(/*force=*/false);
+    WaitForAcks();
     ProcessDue(NowMs());
     if (absl::Now() >= next_commit_) {
       Commit(/*sync=*/false);
@@ -336,7 +337,7 @@ void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<Completi
     // Purged at shutdown, or the partition moved: the next owner reads the
     // source record again, so there is nothing to re-send.
     if (tracker->abandoned() || absl::IsCancelled(status)) {
-      sink->in_flight.fetch_sub(1, std::memory_order_relaxed);
+      sink->HandOffDone();
       return;
     }
     sink->SetLastError(std::string(status.message()));
@@ -355,7 +356,7 @@ void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<Completi
         if (kind == Emission::kDeadLetter) {
           sink->dead_lettered.fetch_add(1, std::memory_order_relaxed);
         }
-        sink->in_flight.fetch_sub(1, std::memory_order_relaxed);
+        sink->HandOffDone();
       });
   if (!status.ok()) on_failure(status);
 }
@@ -375,7 +376,7 @@ void Worker::DrainRedo(bool force) {
     }
   }
   for (Redo& redo : ready) {
-    sink_->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    sink_->HandOffDone();
     if (redo.tracker->abandoned()) continue;
     Emit(std::move(redo.record), redo.kind, std::move(redo.tracker), redo.offset);
   }
@@ -407,22 +408,39 @@ void Worker::DrainWaiting(const TopicPartition& tp) {
   if (queue.empty()) waiting_.erase(it);
 }
 
+void Worker::WaitForAcks() {
+  constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
+  if (sink_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
+  const Sink* sink = sink_.get();
+  const std::atomic<bool>* stop = &stop_requested_;
+  auto relieved = [sink, stop] {
+    return sink->in_flight.load(std::memory_order_relaxed) < sink->resume_below ||
+           stop->load(std::memory_order_relaxed);
+  };
+  absl::MutexLock lock(&sink_->flight_mu);
+  sink_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
+}
+
 void Worker::ReconcilePauses() {
   const int64_t in_flight = sink_->in_flight.load(std::memory_order_relaxed);
-  const int64_t limit = context_.options->max_in_flight;
-  if (in_flight >= limit) {
+  if (in_flight >= context_.options->max_in_flight) {
     backpressure_ = true;
-  } else if (in_flight < limit / 2 + 1) {
+  } else if (in_flight < sink_->resume_below) {
     backpressure_ = false;
   }
   std::vector<TopicPartition> pause, resume;
   for (const auto& [tp, tracker] : trackers_) {
+    // In order, records behind a held one wait in `waiting_` rather than
+    // pausing at once: a pause drops what was fetched and costs a fetch
+    // round trip, far more than a short backoff. Both roles stop fetching
+    // once `lookahead` records of a partition are held.
+    const int64_t lookahead = context_.options->retry.lookahead;
     bool want = backpressure_;
     if (role_ == ThreadRole::kPrimary) {
-      want = want || HeldCount(tp) > 0 || context_.input_paused->load(std::memory_order_relaxed);
+      want = want || HeldCount(tp) >= lookahead ||
+             context_.input_paused->load(std::memory_order_relaxed);
     } else {
-      want = want ||
-             scheduler_.CountFor(tp) >= static_cast<size_t>(context_.options->retry.lookahead);
+      want = want || static_cast<int64_t>(scheduler_.CountFor(tp)) >= lookahead;
     }
     const bool is = paused_.contains(tp);
     if (want && !is) pause.push_back(tp);

@@ -101,8 +101,21 @@ class Worker : public kafka::ConsumerListener {
   // The stats plus what delivery reports hand back to the worker. Shared
   // with in-flight delivery callbacks, which may outlive the worker.
   struct Sink : ThreadStats {
-    using ThreadStats::ThreadStats;
-    absl::Mutex redo_mu;  // Guards redo.
+    Sink(int id, ThreadRole role, int64_t resume_below)
+        : ThreadStats(id, role), resume_below(resume_below) {}
+
+    // One hand-off acknowledged or given up. The decrement that brings
+    // in_flight below `resume_below` also passes through flight_mu, so a
+    // worker waiting on it (in WaitForAcks) re-checks at once.
+    void HandOffDone() {
+      if (in_flight.fetch_sub(1, std::memory_order_relaxed) == resume_below) {
+        absl::MutexLock lock(&flight_mu);
+      }
+    }
+
+    const int64_t resume_below;  // Back-pressure ends below this many in flight.
+    absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
+    absl::Mutex redo_mu;         // Guards redo.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
   };
 
@@ -120,6 +133,9 @@ class Worker : public kafka::ConsumerListener {
   void ProcessDue(int64_t now_ms);
   void DrainWaiting(const TopicPartition& tp);
   void DrainRedo(bool force);
+  // At the back-pressure limit, waits a little for acknowledgements before
+  // ReconcilePauses() resorts to pausing (which drops what was fetched).
+  void WaitForAcks();
   void ReconcilePauses();
   void Commit(bool sync);
   void UpdateGauges();

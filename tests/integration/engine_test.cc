@@ -137,6 +137,28 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   EXPECT_EQ(totals.sent_to_retry, static_cast<int64_t>(want_retry.size()));
 }
 
+TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
+  const testing::TestTopics topics = CreateTopics("pressure");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // Far below the records in flight at full speed: threads keep hitting the
+  // limit, waiting for acks and pausing their partitions.
+  options.max_in_flight = 8;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(**engine, 3); }, absl::Seconds(60)));
+  const std::vector<std::string> keys = MixedKeys(3000);
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys.size()));
+  (*engine)->Stop();
+
+  std::multiset<std::string> want_output, want_dlq;
+  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  EXPECT_EQ(Keys(ReadAll(topics.output)), want_output);
+  EXPECT_EQ(Keys(ReadAll(topics.dlq)), want_dlq);
+}
+
 TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
   const testing::TestTopics topics = CreateTopics("doomed");
   ProduceKeys(topics.input, {"doomed-1", "doomed-2", "ok-1"});
