@@ -230,25 +230,38 @@ absl::Status ControlServer::Start(ControlServerOptions options) {
 }
 
 void ControlServer::Stop(absl::Duration grace) {
-  absl::MutexLock lock(&mu_);
-  if (phase_ != Phase::kRunning) return;
-  phase_ = Phase::kStopped;
+  // Taken out under the lock, then stopped without it: the shutdown waits
+  // for calls in progress and for the prober's Kafka request.
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<ControlService> service;
+  std::unique_ptr<MetricsSampler> sampler;
+  std::thread prober;
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kStopped;
+    server = std::move(server_);
+    service = std::move(service_);
+    sampler = std::move(sampler_);
+    prober = std::move(prober_);
+    address = address_;
+  }
   stop_probing_.Notify();
   // Every health check and watch sees NOT_SERVING from here on.
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
     health->Shutdown();
   }
-  service_->BeginShutdown();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  server_->Wait();
-  service_->Shutdown();
-  prober_.join();  // Before the server (and its health service) goes.
-  server_.reset();
-  service_.reset();
-  sampler_->Stop();
-  sampler_.reset();
+  service->BeginShutdown();
+  server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server->Wait();
+  service->Shutdown();
+  prober.join();  // Before the server (and its health service) goes.
+  server.reset();
+  service.reset();
+  sampler->Stop();
   port_.store(0);
-  LogInfo("control API on ", address_, " stopped");
+  LogInfo("control API on ", address, " stopped");
 }
 
 std::string ControlServer::address() const {

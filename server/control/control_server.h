@@ -113,7 +113,7 @@ class ControlServer {
   std::atomic<bool> kafka_reachable_{false};
   absl::Notification stop_probing_;
 
-  mutable absl::Mutex mu_;  // Guards the fields below; held through Start() and Stop().
+  mutable absl::Mutex mu_;  // Guards the fields below; never held while stopping them.
   enum class Phase { kNew, kRunning, kStopped } phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
