@@ -341,9 +341,16 @@ void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<Completi
       return;
     }
     sink->SetLastError(std::string(status.message()));
-    LogWarning("hand-off to ", out->topic, " failed (", status.message(), "); sending it again");
     absl::MutexLock lock(&sink->redo_mu);
-    sink->redo.push_back({std::move(*out), kind, tracker, offset, absl::Now() + kRedoDelay});
+    // An outage fails every record in flight at once: one line a second.
+    const absl::Time now = absl::Now();
+    if (now - sink->last_redo_log >= absl::Seconds(1)) {
+      LogWarning("thread ", sink->id(), ": hand-off to ", out->topic, " failed (",
+                 status.message(), "); sending it again (", sink->redo.size() + 1,
+                 " waiting to be sent again)");
+      sink->last_redo_log = now;
+    }
+    sink->redo.push_back({std::move(*out), kind, tracker, offset, now + kRedoDelay});
   };
   absl::Status status = context_.producer->Produce(
       *out, [sink, kind, tracker, offset, on_failure](absl::Status delivery) mutable {

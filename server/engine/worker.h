@@ -115,8 +115,9 @@ class Worker : public kafka::ConsumerListener {
 
     const int64_t resume_below;  // Back-pressure ends below this many in flight.
     absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
-    absl::Mutex redo_mu;         // Guards redo.
+    absl::Mutex redo_mu;         // Guards redo and last_redo_log.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
+    absl::Time last_redo_log ABSL_GUARDED_BY(redo_mu) = absl::InfinitePast();
   };
 
   void Run();
