@@ -127,7 +127,11 @@ void Producer::Close(absl::Duration flush_timeout) {
   if (absl::Status s = Flush(flush_timeout); !s.ok()) {
     LogWarning("producer close: ", s.message(), "; failing ", in_flight(), " unacknowledged records");
   }
-  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  if (const rd_kafka_resp_err_t err =
+          rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+      err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    LogWarning("producer close: purge: ", rd_kafka_err2str(err));
+  }
   stop_.store(true, std::memory_order_release);
   if (delivery_thread_.joinable()) delivery_thread_.join();
   // Serve the purge reports so every callback runs exactly once.
