@@ -156,25 +156,25 @@ absl::StatusOr<v1::StartRetryThreadsResponse> RetrydClient::StartRetryThreads(in
 
 absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(int32_t count,
                                                                             bool graceful) {
-  grpc::ClientContext context;
-  Prepare(context, /*unary=*/true);
-  ActiveCall call(*this, context);
   v1::StopRetryThreadsRequest request;
   request.set_count(count);
   request.set_graceful(graceful);
-  v1::StopRetryThreadsResponse response;
-  const grpc::Status status = control_->StopRetryThreads(&context, request, &response);
-  return ToStatusOr(status, std::move(response));
+  return StopRetryThreads(request);
 }
 
 absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreadsById(
     const std::vector<uint32_t>& thread_ids, bool graceful) {
-  grpc::ClientContext context;
-  Prepare(context, /*unary=*/true);
-  ActiveCall call(*this, context);
   v1::StopRetryThreadsRequest request;
   request.mutable_thread_ids()->Add(thread_ids.begin(), thread_ids.end());
   request.set_graceful(graceful);
+  return StopRetryThreads(request);
+}
+
+absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(
+    const v1::StopRetryThreadsRequest& request) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
   v1::StopRetryThreadsResponse response;
   const grpc::Status status = control_->StopRetryThreads(&context, request, &response);
   return ToStatusOr(status, std::move(response));

@@ -115,6 +115,9 @@ class RetrydClient {
   void Cancel();
 
  private:
+  // The one StopRetryThreads call behind both public forms.
+  absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreads(
+      const v1::StopRetryThreadsRequest& request);
   RetrydClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
   // Registers `context` so Cancel() reaches it, for the scope's lifetime.

@@ -38,6 +38,21 @@ absl::Status CheckOptions(const EngineOptions& o) {
 
 std::string IdList(const std::vector<int>& ids) { return absl::StrJoin(ids, ", "); }
 
+// How long stopped threads stay visible one by one (RecentlyStopped).
+constexpr absl::Duration kKeepRetired = absl::Minutes(2);
+
+// Adds one thread's counts to `t` (not the backlog: see RetryBacklog()).
+void AddCounts(const ThreadStats& s, EngineTotals& t) {
+  const int64_t processed = s.processed.load(std::memory_order_relaxed);
+  if (s.role() == ThreadRole::kPrimary) t.consumed += processed;
+  t.processed += processed;
+  t.succeeded += s.succeeded.load(std::memory_order_relaxed);
+  t.failed_attempts += s.failed_attempts.load(std::memory_order_relaxed);
+  t.sent_to_retry += s.sent_to_retry.load(std::memory_order_relaxed);
+  t.dead_lettered += s.dead_lettered.load(std::memory_order_relaxed);
+  t.in_flight += s.in_flight.load(std::memory_order_relaxed);
+}
+
 // How often a drain looks at the retry group's committed lag.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
 
@@ -381,6 +396,11 @@ void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
   absl::MutexLock lock(&mu_);
   for (const auto& worker : workers) retired_.push_back({worker->stats(), now});
   workers.clear();
+  auto old = std::partition(retired_.begin(), retired_.end(), [&](const Retired& r) {
+    return now - r.stopped_at < kKeepRetired;
+  });
+  for (auto it = old; it != retired_.end(); ++it) AddCounts(*it->stats, retired_totals_);
+  retired_.erase(old, retired_.end());
 }
 
 void Engine::Stop() {
@@ -442,31 +462,31 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
 
 EngineTotals Engine::Totals() const {
   std::vector<std::shared_ptr<const ThreadStats>> all = Threads();
+  EngineTotals t;
   {
     absl::MutexLock lock(&mu_);
+    t = retired_totals_;
     for (const Retired& r : retired_) all.push_back(r.stats);
   }
-  EngineTotals t;
-  for (const auto& s : all) {
-    const int64_t processed = s->processed.load(std::memory_order_relaxed);
-    if (s->role() == ThreadRole::kPrimary) t.consumed += processed;
-    t.processed += processed;
-    t.succeeded += s->succeeded.load(std::memory_order_relaxed);
-    t.failed_attempts += s->failed_attempts.load(std::memory_order_relaxed);
-    t.sent_to_retry += s->sent_to_retry.load(std::memory_order_relaxed);
-    t.dead_lettered += s->dead_lettered.load(std::memory_order_relaxed);
-    t.in_flight += s->in_flight.load(std::memory_order_relaxed);
-    if (s->role() == ThreadRole::kRetry && s->state() != ThreadState::kStopped &&
-        s->state() != ThreadState::kFailed) {
-      t.retry_backlog += s->lag.load(std::memory_order_relaxed) +
-                         s->scheduled.load(std::memory_order_relaxed);
-    }
-  }
+  for (const auto& s : all) AddCounts(*s, t);
+  t.retry_backlog = RetryBacklog();
+  return t;
+}
+
+int64_t Engine::RetryBacklog() const {
   if (const int64_t measured = measured_retry_backlog_.load(std::memory_order_relaxed);
       measured >= 0) {
-    t.retry_backlog = measured;
+    return measured;
   }
-  return t;
+  // Not measured yet: what the running retry threads know of.
+  int64_t backlog = 0;
+  for (const auto& s : Threads()) {
+    if (s->role() == ThreadRole::kRetry) {
+      backlog += s->lag.load(std::memory_order_relaxed) +
+                 s->scheduled.load(std::memory_order_relaxed);
+    }
+  }
+  return backlog;
 }
 
 }  // namespace retryd

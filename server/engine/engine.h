@@ -125,9 +125,11 @@ class Engine {
 
   // Stats of the threads that run now, by id.
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const;
-  // Stats of threads stopped within `window`, by id.
+  // Stats of threads stopped within `window` (at most two minutes), by id.
   std::vector<std::shared_ptr<const ThreadStats>> RecentlyStopped(absl::Duration window) const;
   EngineTotals Totals() const;
+  // EngineTotals::retry_backlog alone, without summing every counter.
+  int64_t RetryBacklog() const;
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
@@ -162,12 +164,14 @@ class Engine {
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::unique_ptr<Worker>> primaries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Worker>> retries_ ABSL_GUARDED_BY(mu_);
-  // Stopped threads, kept for the totals and for RecentlyStopped().
+  // Threads stopped recently, kept for RecentlyStopped(); older ones are
+  // folded into retired_totals_, so a long run keeps no per-thread state.
   struct Retired {
     std::shared_ptr<const ThreadStats> stats;
     absl::Time stopped_at;
   };
   std::vector<Retired> retired_ ABSL_GUARDED_BY(mu_);
+  EngineTotals retired_totals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd

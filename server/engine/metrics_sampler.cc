@@ -75,7 +75,7 @@ void MetricsSampler::SampleOnce() {
                                        stats->end_to_end_latency.TakeMaxMs()};
   };
   for (const auto& stats : engine_.Threads()) add(stats);
-  sample->retry_backlog = engine_.Totals().retry_backlog;
+  sample->retry_backlog = engine_.RetryBacklog();
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
 
   absl::MutexLock lock(&mu_);
