@@ -229,11 +229,9 @@ TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
       << "the failing records did not reach the retry topic";
   const std::vector<uint32_t> before = client_->RetryThreadIds();
 
-  const absl::Time start = absl::Now();
   v1::SetInOrderResponse response;
   const grpc::Status s = client_->SetInOrder(true, true, &response, absl::Milliseconds(1500));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 
   // The engine rolls the drain back before it answers; allow for the answer
   // having been lost to the client's own deadline.
@@ -293,8 +291,7 @@ TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
   auto reader = client_->Watch(context, 100);
   v1::MetricsSnapshot snapshot;
   ASSERT_TRUE(reader->Read(&snapshot));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the first snapshot comes at once";
-  EXPECT_EQ(snapshot.interval_ms(), 0u);
+  EXPECT_EQ(snapshot.interval_ms(), 0u) << "the first snapshot is the one sent at once";
   int64_t last_time = snapshot.time_unix_ms();
   constexpr int kMore = 6;
   for (int i = 0; i < kMore; ++i) {

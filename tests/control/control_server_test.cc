@@ -149,7 +149,7 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
   for (int i = 0; i < 12; ++i) {
     streams.push_back(std::make_unique<Stream>());
     Stream& stream = *streams.back();
-    stream.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+    stream.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
     const uint32_t interval = i % 2 == 0 ? 60'000 : 100;
     readers.emplace_back([&client, &stream, interval] {
       auto reader = client.Watch(stream.context, interval);
@@ -161,15 +161,20 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
       stream.done.Notify();
     });
   }
+  // The first snapshot comes at once, not after the 60 s interval.
   for (auto& stream : streams) {
-    ASSERT_TRUE(stream->first.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(stream->first.WaitForNotificationWithTimeout(absl::Seconds(30)));
   }
 
+  // Neither the streams (deadline 10 min, next snapshot a minute away) nor
+  // the grace period would end by themselves within half the grace: only
+  // Stop() cancelling the streams does.
+  constexpr absl::Duration kGrace = absl::Seconds(120);
   const absl::Time start = absl::Now();
-  server.Stop(/*grace=*/absl::Seconds(30));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "Stop() waited for the streams";
+  server.Stop(kGrace);
+  EXPECT_LT(absl::Now() - start, kGrace / 2) << "Stop() waited for the streams";
   for (auto& stream : streams) {
-    EXPECT_TRUE(stream->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+    EXPECT_TRUE(stream->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
     EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE)
         << stream->status.error_message();
   }
