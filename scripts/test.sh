@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds retryd (via scripts/setup.sh) and runs the whole test suite.
+# Builds retryd (via scripts/setup.sh), runs the whole test suite, then
+# compiles the code again under clang's thread-safety analysis
+# (scripts/thread_safety.sh). Exits non-zero if either fails.
 #
 #   scripts/test.sh [extra ctest args...]     e.g. scripts/test.sh -L unit
 #
@@ -20,9 +22,14 @@ rc=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 300 --no-tests=error "$@" || rc=$?
 
 # ctest has already printed its "N% tests passed, N tests failed out of M" line.
-if ((rc == 0)); then
-  echo "test.sh: PASSED"
-else
+if ((rc != 0)); then
   echo "test.sh: FAILED (ctest exit status $rc)" >&2
+  exit "$rc"
 fi
-exit "$rc"
+
+echo "test.sh: tests passed; checking lock annotations"
+if ! bash "$ROOT/scripts/thread_safety.sh"; then
+  echo "test.sh: FAILED (thread-safety analysis)" >&2
+  exit 1
+fi
+echo "test.sh: PASSED"
