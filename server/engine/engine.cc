@@ -55,6 +55,8 @@ void AddCounts(const ThreadStats& s, EngineTotals& t) {
 
 // How often a drain looks at the retry group's committed lag.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
+// How often a drain logs how much of the retry backlog is left.
+constexpr absl::Duration kDrainProgressLogInterval = absl::Seconds(5);
 
 }  // namespace
 
@@ -329,7 +331,7 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
   };
 
   int64_t initial_lag = -1, lag = -1;
-  absl::Notification never;  // Paces the checks; nothing notifies it.
+  absl::Time last_progress_log = absl::Now();
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -353,6 +355,10 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
         lag = *committed_lag;
         if (initial_lag < 0) initial_lag = lag;
         if (lag == 0) break;
+        if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
+          last_progress_log = absl::Now();
+          LogInfo("engine: drain: ", lag, " of ", initial_lag, " retry records left");
+        }
       } else {
         LogWarning("engine: drain: ", committed_lag.status().message());
       }
@@ -366,7 +372,12 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
           "); nothing changed: retry threads still run and in-order mode is off. Retry with a "
           "longer deadline"));
     }
-    never.WaitForNotificationWithDeadline(std::min(deadline, absl::Now() + kDrainCheckInterval));
+    // Paces the checks; a Stop() during the drain ends the wait at once.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](EngineState* state) { return *state != EngineState::kDraining; },
+                              &state_),
+                          std::min(deadline, absl::Now() + kDrainCheckInterval));
   }
 
   std::vector<std::unique_ptr<Worker>> stopping;

@@ -2,6 +2,7 @@
 // and stopped, the in-order toggle and its conflict rules, drains, metrics.
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -80,7 +81,9 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   ASSERT_TRUE(started.ok()) << started.status();
   ASSERT_EQ(started->size(), 1u);
   for (const auto& s : engine.Threads()) {
-    if (s->id() == (*started)[0]) EXPECT_NE(s->state(), ThreadState::kStarting);
+    if (s->id() == (*started)[0]) {
+      EXPECT_NE(s->state(), ThreadState::kStarting);
+    }
   }
   ASSERT_EQ(RetryThreadIds(engine).size(), 2u);
 
@@ -160,7 +163,22 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   EXPECT_GE(sampler.MaxOver(1, 0, sample->time_ms).processing_ms, 1.0);
 
   sampler.Stop();
+
+  // A drain still waiting for its backlog (each record needs two more
+  // attempts, 3 s apart) ends as soon as the engine stops, not at its
+  // deadline an hour away.
+  started = engine.StartRetryThreads(1, absl::Now() + kJoin);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const int64_t sent = engine.Totals().sent_to_retry;
+  ProduceKeys(topics.input, Keys("doomed-again-", 5));
+  ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= sent + 5; }, kJoin));
+  absl::StatusOr<SetInOrderResult> drain = absl::UnknownError("not run");
+  std::thread drainer([&] { drain = engine.SetInOrder(true, true, absl::Now() + absl::Hours(1)); });
+  ASSERT_TRUE(WaitFor([&] { return engine.state() == EngineState::kDraining; }, kJoin));
   engine.Stop();
+  drainer.join();
+  EXPECT_EQ(drain.status().code(), absl::StatusCode::kAborted) << drain.status();
+  EXPECT_FALSE(engine.in_order());
   EXPECT_EQ(engine.state(), EngineState::kStopped);
   EXPECT_EQ(engine.StartRetryThreads(1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
