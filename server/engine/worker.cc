@@ -341,16 +341,20 @@ void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<Completi
       return;
     }
     sink->SetLastError(std::string(status.message()));
-    absl::MutexLock lock(&sink->redo_mu);
-    // An outage fails every record in flight at once: one line a second.
     const absl::Time now = absl::Now();
-    if (now - sink->last_redo_log >= absl::Seconds(1)) {
-      LogWarning("thread ", sink->id(), ": hand-off to ", out->topic, " failed (",
-                 status.message(), "); sending it again (", sink->redo.size() + 1,
-                 " waiting to be sent again)");
-      sink->last_redo_log = now;
+    const std::string topic = out->topic;
+    size_t waiting = 0;
+    {
+      absl::MutexLock lock(&sink->redo_mu);
+      sink->redo.push_back({std::move(*out), kind, tracker, offset, now + kRedoDelay});
+      waiting = sink->redo.size();
     }
-    sink->redo.push_back({std::move(*out), kind, tracker, offset, now + kRedoDelay});
+    if (int64_t held_back = 0; sink->redo_log.Allow(now, &held_back)) {
+      LogWarning("thread ", sink->id(), ": hand-off to ", topic, " failed (",
+                 status.message(), "); sending it again (", waiting, " waiting to be sent again",
+                 held_back > 0 ? absl::StrCat(", ", held_back, " more since the last line") : "",
+                 ")");
+    }
   };
   absl::Status status = context_.producer->Produce(
       *out, [sink, kind, tracker, offset, on_failure](absl::Status delivery) mutable {

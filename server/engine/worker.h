@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "server/common/log_throttle.h"
 #include "server/engine/backoff.h"
 #include "server/engine/completion_tracker.h"
 #include "server/engine/due_scheduler.h"
@@ -115,9 +116,10 @@ class Worker : public kafka::ConsumerListener {
 
     const int64_t resume_below;  // Back-pressure ends below this many in flight.
     absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
-    absl::Mutex redo_mu;         // Guards redo and last_redo_log.
+    absl::Mutex redo_mu;         // Guards redo.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
-    absl::Time last_redo_log ABSL_GUARDED_BY(redo_mu) = absl::InfinitePast();
+    // An outage fails every record in flight at once: one line a second.
+    LogThrottle redo_log{absl::Seconds(1)};
   };
 
   void Run();

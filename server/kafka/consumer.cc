@@ -138,10 +138,14 @@ void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void*
     }
   }
   if (failed.empty()) return;
-  LogWarning(rd_kafka_name(rk), ": offset commit failed for ", failed.size(), " partitions: ",
-             rd_kafka_err2str(err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : offsets->elems[0].err),
-             "; committing again");
-  static_cast<Consumer*>(opaque)->listener_->OnCommitFailed(failed);
+  auto* self = static_cast<Consumer*>(opaque);
+  if (int64_t held_back = 0; self->commit_failure_log_.Allow(absl::Now(), &held_back)) {
+    LogWarning(rd_kafka_name(rk), ": offset commit failed for ", failed.size(), " partitions: ",
+               rd_kafka_err2str(err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : offsets->elems[0].err),
+               "; committing again",
+               held_back > 0 ? absl::StrCat(" (", held_back, " more since the last line)") : "");
+  }
+  self->listener_->OnCommitFailed(failed);
 }
 
 absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/log_throttle.h"
 #include "server/engine/record.h"
 
 struct rd_kafka_s;
@@ -89,6 +90,8 @@ class Consumer {
 
   ConsumerListener* const listener_;
   rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create().
+  // A rebalance fails every commit in flight at once: one line a second.
+  LogThrottle commit_failure_log_{absl::Seconds(1)};
 };
 
 }  // namespace retryd::kafka
