@@ -18,6 +18,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -78,6 +80,18 @@ bool AllPrimariesFailed(const Engine& engine) {
 }
 
 int Main(int argc, char** argv) {
+  // --help lists the flags of this file (Abseil's default looks for a file
+  // named after the binary); --version prints the release.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage.normalize_filename = [](absl::string_view path) {
+    const size_t at = path.rfind("server/");
+    return std::string(at == absl::string_view::npos ? path : path.substr(at));
+  };
+  usage.version_string = [] { return std::string("retryd " RETRYD_VERSION "\n"); };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "retryd --config FILE [--bootstrap_servers HOSTS] [--listen ADDR] [--demo]\n"
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");

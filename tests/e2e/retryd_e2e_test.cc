@@ -484,6 +484,28 @@ TEST_F(RetrydE2eTest, BadConfigExits2) {
   }
 }
 
+// --help lists retryd's own flags (not Abseil's) with source paths relative
+// to the repository; --version prints the release and exits 0.
+TEST_F(RetrydE2eTest, HelpAndVersion) {
+  {
+    RetrydProcess retryd(Path("help"), {"--help"});
+    ASSERT_TRUE(retryd.started());
+    ASSERT_TRUE(retryd.WaitExit(kExitTimeout).has_value());
+    const std::string help = retryd.Stdout() + retryd.Stderr();
+    for (const char* flag : {"--config", "--bootstrap_servers", "--listen", "--demo"}) {
+      EXPECT_THAT(help, HasSubstr(flag));
+    }
+    EXPECT_THAT(help, HasSubstr("Flags from server/main.cc:"));
+    EXPECT_THAT(help, ::testing::Not(HasSubstr("No flags matched")));
+  }
+  {
+    RetrydProcess retryd(Path("version"), {"--version"});
+    ASSERT_TRUE(retryd.started());
+    EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+    EXPECT_THAT(retryd.Stdout(), ::testing::StartsWith("retryd "));
+  }
+}
+
 // On a real cluster retryd creates no topics: a missing input topic is a
 // runtime failure (status 1) that names it.
 TEST_F(RetrydE2eTest, MissingTopicOnRealClusterExits1) {
