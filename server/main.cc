@@ -181,7 +181,9 @@ int Main(int argc, char** argv) {
       Engine::Create(options, *std::move(processor));
   if (!engine.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(engine.status().message()).c_str());
-    return kExitRuntime;
+    // A Kafka property the engine cannot use is a config error.
+    return engine.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                        : kExitRuntime;
   }
   if (absl::Status s = (*engine)->Start(); !s.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());

@@ -37,7 +37,26 @@ absl::Status Set(rd_kafka_conf_t* conf, const std::string& key, const std::strin
   return absl::OkStatus();
 }
 
+std::string VersionString(int version) {
+  return absl::StrCat((version >> 24) & 0xff, ".", (version >> 16) & 0xff, ".",
+                      (version >> 8) & 0xff);
+}
+
 }  // namespace
+
+absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_version) {
+  constexpr int kFixedIn = 0x020300ff;  // librdkafka 2.3.0
+  if (!absl::StrContains(strategy, "cooperative-sticky") || librdkafka_version >= kFixedIn) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kafka property \"partition.assignment.strategy\": cooperative-sticky is not usable with "
+      "librdkafka ", VersionString(librdkafka_version),
+      ": it aborts the process when a consumer closes before its first assignment (librdkafka "
+      "issue 4312, fixed in ", VersionString(kFixedIn),
+      "), as a retry thread stopped while it joins does; use \"range,roundrobin\" (the default) "
+      "or \"roundrobin\""));
+}
 
 absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
                                  const Properties& enforced) {
@@ -47,6 +66,9 @@ absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Pro
       return absl::InvalidArgumentError(absl::StrCat(
           "kafka property \"", key, "\" is managed by retryd (it must be \"", it->second,
           "\" for the delivery guarantee); remove it from kafka.properties"));
+    }
+    if (key == "partition.assignment.strategy") {
+      if (absl::Status s = CheckAssignmentStrategy(value, rd_kafka_version()); !s.ok()) return s;
     }
     if (absl::Status s = Set(conf.get(), key, value); !s.ok()) return s;
   }

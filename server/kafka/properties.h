@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace retryd::kafka {
 
@@ -31,6 +33,14 @@ using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
 // silently overridden. Also routes librdkafka's log lines to retryd's log.
 absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
                                  const Properties& enforced);
+
+// Checks a partition.assignment.strategy value against the librdkafka
+// version (as rd_kafka_version() returns it): before 2.3.0, a consumer using
+// the cooperative-sticky assignor aborts the whole process when it is closed
+// before its first assignment (librdkafka issue 4312), which a retry thread
+// stopped while it joins, or retryd stopped during start-up, does. MakeConf
+// refuses that combination with this error.
+absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_version);
 
 // Creates a client handle from `conf`, which it consumes on success and on
 // failure alike.

@@ -319,24 +319,12 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
 // Retry threads join and leave their group while records flow: every
 // rebalance revokes partitions with hand-offs in flight, and a stop without
 // grace abandons a thread's uncommitted work. Another thread must redo it.
-// Under both rebalance protocols: eager (librdkafka's default assignors
-// revoke everything) and cooperative (only the moved partitions).
-class RebalanceProtocolTest : public ::testing::TestWithParam<std::string> {};
-
-INSTANTIATE_TEST_SUITE_P(Assignors, RebalanceProtocolTest,
-                         ::testing::Values("range,roundrobin", "cooperative-sticky"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "cooperative-sticky" ? std::string("Cooperative")
-                                                                     : std::string("Eager");
-                         });
-
-TEST_P(RebalanceProtocolTest, RetryThreadsComingAndGoingMidRunLoseNothing) {
+TEST(EngineTest, RetryThreadsComingAndGoingMidRunLoseNothing) {
   const testing::TestTopics topics = CreateTopics("scaling");
   const std::vector<std::string> keys = MixedKeys(4000);
   ProduceKeys(topics.input, keys);
 
   EngineOptions options = TestEngineOptions(topics);
-  options.kafka_properties["partition.assignment.strategy"] = GetParam();
   options.retry.threads = 1;
   options.retry.max_threads = 4;
   // 3 ms per record keeps the primary busy while the retry group changes.
