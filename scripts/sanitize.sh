@@ -7,9 +7,8 @@
 #
 #   scripts/sanitize.sh [extra ctest args...]
 #
-# ThreadSanitizer is not offered: Debian's librdkafka, Abseil and gRPC are
-# not instrumented, so it reports races inside their locks that are not
-# there.
+# ThreadSanitizer is scripts/tsan.sh, for the engine's tests only: Debian's
+# gRPC is not instrumented, so TSan cannot check the control and client tests.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
