@@ -53,6 +53,8 @@ void AddCounts(const ThreadStats& s, EngineTotals& t) {
   t.in_flight += s.in_flight.load(std::memory_order_relaxed);
 }
 
+// How long Start() waits for the metadata of each topic it produces to.
+constexpr absl::Duration kPrepareTopicsTimeout = absl::Seconds(5);
 // How often a drain looks at the retry group's committed lag.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
 // How often a drain logs how much of the retry backlog is left.
@@ -154,6 +156,13 @@ absl::Status Engine::Start() {
   }
   LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
           " retry threads", in_order() ? " (in order)" : "");
+  // So that the first success, retry or dead letter does not wait a second
+  // for the producer to learn its topic. Not fatal: it would learn it later.
+  std::vector<std::string> produced = {options_.retry.topic, options_.dead_letter_topic};
+  if (!options_.output_topic.empty()) produced.push_back(options_.output_topic);
+  if (absl::Status s = producer_->PrepareTopics(produced, kPrepareTopicsTimeout); !s.ok()) {
+    LogWarning("engine: ", s.message());
+  }
   for (int i = 0; i < options_.primary_threads; ++i) {
     absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kPrimary);
     if (!worker.ok()) {

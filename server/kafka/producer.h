@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/functional/any_invocable.h"
@@ -59,6 +60,11 @@ class Producer {
   // Asks the cluster for its brokers; OK if it answered within `timeout`.
   // Blocks the caller; safe from any thread.
   absl::Status Ping(absl::Duration timeout) const;
+
+  // Fetches the metadata of `topics` now. Without it, the first record to a
+  // topic waits for librdkafka's once-a-second scan of unknown topics. Blocks
+  // the caller up to `timeout` per topic; safe from any thread.
+  absl::Status PrepareTopics(const std::vector<std::string>& topics, absl::Duration timeout) const;
 
   // A fatal producer error (e.g. the idempotent sequence is broken), or OK.
   absl::Status FatalError() const;
