@@ -21,7 +21,9 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
   absl::StatusOr<ConfPtr> conf = MakeConf(
       bootstrap_servers, user,
       {{"enable.auto.commit", "false"}, {"enable.partition.eof", "false"},
-       {"group.id", "retryd-topic-reader"}});
+       {"group.id", "retryd-topic-reader"},
+       // A position that went out of range is reported, never skipped over.
+       {"auto.offset.reset", "error"}});
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
@@ -81,6 +83,12 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
     }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk->get(), std::min(100, remaining_ms()));
     if (m == nullptr) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+      const std::string what = rd_kafka_message_errstr(m);
+      rd_kafka_message_destroy(m);
+      (void)rd_kafka_consumer_close(rk->get());  // Never commits; see above.
+      return absl::DataLossError(absl::StrCat("reading ", topic, ": ", what));
+    }
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition < partitions) {
       const int p = m->partition;
       if (m->offset < high[p]) by_partition[p].push_back(ToRecord(m));

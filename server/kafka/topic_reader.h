@@ -16,7 +16,9 @@
 namespace retryd::kafka {
 
 // Records in partition order, offset order within a partition.
-// DeadlineExceeded if they could not all be read within `timeout`.
+// DeadlineExceeded if they could not all be read within `timeout`; DataLoss
+// if a partition's position fell out of range while reading (the records
+// there are gone), rather than silently skipping them.
 absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
                                               const std::map<std::string, std::string>& properties,
                                               const std::string& topic, absl::Duration timeout);

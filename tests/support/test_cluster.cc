@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "server/common/logging.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topic_reader.h"
 
@@ -54,8 +55,10 @@ EngineOptions TestEngineOptions(const TestTopics& topics) {
   o.kafka_properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"},
                         {"topic.metadata.refresh.interval.ms", "1000"}};
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
+  // The lines come at debug level, so that level is switched on too.
   if (const char* debug = std::getenv("RETRYD_KAFKA_DEBUG"); debug != nullptr && *debug != 0) {
     o.kafka_properties["debug"] = debug;
+    SetMinLogLevel(LogLevel::kDebug);
   }
   return o;
 }
