@@ -7,6 +7,7 @@
 #define RETRYD_SERVER_COMMON_LOG_THROTTLE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +26,9 @@ class LogThrottle {
   // first call at least one interval after the last line let through. On
   // true, *held_back is how many calls were refused since that last line.
   bool Allow(absl::Time now, int64_t* held_back);
+
+  // " (N more since the last line)" to end a line with, or "" if N is 0.
+  static std::string HeldBackNote(int64_t held_back);
 
  private:
   const absl::Duration interval_;

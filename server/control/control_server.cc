@@ -9,7 +9,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -17,9 +16,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
+#include "server/common/listen_address.h"
 #include "server/common/logging.h"
 
 namespace retryd::control {
@@ -110,36 +109,8 @@ bool IsLoopback(const std::string& address) {
 }  // namespace
 
 absl::Status ValidateListenAddress(const std::string& address) {
-  if (IsUnix(address)) {
-    if (address.size() == 5) {
-      return absl::InvalidArgumentError(
-          "listen address: \"unix:\" needs a socket path, e.g. \"unix:/run/retryd.sock\"");
-    }
-    return absl::OkStatus();
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen address: must be host:port (e.g. \"127.0.0.1:50051\") or unix:<path>, got \"",
-        address, "\""));
-  }
-  const std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address: the host is missing in \"", address,
-                     "\"; use 0.0.0.0 or [::] to listen on every interface"));
-  }
-  if (absl::StrContains(host, ':') && !(host.front() == '[' && host.back() == ']')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen address: an IPv6 host must be in brackets, e.g. \"[::1]:50051\", got \"", address,
-        "\""));
-  }
-  uint32_t port_number = 0;
-  if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(port, &port_number) || port_number > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("listen address: the port in \"", address,
-                                                   "\" must be a number from 0 to 65535"));
+  if (std::optional<std::string> problem = ListenAddressProblem(address)) {
+    return absl::InvalidArgumentError(absl::StrCat("listen address: ", *problem));
   }
   return absl::OkStatus();
 }
@@ -149,10 +120,25 @@ ControlServer::ControlServer(Engine& engine) : engine_(engine) {}
 ControlServer::~ControlServer() { Stop(); }
 
 absl::Status ControlServer::Start(ControlServerOptions options) {
-  absl::MutexLock lock(&mu_);
-  if (phase_ != Phase::kNew) {
-    return absl::FailedPreconditionError("the control server was started before; it runs once");
+  // The phase is claimed under the lock; binding, starting gRPC's threads
+  // and, on failure, tearing them down and resolving the address happen
+  // without it.
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kNew) {
+      return absl::FailedPreconditionError("the control server was started before; it runs once");
+    }
+    phase_ = Phase::kStarting;
   }
+  absl::Status started = StartUnlocked(std::move(options));
+  if (!started.ok()) {
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kNew;  // As before the call: nothing was started.
+  }
+  return started;
+}
+
+absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   if (absl::Status s = ValidateListenAddress(options.listen_address); !s.ok()) return s;
   if (options.auth_token.has_value() && options.auth_token->empty()) {
     return absl::InvalidArgumentError("auth token: must not be empty");
@@ -174,7 +160,7 @@ absl::Status ControlServer::Start(ControlServerOptions options) {
   auto sampler = std::make_unique<MetricsSampler>(engine_, options.sample_tick);
   sampler->Start();
   ControlServiceOptions service_options;
-  service_options.config = options.config;
+  service_options.config = std::move(options.config);
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
   auto service = std::make_unique<ControlService>(
@@ -214,6 +200,7 @@ absl::Status ControlServer::Start(ControlServerOptions options) {
                " without TLS: the token crosses the network in clear; set control.tls_cert_file "
                "and control.tls_key_file");
   }
+  absl::MutexLock lock(&mu_);
   address_ = unix_socket
                  ? options.listen_address
                  : absl::StrCat(options.listen_address.substr(0, options.listen_address.rfind(':')),
@@ -239,6 +226,9 @@ void ControlServer::Stop(absl::Duration grace) {
   std::string address;
   {
     absl::MutexLock lock(&mu_);
+    // A Start() in progress finishes first, so that what it starts is stopped.
+    mu_.Await(absl::Condition(
+        +[](Phase* phase) { return *phase != Phase::kStarting; }, &phase_));
     if (phase_ != Phase::kRunning) return;
     phase_ = Phase::kStopped;
     server = std::move(server_);

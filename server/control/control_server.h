@@ -105,6 +105,9 @@ class ControlServer {
 
  private:
   // The prober thread: probes, then reports through `health` on change.
+  // Start() after it claimed the kStarting phase: validates, binds and
+  // starts without holding mu_, and publishes the result under it.
+  absl::Status StartUnlocked(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
   void ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
                  absl::Duration timeout);
 
@@ -114,7 +117,8 @@ class ControlServer {
   absl::Notification stop_probing_;
 
   mutable absl::Mutex mu_;  // Guards the fields below; never held while stopping them.
-  enum class Phase { kNew, kRunning, kStopped } phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
+  enum class Phase { kNew, kStarting, kRunning, kStopped };
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);

@@ -16,10 +16,6 @@
 #include "server/control/proto_convert.h"
 #include "server/control/status.h"
 
-#ifndef RETRYD_VERSION
-#define RETRYD_VERSION "unknown"
-#endif
-
 namespace retryd::control {
 namespace {
 
@@ -29,10 +25,6 @@ constexpr int kMaxIdsPerRequest = 1024;
 // The most a blocking call's engine deadline is brought forward, so that the
 // engine's answer still reaches the client in time.
 constexpr absl::Duration kMaxDeadlineMargin = absl::Milliseconds(100);
-
-bool Ended(ThreadState state) {
-  return state == ThreadState::kStopped || state == ThreadState::kFailed;
-}
 
 // Checks a repeated thread-id field and converts it to the engine's ids.
 absl::StatusOr<std::vector<int>> ThreadIds(const google::protobuf::RepeatedField<uint32_t>& field) {
@@ -157,7 +149,7 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
     const int cap = engine_.options().retry.max_threads;
     int running = 0;
     for (const auto& stats : engine_.Threads()) {
-      running += stats->role() == ThreadRole::kRetry && !Ended(stats->state());
+      running += stats->role() == ThreadRole::kRetry && !IsEnded(stats->state());
     }
     const int room = std::max(0, cap - running);
     if (request->count() < 1 || request->count() > room) {

@@ -8,10 +8,6 @@
 namespace retryd::control {
 namespace {
 
-bool Ended(ThreadState state) {
-  return state == ThreadState::kStopped || state == ThreadState::kFailed;
-}
-
 const ThreadSample* FindThread(const EngineSample* sample, int id) {
   if (sample == nullptr) return nullptr;
   for (const ThreadSample& t : sample->threads) {
@@ -47,7 +43,7 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
   for (const ThreadSample& thread : current_->threads) {
     present.insert(thread.id);
     if (!filter_.empty() && !filter_.contains(thread.id)) continue;
-    if (Ended(thread.state)) {
+    if (IsEnded(thread.state)) {
       // Once, and only if it ended while this stream watched.
       if (reported_ended_.contains(thread.id) || thread.state_since_ms < watch_start_ms_) continue;
       reported_ended_.insert(thread.id);

@@ -53,7 +53,7 @@ void AddCounts(const ThreadStats& s, EngineTotals& t) {
   t.in_flight += s.in_flight.load(std::memory_order_relaxed);
 }
 
-// How long Start() waits for the metadata of each topic it produces to.
+// How long Start() waits, in all, for the metadata of the topics it produces to.
 constexpr absl::Duration kPrepareTopicsTimeout = absl::Seconds(5);
 // How often a drain looks at the retry group's committed lag.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
@@ -220,21 +220,19 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
     return failure;
   }
   std::vector<int> ids;
+  // Joining the group takes a rebalance; the caller may wait for it, on the
+  // threads' stats, which stay valid whatever happens to the workers.
+  std::vector<std::shared_ptr<const ThreadStats>> stats;
   {
     absl::MutexLock lock(&mu_);
     for (auto& worker : started) {
       ids.push_back(worker->id());
+      stats.push_back(worker->stats());
       retries_.push_back(std::move(worker));
     }
     control_busy_ = false;
   }
   LogInfo("engine: started retry threads ", IdList(ids));
-  // Joining the group takes a rebalance; the caller may wait for it, on the
-  // threads' stats, which stay valid whatever happens to the workers.
-  std::vector<std::shared_ptr<const ThreadStats>> stats;
-  for (const auto& s : Threads()) {
-    if (std::find(ids.begin(), ids.end(), s->id()) != ids.end()) stats.push_back(s);
-  }
   for (const auto& s : stats) s->joined.WaitForNotificationWithDeadline(deadline);
   return ids;
 }

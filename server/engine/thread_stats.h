@@ -35,6 +35,11 @@ enum class ThreadState {
   kFailed,          // Stopped by an error it could not recover from.
 };
 
+// Stopped or failed: the thread has exited and does no more work.
+inline bool IsEnded(ThreadState state) {
+  return state == ThreadState::kStopped || state == ThreadState::kFailed;
+}
+
 const char* ThreadRoleName(ThreadRole role);
 const char* ThreadStateName(ThreadState state);
 

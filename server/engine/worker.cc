@@ -88,6 +88,8 @@ absl::Status Worker::Start() {
 void Worker::RequestStop(bool graceful) {
   graceful_.store(graceful, std::memory_order_relaxed);
   stop_requested_.store(true, std::memory_order_release);
+  // Wakes a WaitForAcks in progress, which re-checks stop_requested_.
+  absl::MutexLock lock(&sink_->flight_mu);
 }
 
 void Worker::Join() {
@@ -209,26 +211,27 @@ void Worker::HandleConsumed(Record record) {
   }
 }
 
-void Worker::RecordEndToEnd(const HeldRecord& held) {
+void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
   if (held.record.timestamp_ms < 0) return;
-  sink_->end_to_end_latency.Record(absl::Milliseconds(NowMs() - held.record.timestamp_ms));
+  sink_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
 }
 
 void Worker::Attempt(HeldRecord held) {
   sink_->processed.fetch_add(1, std::memory_order_relaxed);
   const absl::Time started = absl::Now();
   Outcome outcome = context_.processor->Process(held.record, held.attempt);
-  sink_->processing_latency.Record(absl::Now() - started);
+  const absl::Time finished = absl::Now();  // One clock read for both latencies.
+  sink_->processing_latency.Record(finished - started);
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
       sink_->succeeded.fetch_add(1, std::memory_order_relaxed);
-      RecordEndToEnd(held);
+      RecordEndToEnd(held, finished);
       OnSuccess(held);
       return;
     case Outcome::Kind::kPermanent:
       sink_->failed_attempts.fetch_add(1, std::memory_order_relaxed);
       sink_->SetLastError(outcome.reason);
-      RecordEndToEnd(held);
+      RecordEndToEnd(held, finished);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
@@ -261,7 +264,7 @@ void Worker::OnSuccess(const HeldRecord& held) {
 void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   const RetryOptions& retry = context_.options->retry;
   if (held.attempt >= retry.max_attempts) {
-    RecordEndToEnd(held);
+    RecordEndToEnd(held, absl::Now());
     DeadLetter(held, absl::StrCat(reason, " (gave up after attempt ", held.attempt, " of ",
                                   retry.max_attempts, ")"));
     return;
@@ -351,9 +354,8 @@ void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<Completi
     }
     if (int64_t held_back = 0; sink->redo_log.Allow(now, &held_back)) {
       LogWarning("thread ", sink->id(), ": hand-off to ", topic, " failed (",
-                 status.message(), "); sending it again (", waiting, " waiting to be sent again",
-                 held_back > 0 ? absl::StrCat(", ", held_back, " more since the last line") : "",
-                 ")");
+                 status.message(), "); sending it again (", waiting, " waiting to be sent again)",
+                 LogThrottle::HeldBackNote(held_back));
     }
   };
   absl::Status status = context_.producer->Produce(
@@ -440,16 +442,17 @@ void Worker::ReconcilePauses() {
     backpressure_ = false;
   }
   std::vector<TopicPartition> pause, resume;
+  const int64_t lookahead = context_.options->retry.lookahead;
+  const bool input_paused =
+      role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
   for (const auto& [tp, tracker] : trackers_) {
     // In order, records behind a held one wait in `waiting_` rather than
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    const int64_t lookahead = context_.options->retry.lookahead;
-    bool want = backpressure_;
+    bool want = backpressure_ || input_paused;
     if (role_ == ThreadRole::kPrimary) {
-      want = want || HeldCount(tp) >= lookahead ||
-             context_.input_paused->load(std::memory_order_relaxed);
+      want = want || HeldCount(tp) >= lookahead;
     } else {
       want = want || static_cast<int64_t>(scheduler_.CountFor(tp)) >= lookahead;
     }

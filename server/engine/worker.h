@@ -30,7 +30,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/common/log_throttle.h"
 #include "server/engine/backoff.h"
@@ -125,7 +124,7 @@ class Worker : public kafka::ConsumerListener {
   void Run();
   void HandleConsumed(Record record);
   void Attempt(HeldRecord held);
-  void RecordEndToEnd(const HeldRecord& held);
+  void RecordEndToEnd(const HeldRecord& held, absl::Time now);
   void OnSuccess(const HeldRecord& held);
   void OnRetriableFailure(HeldRecord held, std::string reason);
   void DeadLetter(const HeldRecord& held, std::string reason);

@@ -142,8 +142,7 @@ void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void*
   if (int64_t held_back = 0; self->commit_failure_log_.Allow(absl::Now(), &held_back)) {
     LogWarning(rd_kafka_name(rk), ": offset commit failed for ", failed.size(), " partitions: ",
                rd_kafka_err2str(err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : offsets->elems[0].err),
-               "; committing again",
-               held_back > 0 ? absl::StrCat(" (", held_back, " more since the last line)") : "");
+               "; committing again", LogThrottle::HeldBackNote(held_back));
   }
   self->listener_->OnCommitFailed(failed);
 }

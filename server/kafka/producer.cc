@@ -159,20 +159,13 @@ absl::Status Producer::PrepareTopics(const std::vector<std::string>& topics,
   if (rk_ == nullptr || closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("producer is closed");
   }
+  // One deadline for all of them: start-up waits `timeout` at most.
+  const absl::Time deadline = absl::Now() + timeout;
   for (const std::string& topic : topics) {
-    rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_, topic.c_str(), nullptr);
-    if (rkt == nullptr) {
-      return KafkaError(rd_kafka_last_error(), absl::StrCat("topic handle for ", topic));
+    if (absl::StatusOr<int> partitions = PartitionCount(rk_, topic, deadline - absl::Now());
+        !partitions.ok()) {
+      return partitions.status();
     }
-    const rd_kafka_metadata_t* metadata = nullptr;
-    const rd_kafka_resp_err_t err = rd_kafka_metadata(
-        rk_, /*all_topics=*/0, rkt, &metadata, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
-    // librdkafka keeps the topic and its metadata after the handle goes.
-    rd_kafka_topic_destroy(rkt);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return KafkaError(err, absl::StrCat("metadata request for ", topic));
-    }
-    rd_kafka_metadata_destroy(metadata);
   }
   return absl::OkStatus();
 }

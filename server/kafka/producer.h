@@ -58,12 +58,12 @@ class Producer {
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
   // Asks the cluster for its brokers; OK if it answered within `timeout`.
-  // Blocks the caller; safe from any thread.
+  // Blocks the caller; any thread, but not concurrently with or after Close().
   absl::Status Ping(absl::Duration timeout) const;
 
   // Fetches the metadata of `topics` now. Without it, the first record to a
   // topic waits for librdkafka's once-a-second scan of unknown topics. Blocks
-  // the caller up to `timeout` per topic; safe from any thread.
+  // the caller up to `timeout` in all. Not concurrently with or after Close().
   absl::Status PrepareTopics(const std::vector<std::string>& topics, absl::Duration timeout) const;
 
   // A fatal producer error (e.g. the idempotent sequence is broken), or OK.

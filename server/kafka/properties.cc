@@ -1,5 +1,7 @@
 #include "server/kafka/properties.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -78,6 +80,32 @@ absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Pro
   if (absl::Status s = Set(conf.get(), "bootstrap.servers", bootstrap_servers); !s.ok()) return s;
   rd_kafka_conf_set_log_cb(conf.get(), LogCallback);
   return conf;
+}
+
+absl::StatusOr<int> PartitionCount(rd_kafka_t* rk, const std::string& topic,
+                                   absl::Duration timeout) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  if (rkt == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("topic handle for ", topic, ": ",
+                                                   rd_kafka_err2str(rd_kafka_last_error())));
+  }
+  const rd_kafka_metadata_t* metadata = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(
+      rk, /*all_topics=*/0, rkt, &metadata,
+      static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+  // librdkafka keeps the topic and its metadata after the handle goes.
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::UnavailableError(absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
+  }
+  const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
+  const rd_kafka_resp_err_t topic_err =
+      metadata->topic_cnt == 1 ? metadata->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  rd_kafka_metadata_destroy(metadata);
+  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::NotFoundError(absl::StrCat("topic ", topic, ": ", rd_kafka_err2str(topic_err)));
+  }
+  return partitions;
 }
 
 absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf) {

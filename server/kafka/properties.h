@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace retryd::kafka {
 
@@ -41,6 +42,12 @@ absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Pro
 // stopped while it joins, or retryd stopped during start-up, does. MakeConf
 // refuses that combination with this error.
 absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_version);
+
+// Asks the cluster for `topic`'s metadata and returns its partition count.
+// Unavailable if the request failed, NotFound if the cluster reports an
+// error for the topic (unknown, not authorised). Blocks up to `timeout`.
+absl::StatusOr<int> PartitionCount(rd_kafka_t* rk, const std::string& topic,
+                                   absl::Duration timeout);
 
 // Creates a client handle from `conf`, which it consumes on success and on
 // failure alike.

@@ -29,20 +29,11 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
   if (!rk.ok()) return rk.status();
   rd_kafka_poll_set_consumer(rk->get());
 
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr);
-  const rd_kafka_metadata_t* metadata = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, rkt, &metadata, remaining_ms());
-  rd_kafka_topic_destroy(rkt);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::UnavailableError(absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
-  }
-  const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
-  const rd_kafka_resp_err_t topic_err =
-      metadata->topic_cnt == 1 ? metadata->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-  rd_kafka_metadata_destroy(metadata);
-  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::NotFoundError(absl::StrCat("topic ", topic, ": ", rd_kafka_err2str(topic_err)));
-  }
+  absl::StatusOr<int> partition_count =
+      PartitionCount(rk->get(), topic, absl::Milliseconds(remaining_ms()));
+  if (!partition_count.ok()) return partition_count.status();
+  const int partitions = *partition_count;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
 
   std::vector<int64_t> low(partitions, 0), high(partitions, 0);
   rd_kafka_topic_partition_list_t* assignment = rd_kafka_topic_partition_list_new(partitions);

@@ -74,15 +74,11 @@ absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
     return static_cast<int>(
         std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
   };
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_, topic_.c_str(), nullptr);
-  const rd_kafka_metadata_t* metadata = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(rk_, 0, rkt, &metadata, remaining_ms());
-  rd_kafka_topic_destroy(rkt);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::UnavailableError(absl::StrCat("metadata for ", topic_, ": ", rd_kafka_err2str(err)));
-  }
-  const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
-  rd_kafka_metadata_destroy(metadata);
+  absl::StatusOr<int> partition_count =
+      PartitionCount(rk_, topic_, absl::Milliseconds(remaining_ms()));
+  if (!partition_count.ok()) return partition_count.status();
+  const int partitions = *partition_count;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
 
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
       list(rd_kafka_topic_partition_list_new(partitions), rd_kafka_topic_partition_list_destroy);
