@@ -1,7 +1,6 @@
 #include "client/retryd_client.h"
 
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>

@@ -20,6 +20,9 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev libabsl-dev libgtest-dev libgmock-dev
   kcat python3-kafka
+  # The TLS tests make their certificates with it; scripts/thread_safety.sh
+  # (run by scripts/test.sh) compiles with clang.
+  openssl clang
 )
 
 say() { printf 'setup.sh: %s\n' "$*"; }

@@ -348,10 +348,16 @@ TEST(RetryctlWatchTest, InterruptEndsTheWatchWithExitZero) {
   Interrupt interrupt;
   RunResult run{-1, "", ""};
   std::thread retryctl([&] { run = RunAgainst(fake, {"watch"}, {}, false, &interrupt); });
-  ASSERT_TRUE(fake.first_snapshot_written().WaitForNotificationWithTimeout(kWait));
-  // The watch is attached before its call reaches the server.
-  EXPECT_TRUE(interrupt.Trigger());
+  // Ended and joined before asserting, so a failure cannot leave it joinable.
+  const bool written = fake.first_snapshot_written().WaitForNotificationWithTimeout(kWait);
+  if (written) {
+    // The watch is attached before its call reaches the server.
+    EXPECT_TRUE(interrupt.Trigger());
+  } else {
+    fake.Shutdown();
+  }
   retryctl.join();
+  ASSERT_TRUE(written);
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.err, "");
   EXPECT_TRUE(fake.watch_cancelled().WaitForNotificationWithTimeout(kWait));

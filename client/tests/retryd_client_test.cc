@@ -226,9 +226,11 @@ TEST(RetrydClientWatchTest, CancelFromAnotherThreadEndsTheWatchWithOk) {
       return true;
     });
   });
-  ASSERT_TRUE(got_snapshot.WaitForNotificationWithTimeout(kWait));
+  // Ended and joined before asserting, so a failure cannot leave it joinable.
+  const bool got = got_snapshot.WaitForNotificationWithTimeout(kWait);
   client->Cancel();
   watcher.join();
+  ASSERT_TRUE(got);
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_TRUE(fake.watch_cancelled().WaitForNotificationWithTimeout(kWait));
 
@@ -265,9 +267,10 @@ TEST(RetrydClientWatchTest, ServerShutdownEndsAnOpenStream) {
       return true;
     });
   });
-  ASSERT_TRUE(got_snapshot.WaitForNotificationWithTimeout(kWait));
+  const bool got = got_snapshot.WaitForNotificationWithTimeout(kWait);
   fake.Shutdown();
   watcher.join();
+  ASSERT_TRUE(got);
   // Not hidden as OK: the client did not cancel.
   EXPECT_FALSE(status.ok());
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -399,6 +400,13 @@ TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
       log.status = reader->Finish();
     });
   }
+  // Whatever assertion fails below, the watchers end and are joined.
+  absl::Cleanup end_watchers = [&] {
+    for (auto& context : contexts) context->TryCancel();
+    for (std::thread& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  };
   auto all_saw = [&](uint32_t id, bool stopped) {
     return std::all_of(logs.begin(), logs.end(), [&](const auto& log) {
       absl::MutexLock lock(&log->mu);
@@ -434,8 +442,7 @@ TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
         return true;
       },
       absl::Seconds(20)));
-  for (auto& context : contexts) context->TryCancel();
-  for (std::thread& t : threads) t.join();
+  std::move(end_watchers).Invoke();
 
   for (int i = 0; i < kWatchers; ++i) {
     WatcherLog& log = *logs[i];

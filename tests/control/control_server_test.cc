@@ -161,6 +161,13 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
       stream.done.Notify();
     });
   }
+  // If an assertion below fails, the streams are cancelled and joined.
+  absl::Cleanup end_readers = [&] {
+    for (auto& stream : streams) stream->context.TryCancel();
+    for (std::thread& t : readers) {
+      if (t.joinable()) t.join();
+    }
+  };
   // The first snapshot comes at once, not after the 60 s interval.
   for (auto& stream : streams) {
     ASSERT_TRUE(stream->first.WaitForNotificationWithTimeout(absl::Seconds(30)));
@@ -178,7 +185,7 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
     EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE)
         << stream->status.error_message();
   }
-  for (std::thread& t : readers) t.join();
+  std::move(end_readers).Invoke();
   v1::GetStatusResponse status;
   EXPECT_EQ(client.GetStatus(&status, absl::Seconds(2)).error_code(),
             grpc::StatusCode::UNAVAILABLE);

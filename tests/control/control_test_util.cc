@@ -6,11 +6,9 @@
 #include <grpcpp/support/sync_stream.h>
 #include <stdlib.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"

@@ -625,7 +625,6 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
 
   r = run({"threads", "start", "1"});
   ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
-  const std::string started = r.out;
 
   r = run({"inorder", "on"});
   EXPECT_TRUE(ExitedWith(r.status, 1));

@@ -1,6 +1,5 @@
 // Runtime control of the engine over the mock cluster: retry threads started
 // and stopped, the in-order toggle and its conflict rules, drains, metrics.
-#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,9 +173,12 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= sent + 5; }, kJoin));
   absl::StatusOr<SetInOrderResult> drain = absl::UnknownError("not run");
   std::thread drainer([&] { drain = engine.SetInOrder(true, true, absl::Now() + absl::Hours(1)); });
-  ASSERT_TRUE(WaitFor([&] { return engine.state() == EngineState::kDraining; }, kJoin));
+  // Stopped and joined before asserting: a failed ASSERT must not leave the
+  // thread joinable.
+  const bool draining = WaitFor([&] { return engine.state() == EngineState::kDraining; }, kJoin);
   engine.Stop();
   drainer.join();
+  ASSERT_TRUE(draining);
   EXPECT_EQ(drain.status().code(), absl::StatusCode::kAborted) << drain.status();
   EXPECT_FALSE(engine.in_order());
   EXPECT_EQ(engine.state(), EngineState::kStopped);

@@ -15,7 +15,9 @@ TEST(LatencyHistogramTest, BucketsAreMonotonicAndAbout19PercentWide) {
     last = bucket;
     const double upper_ms = LatencyHistogram::BucketUpperMs(bucket);
     EXPECT_GE(upper_ms * 1000, static_cast<double>(micros)) << micros;
-    if (micros >= 8) EXPECT_LE(upper_ms * 1000, micros * 1.26) << micros;
+    if (micros >= 8) {
+      EXPECT_LE(upper_ms * 1000, micros * 1.26) << micros;
+    }
   }
   EXPECT_EQ(LatencyHistogram::BucketOf(0), 0);
   EXPECT_EQ(LatencyHistogram::BucketOf(int64_t{1} << 62), LatencyHistogram::kBuckets - 1);
