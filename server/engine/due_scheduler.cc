@@ -40,16 +40,23 @@ size_t DueScheduler::CountFor(const TopicPartition& tp) const {
   return it == counts_.end() ? 0 : it->second;
 }
 
-size_t DueScheduler::DropPartition(const TopicPartition& tp) {
+std::vector<HeldRecord> DueScheduler::TakePartition(const TopicPartition& tp) {
+  std::vector<HeldRecord> taken;
   auto it = counts_.find(tp);
-  if (it == counts_.end()) return 0;
-  const size_t dropped = it->second;
+  if (it == counts_.end()) return taken;
   counts_.erase(it);
-  std::erase_if(heap_, [&tp](const Entry& e) { return e.held.source == tp; });
+  auto mine = std::partition(heap_.begin(), heap_.end(),
+                             [&tp](const Entry& e) { return !(e.held.source == tp); });
+  // Earliest first, as PopDue would hand them out.
+  std::sort(mine, heap_.end(), [](const Entry& a, const Entry& b) { return Later(b, a); });
+  for (auto e = mine; e != heap_.end(); ++e) taken.push_back(std::move(e->held));
+  heap_.erase(mine, heap_.end());
   // (due_ms, seq) keys are unchanged, so FIFO among equal due times survives
   // the rebuild.
   std::make_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
-  return dropped;
+  return taken;
 }
+
+size_t DueScheduler::DropPartition(const TopicPartition& tp) { return TakePartition(tp).size(); }
 
 }  // namespace retryd

@@ -55,7 +55,11 @@ class DueScheduler {
   // Records held whose `source` is `tp`.
   size_t CountFor(const TopicPartition& tp) const;
 
-  // Removes every record whose `source` is `tp`; returns how many. O(n).
+  // Removes every record whose `source` is `tp` and returns them, earliest
+  // due first (FIFO among equal due times). O(n log n).
+  std::vector<HeldRecord> TakePartition(const TopicPartition& tp);
+
+  // Removes every record whose `source` is `tp`; returns how many.
   size_t DropPartition(const TopicPartition& tp);
 
  private:

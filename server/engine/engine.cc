@@ -203,6 +203,12 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
       return invalid;
     }
   }
+  std::vector<Worker*> running;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& worker : retries_) running.push_back(worker.get());
+  }
+  CheckpointRetryThreads(running, deadline);
   std::vector<std::unique_ptr<Worker>> started;
   absl::Status failure;
   for (int i = 0; i < count && failure.ok(); ++i) {
@@ -214,6 +220,7 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
     }
   }
   if (!failure.ok()) {
+    for (Worker* worker : running) worker->CancelCheckpoint();
     StopWorkers(started, /*graceful=*/true);
     Retire(started);
     EndControl();
@@ -277,8 +284,15 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int> ids,
                                                                 bool graceful) {
   std::vector<std::unique_ptr<Worker>> stopping;
+  // A thread stopped without grace leaves without committing; the others
+  // still prepare for the rebalance its leaving causes.
+  std::vector<Worker*> checkpointed;
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& worker : retries_) {
+      const bool leaves = std::find(ids.begin(), ids.end(), worker->id()) != ids.end();
+      if (graceful || !leaves) checkpointed.push_back(worker.get());
+    }
     for (auto it = retries_.begin(); it != retries_.end();) {
       if (std::find(ids.begin(), ids.end(), (*it)->id()) != ids.end()) {
         stopping.push_back(std::move(*it));
@@ -288,6 +302,7 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int>
       }
     }
   }
+  CheckpointRetryThreads(checkpointed, absl::InfiniteFuture());
   StopWorkers(stopping, graceful);
   Retire(stopping);
   LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
@@ -403,6 +418,18 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
   return SetInOrderResult{true, ids, std::max<int64_t>(0, initial_lag)};
 }
 
+void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
+  if (workers.empty()) return;
+  deadline = std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms));
+  for (Worker* worker : workers) worker->RequestCheckpoint();
+  for (Worker* worker : workers) {
+    if (!worker->AwaitCheckpoint(deadline)) {
+      LogWarning("engine: retry thread ", worker->id(),
+                 " did not commit before the rebalance in time; it may repeat some records");
+    }
+  }
+}
+
 void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful) {
   // All at once, so their group leaves overlap instead of rebalancing in turn.
   for (auto& worker : workers) worker->RequestStop(graceful);
@@ -441,6 +468,9 @@ void Engine::Stop() {
   LogInfo("engine: stopping");
   input_paused_.store(false, std::memory_order_relaxed);
   StopWorkers(primaries, /*graceful=*/true);
+  std::vector<Worker*> leaving;
+  for (const auto& worker : retries) leaving.push_back(worker.get());
+  CheckpointRetryThreads(leaving, absl::InfiniteFuture());
   StopWorkers(retries, /*graceful=*/true);
   producer_->Close(absl::Milliseconds(options_.shutdown_timeout_ms));
   Retire(primaries);

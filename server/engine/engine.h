@@ -138,6 +138,11 @@ class Engine {
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
   static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful);
+  // Before the retry group's membership changes on purpose: each of
+  // `workers` hands back what it holds, commits, and waits for the
+  // rebalance (Worker::RequestCheckpoint), so the rebalance repeats nothing.
+  // Waits until `deadline` (at most shutdown_timeout_ms) for them.
+  void CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline);
   void Retire(std::vector<std::unique_ptr<Worker>>& workers) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Control operations run one at a time: Begin waits (up to `deadline`)

@@ -92,6 +92,9 @@ class ThreadStats {
   std::atomic<int64_t> sent_to_retry{0};   // Records acknowledged by the retry topic.
   std::atomic<int64_t> dead_lettered{0};   // Records acknowledged by the DLQ.
   std::atomic<int64_t> commits{0};         // Successful offset commits.
+  // Retry records due later than retry.backoff.max_ms from when they were
+  // read, brought forward to that.
+  std::atomic<int64_t> due_clamped{0};
   // Gauges.
   std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};  // Records held until their due time.

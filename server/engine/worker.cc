@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
+#include "server/engine/partition_state.h"
 #include "server/engine/retry_headers.h"
 
 namespace retryd {
@@ -14,7 +15,15 @@ namespace {
 
 constexpr absl::Duration kMaxPollWait = absl::Milliseconds(200);
 constexpr absl::Duration kRedoDelay = absl::Seconds(1);
-constexpr size_t kMaxDuePerRound = 256;
+// How long an assignment may wait for the group's committed metadata.
+constexpr absl::Duration kCommittedTimeout = absl::Seconds(10);
+// A quiesced retry thread resumes on its own after this long, should the
+// rebalance it was quiesced for never come.
+constexpr absl::Duration kMaxQuiesce = absl::Seconds(60);
+// How long one round may process held records before the thread polls
+// again (heartbeats and max.poll.interval.ms depend on it). A round may
+// overrun by one processor call.
+constexpr absl::Duration kMaxRound = absl::Milliseconds(200);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -112,9 +121,10 @@ void Worker::Run() {
   next_commit_ = absl::Now() + commit_interval;
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
+    ServeCheckpoint();
     DrainRedo(/*force=*/false);
     WaitForAcks();
-    ProcessDue(NowMs());
+    if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
     if (absl::Now() >= next_commit_) {
       Commit(/*sync=*/false);
       UpdateGauges();
@@ -123,7 +133,7 @@ void Worker::Run() {
     ReconcilePauses();
 
     absl::Duration wait = kMaxPollWait;
-    if (std::optional<int64_t> due = scheduler_.NextDueMs()) {
+    if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_) {
       wait = std::clamp(absl::Milliseconds(*due - NowMs()), absl::ZeroDuration(), kMaxPollWait);
     }
     absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
@@ -181,6 +191,14 @@ void Worker::HandleConsumed(Record record) {
     held.source_offset = record.offset;
     held.attempt = 1;
     held.record = std::move(record);
+    if (RestoreInPlaceRetry(held) && InOrder()) {
+      const int64_t now = NowMs();
+      ClampDue(held, now);
+      if (held.due_ms > now) {
+        HoldInPlace(std::move(held));
+        return;
+      }
+    }
     Attempt(std::move(held));
     return;
   }
@@ -203,11 +221,31 @@ void Worker::HandleConsumed(Record record) {
   held.record.key = std::move(record.key);
   held.record.value = std::move(record.value);
   held.record.headers = StripRetrydHeaders(record.headers);
-  if (held.due_ms <= NowMs()) {
+  const int64_t now = NowMs();
+  ClampDue(held, now);
+  // Quiesced for a rebalance: read, but processed only after it.
+  if (held.due_ms <= now && !quiesced_) {
     Attempt(std::move(held));
   } else {
     scheduler_.Add(std::move(held));
     sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  }
+}
+
+void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
+  // No record waits longer than the longest backoff from when it is read: a
+  // due time further out (a foreign writer, a skewed clock, a lowered
+  // backoff.max_ms since it was written) would pin the partition's commit.
+  const int64_t latest = now_ms + context_.options->retry.backoff.max_ms;
+  if (held.due_ms <= latest) return;
+  const int64_t was = held.due_ms;
+  held.due_ms = latest;
+  sink_->due_clamped.fetch_add(1, std::memory_order_relaxed);
+  if (int64_t held_back = 0; clamp_log_.Allow(absl::Now(), &held_back)) {
+    LogWarning("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
+               held.source_offset, " was due at ", was, " ms, more than retry.backoff.max_ms (",
+               context_.options->retry.backoff.max_ms, ") from now; it is due at ", latest,
+               " instead", LogThrottle::HeldBackNote(held_back));
   }
 }
 
@@ -275,26 +313,54 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   held.attempt += 1;
   held.last_error = std::move(reason);
   if (InOrder()) {
-    // Retried in place: the partition is paused until it completes.
-    scheduler_.Add(std::move(held));
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    HoldInPlace(std::move(held));
     return;
   }
+  const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
+  const int64_t offset = held.source_offset;
+  Emit(RetryRecord(std::move(held), retry.topic), Emission::kRetry, tracker, offset);
+}
+
+OutgoingRecord Worker::RetryRecord(HeldRecord held, const std::string& topic) {
   RetryMetadata meta;
   meta.attempt = held.attempt;
   meta.due_ms = held.due_ms;
   meta.first_failure_ms = held.first_failure_ms;
-  meta.original_topic = held.record.topic;
+  meta.original_topic = std::move(held.record.topic);
   meta.original_partition = held.record.partition;
   meta.original_offset = held.record.offset;
   meta.original_timestamp_ms = held.record.timestamp_ms;
-  meta.error = held.last_error;
+  meta.error = std::move(held.last_error);
   OutgoingRecord out;
-  out.topic = retry.topic;
+  out.topic = topic;
   out.key = std::move(held.record.key);
   out.value = std::move(held.record.value);
   out.headers = WithRetryHeaders(held.record.headers, meta);
-  Emit(std::move(out), Emission::kRetry, trackers_.at(held.source), held.source_offset);
+  return out;
+}
+
+void Worker::HoldInPlace(HeldRecord held) {
+  // Retried in place: records behind it wait until it completes, and its
+  // state rides along with every commit (see partition_state.h).
+  in_place_[held.source] = {held.source_offset, held.attempt, held.first_failure_ms, held.due_ms};
+  scheduler_.Add(std::move(held));
+  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+}
+
+bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
+  auto it = restored_.find(held.source);
+  if (it == restored_.end()) return false;
+  // Only the first record read after the assignment can be the one the
+  // metadata describes.
+  const InPlaceRetry state = it->second;
+  restored_.erase(it);
+  if (state.offset != held.source_offset) return false;
+  held.attempt = state.attempt;
+  held.first_failure_ms = state.first_failure_ms;
+  held.due_ms = state.due_ms;
+  LogInfo("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
+          held.source_offset, " resumes at attempt ", held.attempt, " (from committed metadata)");
+  return true;
 }
 
 void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
@@ -395,30 +461,53 @@ void Worker::DrainRedo(bool force) {
   }
 }
 
-void Worker::ProcessDue(int64_t now_ms) {
-  if (scheduler_.size() == 0) return;
-  std::vector<HeldRecord> due = scheduler_.PopDue(now_ms, kMaxDuePerRound);
-  for (HeldRecord& held : due) {
-    const TopicPartition tp = held.source;
-    Attempt(std::move(held));
-    DrainWaiting(tp);
+void Worker::ProcessDue(absl::Time deadline) {
+  // One record at a time, so a slow processor cannot keep the thread from
+  // polling (and from its group) for longer than one call past `deadline`.
+  bool progressed = true;
+  while (progressed && absl::Now() < deadline) {
+    progressed = false;
+    std::vector<HeldRecord> due = scheduler_.PopDue(NowMs(), 1);
+    if (!due.empty()) {
+      const TopicPartition tp = due.front().source;
+      in_place_.erase(tp);
+      Attempt(std::move(due.front()));
+      if (waiting_.contains(tp)) ready_.insert(tp);
+      progressed = true;
+    }
+    progressed = DrainWaiting(deadline) || progressed;
   }
   sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
-void Worker::DrainWaiting(const TopicPartition& tp) {
-  auto it = waiting_.find(tp);
-  if (it == waiting_.end()) return;
-  std::deque<Record>& queue = it->second;
-  while (!queue.empty() && scheduler_.CountFor(tp) == 0) {
-    HeldRecord held;
-    held.source = tp;
-    held.source_offset = queue.front().offset;
-    held.record = std::move(queue.front());
-    queue.pop_front();
-    Attempt(std::move(held));
+bool Worker::DrainWaiting(absl::Time deadline) {
+  bool progressed = false;
+  for (auto tp_it = ready_.begin(); tp_it != ready_.end() && absl::Now() < deadline;) {
+    const TopicPartition& tp = *tp_it;
+    auto it = waiting_.find(tp);
+    while (it != waiting_.end() && !it->second.empty() && scheduler_.CountFor(tp) == 0 &&
+           absl::Now() < deadline) {
+      std::deque<Record>& queue = it->second;
+      HeldRecord held;
+      held.source = tp;
+      held.source_offset = queue.front().offset;
+      held.record = std::move(queue.front());
+      queue.pop_front();
+      Attempt(std::move(held));
+      progressed = true;
+    }
+    if (it != waiting_.end() && it->second.empty()) {
+      waiting_.erase(it);
+      it = waiting_.end();
+    }
+    // Done with `tp` unless the deadline cut its queue short.
+    if (it == waiting_.end() || scheduler_.CountFor(tp) > 0) {
+      tp_it = ready_.erase(tp_it);
+    } else {
+      ++tp_it;
+    }
   }
-  if (queue.empty()) waiting_.erase(it);
+  return progressed;
 }
 
 void Worker::WaitForAcks() {
@@ -450,7 +539,7 @@ void Worker::ReconcilePauses() {
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    bool want = backpressure_ || input_paused;
+    bool want = backpressure_ || input_paused || quiesced_;
     if (role_ == ThreadRole::kPrimary) {
       want = want || HeldCount(tp) >= lookahead;
     } else {
@@ -476,28 +565,58 @@ void Worker::ReconcilePauses() {
   }
 }
 
+kafka::CommitOffsets Worker::CommitPoints(const std::vector<TopicPartition>& partitions) const {
+  kafka::CommitOffsets points;
+  for (const TopicPartition& tp : partitions) {
+    auto it = trackers_.find(tp);
+    if (it == trackers_.end()) continue;
+    const int64_t offset = it->second->CommitOffset();
+    if (offset < 0) continue;
+    std::string metadata;
+    if (auto held = in_place_.find(tp); held != in_place_.end() && held->second.offset == offset) {
+      metadata = EncodeInPlaceRetry(held->second);
+    }
+    points.push_back({tp, offset, std::move(metadata)});
+  }
+  return points;
+}
+
+std::vector<TopicPartition> Worker::Assigned() const {
+  std::vector<TopicPartition> all;
+  for (const auto& [tp, tracker] : trackers_) all.push_back(tp);
+  return all;
+}
+
+absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, bool sync) {
+  if (offsets.empty()) return absl::OkStatus();
+  if (absl::Status s = consumer_->Commit(offsets, /*async=*/!sync); !s.ok()) return s;
+  for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
+  sink_->commits.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 void Worker::Commit(bool sync) {
   kafka::CommitOffsets offsets;
-  for (const auto& [tp, tracker] : trackers_) {
-    const int64_t offset = tracker->CommitOffset();
-    // A synchronous commit (at revoke) repeats the last one in case an
-    // asynchronous commit failed unseen.
-    if (offset >= 0 && (offset > committed_[tp] || sync)) offsets.push_back({tp, offset});
+  for (kafka::PartitionOffset& point : CommitPoints(Assigned())) {
+    const kafka::PartitionOffset& last = committed_[point.tp];
+    // A synchronous commit repeats the last one in case an asynchronous
+    // commit failed unseen. The metadata must be sent again with every
+    // commit, so a change of it alone is worth one.
+    if (sync || point.offset > last.offset || point.metadata != last.metadata) {
+      offsets.push_back(std::move(point));
+    }
   }
-  if (offsets.empty()) return;
-  if (absl::Status s = consumer_->Commit(offsets, /*async=*/!sync); !s.ok()) {
+  if (absl::Status s = CommitNow(offsets, sync); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
-    return;
   }
-  for (const auto& [tp, offset] : offsets) committed_[tp] = offset;
-  sink_->commits.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
-  for (const auto& [tp, offset] : offsets) {
+  for (const kafka::PartitionOffset& o : offsets) {
     // Forget it was committed, unless a later commit already went out.
-    if (auto it = committed_.find(tp); it != committed_.end() && it->second == offset) {
-      it->second = -1;
+    if (auto it = committed_.find(o.tp);
+        it != committed_.end() && it->second.offset == o.offset) {
+      it->second.offset = -1;
     }
   }
 }
@@ -515,12 +634,26 @@ void Worker::UpdateGauges() {
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   for (const TopicPartition& tp : partitions) {
     trackers_[tp] = std::make_shared<CompletionTracker>();
-    committed_[tp] = -1;
+    committed_[tp] = {tp, -1, ""};
   }
-  std::vector<TopicPartition> all;
-  for (const auto& [tp, tracker] : trackers_) all.push_back(tp);
-  LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", all.size());
-  sink_->SetPartitions(std::move(all));
+  if (role_ == ThreadRole::kPrimary && !partitions.empty()) {
+    // A record retried in place by the previous owner resumes where it was.
+    absl::StatusOr<kafka::CommitOffsets> committed =
+        consumer_->Committed(partitions, kCommittedTimeout);
+    if (!committed.ok()) {
+      LogWarning("thread ", id_, ": ", committed.status().message(),
+                 "; records retried in place start again at attempt 1");
+    } else {
+      for (const kafka::PartitionOffset& c : *committed) {
+        std::optional<InPlaceRetry> state = DecodeInPlaceRetry(c.metadata);
+        if (state && state->offset == c.offset) restored_[c.tp] = *state;
+        committed_[c.tp] = c;
+      }
+    }
+  }
+  if (quiesced_ && revoked_while_quiesced_) EndQuiesce("the rebalance is done");
+  LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", trackers_.size());
+  sink_->SetPartitions(Assigned());
   if (!sink_->joined.HasBeenNotified()) {
     sink_->SetState(ThreadState::kRunning);
     sink_->joined.Notify();
@@ -547,38 +680,129 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
 
 void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) {
   LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
-  if (!lost && graceful_.load(std::memory_order_relaxed)) {
-    AwaitHandOffs(partitions,
-                  absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
-  }
+  const bool graceful = graceful_.load(std::memory_order_relaxed);
   if (!lost) {
-    kafka::CommitOffsets offsets;
-    for (const TopicPartition& tp : partitions) {
-      auto it = trackers_.find(tp);
-      if (it == trackers_.end()) continue;
-      const int64_t offset = it->second->CommitOffset();
-      if (offset >= 0) offsets.push_back({tp, offset});
+    if (graceful && role_ == ThreadRole::kRetry && scheduler_.size() > 0) {
+      // An unannounced rebalance (another instance came or went): hand the
+      // held records back if the group still takes commits, else leave them
+      // where they are, rather than leave two live copies behind.
+      if (absl::Status s = CommitNow(CommitPoints(partitions), /*sync=*/true); s.ok()) {
+        HandBack(partitions, absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
+      } else {
+        LogWarning("thread ", id_, ": the group refuses commits (", s.message(),
+                   "); held retry records stay where they are and are read again");
+      }
+    } else if (graceful) {
+      AwaitHandOffs(partitions,
+                    absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
     }
-    if (absl::Status s = consumer_->Commit(offsets, /*async=*/false); !s.ok()) {
+    if (absl::Status s = CommitNow(CommitPoints(partitions), /*sync=*/true); !s.ok()) {
       LogWarning("thread ", id_, ": commit at revoke: ", s.message());
-    } else if (!offsets.empty()) {
-      sink_->commits.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (quiesced_) revoked_while_quiesced_ = true;
+  // librdkafka keeps an application's pause across unassign and assign: a
+  // partition given up paused would come back paused, with nobody knowing.
+  std::vector<TopicPartition> resume;
+  for (const TopicPartition& tp : partitions) {
+    if (paused_.erase(tp) > 0) resume.push_back(tp);
+  }
+  if (!resume.empty()) {
+    if (absl::Status s = consumer_->Resume(resume); !s.ok()) {
+      LogWarning("thread ", id_, ": resume at revoke: ", s.message());
     }
   }
   for (const TopicPartition& tp : partitions) {
     scheduler_.DropPartition(tp);
     waiting_.erase(tp);
-    paused_.erase(tp);
+    ready_.erase(tp);
+    in_place_.erase(tp);
+    restored_.erase(tp);
     committed_.erase(tp);
     if (auto it = trackers_.find(tp); it != trackers_.end()) {
       it->second->Abandon();
       trackers_.erase(it);
     }
   }
-  std::vector<TopicPartition> all;
-  for (const auto& [tp, tracker] : trackers_) all.push_back(tp);
-  sink_->SetPartitions(std::move(all));
+  sink_->SetPartitions(Assigned());
   UpdateGauges();
+}
+
+void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline) {
+  size_t handed_back = 0;
+  for (const TopicPartition& tp : partitions) {
+    auto tracker = trackers_.find(tp);
+    if (tracker == trackers_.end()) continue;
+    for (HeldRecord& held : scheduler_.TakePartition(tp)) {
+      // Unchanged, due when it was due, to the same partition (so a key's
+      // records stay in one partition), behind everything read so far.
+      const int64_t offset = held.source_offset;
+      OutgoingRecord out = RetryRecord(std::move(held), context_.options->retry.topic);
+      out.partition = tp.partition;
+      Emit(std::move(out), Emission::kHandBack, tracker->second, offset);
+      ++handed_back;
+    }
+  }
+  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  AwaitHandOffs(partitions, deadline);
+  if (handed_back > 0) {
+    LogInfo("thread ", id_, ": handed ", handed_back, " held records back to the retry topic");
+  }
+}
+
+void Worker::RequestCheckpoint() {
+  absl::MutexLock lock(&checkpoint_mu_);
+  checkpoint_ = Checkpoint::kRequested;
+}
+
+bool Worker::AwaitCheckpoint(absl::Time deadline) {
+  absl::MutexLock lock(&checkpoint_mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) {
+    return checkpoint_ != Checkpoint::kRequested;
+  };
+  return checkpoint_mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+}
+
+void Worker::CancelCheckpoint() {
+  absl::MutexLock lock(&checkpoint_mu_);
+  checkpoint_ = Checkpoint::kCancelled;
+}
+
+void Worker::ServeCheckpoint() {
+  Checkpoint checkpoint;
+  {
+    absl::MutexLock lock(&checkpoint_mu_);
+    checkpoint = checkpoint_;
+    if (checkpoint == Checkpoint::kCancelled) checkpoint_ = Checkpoint::kNone;
+  }
+  if (checkpoint == Checkpoint::kCancelled && quiesced_) EndQuiesce("the group change was called off");
+  if (quiesced_ && absl::Now() - quiesced_since_ > kMaxQuiesce) {
+    EndQuiesce("no rebalance came");
+  }
+  if (checkpoint != Checkpoint::kRequested) return;
+  // Quiesced, nothing is processed and every partition is paused until the
+  // rebalance: so the group's committed offsets, taken now, stay true
+  // whether or not it takes commits during the rebalance (the mock cluster
+  // does not; Kafka does).
+  quiesced_ = true;
+  revoked_while_quiesced_ = false;
+  quiesced_since_ = absl::Now();
+  const std::vector<TopicPartition> all = Assigned();
+  HandBack(all, absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
+  if (absl::Status s = CommitNow(CommitPoints(all), /*sync=*/true); !s.ok()) {
+    LogWarning("thread ", id_, ": commit before the rebalance: ", s.message());
+  }
+  ReconcilePauses();
+  {
+    absl::MutexLock lock(&checkpoint_mu_);
+    if (checkpoint_ == Checkpoint::kRequested) checkpoint_ = Checkpoint::kNone;
+  }
+}
+
+void Worker::EndQuiesce(const char* why) {
+  quiesced_ = false;
+  revoked_while_quiesced_ = false;
+  LogInfo("thread ", id_, ": resumes: ", why);
 }
 
 }  // namespace retryd

@@ -36,6 +36,7 @@
 #include "server/engine/completion_tracker.h"
 #include "server/engine/due_scheduler.h"
 #include "server/engine/options.h"
+#include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
 #include "server/engine/record.h"
 #include "server/engine/thread_stats.h"
@@ -75,6 +76,19 @@ class Worker : public kafka::ConsumerListener {
   // Waits for the thread to exit.
   void Join();
 
+  // Before the engine changes the retry group's membership (a rebalance on
+  // purpose): asks a retry thread to hand its held records back to the
+  // retry topic, wait for its hand-offs, commit, and then process nothing
+  // and keep its partitions paused until it has been through the rebalance
+  // (or the engine calls it off). Then the offsets it committed stay true
+  // even if the group refuses commits during the rebalance, and the next
+  // owner of a partition repeats nothing. Returns at once; any thread.
+  void RequestCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // Waits until the requested checkpoint is done (true) or `deadline`.
+  bool AwaitCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // The membership change did not happen: resume processing.
+  void CancelCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+
 
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
@@ -87,7 +101,9 @@ class Worker : public kafka::ConsumerListener {
   void OnCommitFailed(const kafka::CommitOffsets& offsets) override;
 
  private:
-  enum class Emission { kOutput, kRetry, kDeadLetter };
+  // kHandBack: a held retry record returned unchanged to the retry topic.
+  enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack };
+  enum class Checkpoint { kNone, kRequested, kCancelled };
 
   // A hand-off whose produce failed, to be sent again by the worker.
   struct Redo {
@@ -132,14 +148,37 @@ class Worker : public kafka::ConsumerListener {
                            const absl::Status& why);
   void Emit(OutgoingRecord record, Emission kind, std::shared_ptr<CompletionTracker> tracker,
             int64_t offset);
-  void ProcessDue(int64_t now_ms);
-  void DrainWaiting(const TopicPartition& tp);
+  // Processes held records that are due, and in-order records queued behind
+  // a held record that completed, until `deadline`.
+  void ProcessDue(absl::Time deadline);
+  // `held` as a record of the retry topic `topic`, with its retryd-* headers.
+  static OutgoingRecord RetryRecord(HeldRecord held, const std::string& topic);
+  // In order: holds `held` until its due time, its state in the commits.
+  void HoldInPlace(HeldRecord held);
+  // If `held` is the record the committed metadata of its partition
+  // describes, takes its attempt, first failure and due time from there.
+  bool RestoreInPlaceRetry(HeldRecord& held);
+  // Returns the held retry records of `partitions` to the retry topic and
+  // waits (until `deadline`) for every hand-off of those partitions.
+  void HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline);
+  void ServeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void EndQuiesce(const char* why);
+  // Runs queued records of the partitions in `ready_` until one is held
+  // again or `deadline` passes; returns whether it ran any.
+  bool DrainWaiting(absl::Time deadline);
+  // Brings a due time later than the longest backoff forward to it.
+  void ClampDue(HeldRecord& held, int64_t now_ms);
   void DrainRedo(bool force);
   // At the back-pressure limit, waits a little for acknowledgements before
   // ReconcilePauses() resorts to pausing (which drops what was fetched).
   void WaitForAcks();
   void ReconcilePauses();
   void Commit(bool sync);
+  // What to commit for `partitions`: each one's commit offset, with the
+  // metadata of a record retried in place there.
+  kafka::CommitOffsets CommitPoints(const std::vector<TopicPartition>& partitions) const;
+  absl::Status CommitNow(const kafka::CommitOffsets& offsets, bool sync);
+  std::vector<TopicPartition> Assigned() const;
   void UpdateGauges();
   bool InOrder() const;
   // Held or waiting records of `tp` (their trackers entries never complete
@@ -155,6 +194,8 @@ class Worker : public kafka::ConsumerListener {
   const std::shared_ptr<Sink> sink_;
 
   std::atomic<bool> stop_requested_{false};
+  absl::Mutex checkpoint_mu_;  // Guards checkpoint_.
+  Checkpoint checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = Checkpoint::kNone;
   std::atomic<bool> graceful_{true};
   std::thread thread_;
 
@@ -166,8 +207,20 @@ class Worker : public kafka::ConsumerListener {
   // In-order mode: records that arrived behind a held record of their
   // partition, in offset order.
   std::map<TopicPartition, std::deque<Record>> waiting_;
+  // Partitions whose held record completed while records wait behind it.
+  std::set<TopicPartition> ready_;
+  LogThrottle clamp_log_{absl::Seconds(1)};
   std::map<TopicPartition, std::shared_ptr<CompletionTracker>> trackers_;
-  std::map<TopicPartition, int64_t> committed_;  // Last offset committed.
+  std::map<TopicPartition, kafka::PartitionOffset> committed_;  // Last commit sent.
+  // In order: the record retried in place per partition, and what the
+  // committed metadata said at assignment (until the first record is read).
+  std::map<TopicPartition, InPlaceRetry> in_place_;
+  std::map<TopicPartition, InPlaceRetry> restored_;
+  // Between a checkpoint and the rebalance it prepares (see
+  // RequestCheckpoint).
+  bool quiesced_ = false;
+  bool revoked_while_quiesced_ = false;
+  absl::Time quiesced_since_;
   std::set<TopicPartition> paused_;
   bool backpressure_ = false;
   absl::Time next_commit_;

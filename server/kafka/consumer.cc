@@ -2,6 +2,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,11 @@ absl::Status ErrorStatus(rd_kafka_error_t* error, absl::string_view what) {
   absl::Status status = absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_error_string(error)));
   rd_kafka_error_destroy(error);
   return status;
+}
+
+std::string MetadataOf(const rd_kafka_topic_partition_t& p) {
+  if (p.metadata == nullptr) return "";
+  return std::string(static_cast<const char*>(p.metadata), p.metadata_size);
 }
 
 }  // namespace
@@ -134,7 +141,7 @@ void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void*
   for (int i = 0; i < offsets->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = offsets->elems[i];
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR || p.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      failed.push_back({{p.topic, p.partition}, p.offset});
+      failed.push_back({{p.topic, p.partition}, p.offset, MetadataOf(p)});
     }
   }
   if (failed.empty()) return;
@@ -176,8 +183,16 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
 absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {
   if (offsets.empty()) return absl::OkStatus();
   ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
-  for (const auto& [tp, offset] : offsets) {
-    rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition)->offset = offset;
+  for (const PartitionOffset& o : offsets) {
+    rd_kafka_topic_partition_t* p =
+        rd_kafka_topic_partition_list_add(list.get(), o.tp.topic.c_str(), o.tp.partition);
+    p->offset = o.offset;
+    if (!o.metadata.empty()) {
+      // The list frees it with free().
+      p->metadata = std::malloc(o.metadata.size());
+      std::memcpy(p->metadata, o.metadata.data(), o.metadata.size());
+      p->metadata_size = o.metadata.size();
+    }
   }
   rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list.get(), async ? 1 : 0);
   if (!async && err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -190,6 +205,22 @@ absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {
     }
   }
   return ErrorStatus(err, "commit");
+}
+
+absl::StatusOr<CommitOffsets> Consumer::Committed(const std::vector<TopicPartition>& partitions,
+                                                  absl::Duration timeout) {
+  CommitOffsets out;
+  if (partitions.empty()) return out;
+  ListPtr list = ToList(partitions);
+  const rd_kafka_resp_err_t err = rd_kafka_committed(
+      rk_, list.get(), static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(err, "committed offsets");
+  for (int i = 0; i < list->cnt; ++i) {
+    const rd_kafka_topic_partition_t& p = list->elems[i];
+    if (p.err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(p.err, "committed offset");
+    out.push_back({{p.topic, p.partition}, p.offset >= 0 ? p.offset : -1, MetadataOf(p)});
+  }
+  return out;
 }
 
 absl::Status Consumer::Pause(const std::vector<TopicPartition>& partitions) {

@@ -24,6 +24,17 @@ struct rd_kafka_s;
 
 namespace retryd::kafka {
 
+// A partition's offset as the group commits it: the next offset to read,
+// and a small string Kafka keeps beside it (offset-commit metadata; at most
+// the broker's offset.metadata.max.bytes, 4096 by default). A commit
+// replaces both, so whoever commits must send the metadata again each time.
+struct PartitionOffset {
+  TopicPartition tp;
+  int64_t offset = -1;
+  std::string metadata;
+};
+using CommitOffsets = std::vector<PartitionOffset>;
+
 class ConsumerListener {
  public:
   virtual ~ConsumerListener() = default;
@@ -35,7 +46,7 @@ class ConsumerListener {
   virtual void OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) = 0;
   // An asynchronous commit of `offsets` failed (reported inside Poll());
   // they should be committed again.
-  virtual void OnCommitFailed(const std::vector<std::pair<TopicPartition, int64_t>>& offsets) = 0;
+  virtual void OnCommitFailed(const CommitOffsets& offsets) = 0;
 };
 
 struct ConsumerOptions {
@@ -46,7 +57,6 @@ struct ConsumerOptions {
   std::string client_id = "retryd";
 };
 
-using CommitOffsets = std::vector<std::pair<TopicPartition, int64_t>>;
 
 class Consumer {
  public:
@@ -64,8 +74,14 @@ class Consumer {
   // broker trouble is logged and retried by librdkafka.
   absl::StatusOr<std::optional<Record>> Poll(absl::Duration timeout);
 
-  // Commits `offsets` (the next offset to read, per partition).
+  // Commits `offsets` (the next offset to read, per partition, with its
+  // metadata).
   absl::Status Commit(const CommitOffsets& offsets, bool async);
+
+  // What the group has committed for `partitions` (offset -1 and empty
+  // metadata where nothing is). Blocks up to `timeout`.
+  absl::StatusOr<CommitOffsets> Committed(const std::vector<TopicPartition>& partitions,
+                                          absl::Duration timeout);
 
   // Stops / restarts fetching. Records not yet handed out by Poll() are
   // fetched again after Resume(), from the last one handed out.

@@ -12,6 +12,14 @@
 #include "server/kafka/properties.h"
 
 namespace retryd::kafka {
+namespace {
+
+// What is left of `deadline` in librdkafka's milliseconds, at least 1.
+int RemainingMs(absl::Time deadline) {
+  return static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
+}
+
+}  // namespace
 
 absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
                               const std::map<std::string, std::string>& properties,
@@ -68,38 +76,44 @@ absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
 
 GroupLagProbe::~GroupLagProbe() { rd_kafka_destroy(rk_); }
 
-absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
+absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(
+    absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
-  auto remaining_ms = [&] {
-    return static_cast<int>(
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
-  };
-  absl::StatusOr<int> partition_count =
-      PartitionCount(rk_, topic_, absl::Milliseconds(remaining_ms()));
-  if (!partition_count.ok()) return partition_count.status();
-  const int partitions = *partition_count;
-  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-
+  absl::StatusOr<int> partitions = PartitionCount(rk_, topic_, timeout);
+  if (!partitions.ok()) return partitions.status();
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
-      list(rd_kafka_topic_partition_list_new(partitions), rd_kafka_topic_partition_list_destroy);
-  for (int p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
-  err = rd_kafka_committed(rk_, list.get(), remaining_ms());
+      list(rd_kafka_topic_partition_list_new(*partitions), rd_kafka_topic_partition_list_destroy);
+  for (int p = 0; p < *partitions; ++p) {
+    rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
+  }
+  const rd_kafka_resp_err_t err = rd_kafka_committed(rk_, list.get(), RemainingMs(deadline));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::UnavailableError(
         absl::StrCat("committed offsets of ", group_id_, ": ", rd_kafka_err2str(err)));
   }
-  int64_t lag = 0;
+  std::map<int32_t, int64_t> committed;
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
+    committed[p.partition] = p.offset >= 0 ? p.offset : -1;
+  }
+  return committed;
+}
+
+absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::map<int32_t, int64_t>> committed = Committed(timeout);
+  if (!committed.ok()) return committed.status();
+  int64_t lag = 0;
+  for (const auto& [partition, offset] : *committed) {
     int64_t low = 0, high = 0;
-    err = rd_kafka_query_watermark_offsets(rk_, topic_.c_str(), p.partition, &low, &high,
-                                           remaining_ms());
+    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+        rk_, topic_.c_str(), partition, &low, &high, RemainingMs(deadline));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       return absl::UnavailableError(
-          absl::StrCat("watermarks of ", topic_, "/", p.partition, ": ", rd_kafka_err2str(err)));
+          absl::StrCat("watermarks of ", topic_, "/", partition, ": ", rd_kafka_err2str(err)));
     }
-    const int64_t committed = p.offset >= 0 ? std::max(p.offset, low) : low;
-    if (high > committed) lag += high - committed;
+    const int64_t from = offset >= 0 ? std::max(offset, low) : low;
+    if (high > from) lag += high - from;
   }
   return lag;
 }

@@ -43,6 +43,10 @@ class GroupLagProbe {
   // Blocks up to `timeout`.
   absl::StatusOr<int64_t> Measure(absl::Duration timeout) const;
 
+  // The group's committed offset per partition of the topic (-1 where it
+  // has none). Blocks up to `timeout`.
+  absl::StatusOr<std::map<int32_t, int64_t>> Committed(absl::Duration timeout) const;
+
  private:
   GroupLagProbe(rd_kafka_s* rk, std::string group_id, std::string topic)
       : rk_(rk), group_id_(std::move(group_id)), topic_(std::move(topic)) {}

@@ -206,5 +206,18 @@ TEST(DueSchedulerTest, DropPartitionThenAddAgain) {
   EXPECT_THAT(Offsets(s.PopDue(10, 10)), ElementsAre(1, 3));
 }
 
+TEST(DueSchedulerTest, TakePartitionReturnsItsRecordsEarliestFirst) {
+  DueScheduler s;
+  s.Add(Held(kP0, 1, 30));
+  s.Add(Held(kP1, 2, 5));
+  s.Add(Held(kP0, 3, 10));
+  s.Add(Held(kP0, 4, 10));  // Same due time as 3, added later: after it.
+  EXPECT_THAT(Offsets(s.TakePartition(kP0)), ElementsAre(3, 4, 1));
+  EXPECT_EQ(s.CountFor(kP0), 0u);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_THAT(Offsets(s.PopDue(100, 10)), ElementsAre(2));
+  EXPECT_TRUE(s.TakePartition(kP0).empty());
+}
+
 }  // namespace
 }  // namespace retryd

@@ -1,0 +1,151 @@
+#include "tests/support/outcomes.h"
+
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "retryd/v1/config.pb.h"
+#include "server/kafka/producer.h"
+#include "server/kafka/topics.h"
+#include "server/processors/simulate.h"
+
+namespace retryd::testing {
+
+// perm- fails permanently, flaky- fails twice then succeeds, doomed- always
+// fails retriably, everything else succeeds.
+std::unique_ptr<Processor> TestProcessor(uint32_t latency_ms) {
+  retryd::v1::SimulateConfig config;
+  config.set_seed(7);
+  config.set_latency_ms(latency_ms);
+  auto* perm = config.add_rule();
+  perm->set_key_prefix("perm-");
+  perm->set_permanent(true);
+  auto* flaky = config.add_rule();
+  flaky->set_key_prefix("flaky-");
+  flaky->set_fail_attempts(2);
+  auto* doomed = config.add_rule();
+  doomed->set_key_prefix("doomed-");
+  doomed->set_fail_attempts(1000);
+  return std::make_unique<SimulateProcessor>(config);
+}
+
+std::vector<std::string> MixedKeys(int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) {
+    const char* kind = i % 13 == 0 ? "perm-" : i % 7 == 0 ? "flaky-" : "ok-";
+    keys.push_back(absl::StrCat(kind, i));
+  }
+  return keys;
+}
+
+std::multiset<std::string> Keys(const std::vector<Record>& records) {
+  std::multiset<std::string> keys;
+  for (const Record& r : records) keys.insert(r.key.value_or("<null>"));
+  return keys;
+}
+
+// Keys among `keys` that are in neither the output nor the DLQ topic.
+std::vector<std::string> MissingKeys(const TestTopics& topics,
+                                     const std::vector<std::string>& keys) {
+  std::multiset<std::string> done = Keys(ReadAll(topics.output));
+  done.merge(Keys(ReadAll(topics.dlq)));
+  std::vector<std::string> missing;
+  for (const std::string& k : keys) {
+    if (!done.contains(k)) missing.push_back(k);
+  }
+  return missing;
+}
+
+// Waits until every key has an outcome and nothing is in flight. Counts
+// distinct keys, not records: after a rebalance or a fault some records are
+// processed twice, and a count of records would let a test stop the engine
+// before the last keys were done. On timeout, says which keys are missing.
+::testing::AssertionResult WaitForOutcomes(const Engine& engine, const TestTopics& topics,
+                                           const std::vector<std::string>& keys,
+                                           absl::Duration timeout) {
+  std::vector<std::string> missing = keys;
+  const bool done = WaitFor(
+      [&] {
+        // Cheap necessary condition first: each key needs at least one outcome.
+        const EngineTotals t = engine.Totals();
+        if (t.in_flight != 0 || static_cast<size_t>(t.succeeded + t.dead_lettered) < keys.size()) {
+          return false;
+        }
+        missing = MissingKeys(topics, keys);
+        return missing.empty();
+      },
+      absl::Seconds(120));
+  if (done) return ::testing::AssertionSuccess();
+  // Where the missing records are, for whoever debugs this.
+  const EngineTotals t = engine.Totals();
+  ::testing::AssertionResult failure = ::testing::AssertionFailure();
+  failure << "after 120 s, " << missing.size() << " keys have no outcome (engine: consumed "
+          << t.consumed << ", succeeded " << t.succeeded << ", dead-lettered " << t.dead_lettered
+          << ", sent to retry " << t.sent_to_retry << ", in flight " << t.in_flight << "):";
+  const std::vector<Record> input = ReadAll(topics.input);
+  const std::multiset<std::string> retried = Keys(ReadAll(topics.retry));
+  for (size_t i = 0; i < missing.size() && i < 10; ++i) {
+    failure << " " << missing[i];
+    for (const Record& r : input) {
+      if (r.key == missing[i]) failure << " (input " << r.partition << "@" << r.offset << ")";
+    }
+    failure << " [" << retried.count(missing[i]) << "x in the retry topic]";
+  }
+  return failure;
+}
+
+// Every perm- key is in the DLQ and every other key in the output, and
+// nowhere else. Duplicates are allowed (rebalances and faults redo work);
+// their number is printed under `label`.
+void ExpectEachKeyWhereItBelongs(const TestTopics& topics,
+                                 const std::vector<std::string>& keys, const std::string& label) {
+  std::set<std::string> want_output, want_dlq;
+  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  const std::multiset<std::string> output = Keys(ReadAll(topics.output));
+  const std::multiset<std::string> dlq = Keys(ReadAll(topics.dlq));
+  EXPECT_EQ(std::set<std::string>(output.begin(), output.end()), want_output);
+  EXPECT_EQ(std::set<std::string>(dlq.begin(), dlq.end()), want_dlq);
+  std::cout << label << ": duplicates in output " << output.size() - want_output.size()
+            << ", in DLQ " << dlq.size() - want_dlq.size() << "\n";
+}
+
+
+void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::string& key,
+                        const RetryMetadata& meta) {
+  kafka::ProducerOptions options;
+  options.bootstrap_servers = Broker().bootstrap_servers();
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  OutgoingRecord r;
+  r.topic = topic;
+  r.partition = partition;
+  r.key = key;
+  r.value = absl::StrCat("v-", key);
+  r.headers = WithRetryHeaders({}, meta);
+  absl::Mutex mu;
+  absl::Status delivery = absl::UnknownError("not delivered");
+  ASSERT_TRUE((*producer)
+                  ->Produce(r,
+                            [&](absl::Status s) {
+                              absl::MutexLock lock(&mu);
+                              delivery = std::move(s);
+                            })
+                  .ok());
+  ASSERT_TRUE((*producer)->Flush(absl::Seconds(60)).ok());
+  (*producer)->Close(absl::Seconds(1));
+  absl::MutexLock lock(&mu);
+  ASSERT_TRUE(delivery.ok()) << delivery;
+}
+
+std::map<int32_t, int64_t> CommittedOffsets(const std::string& group_id, const std::string& topic) {
+  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe =
+      kafka::GroupLagProbe::Create(Broker().bootstrap_servers(), {}, group_id, topic);
+  EXPECT_TRUE(probe.ok()) << probe.status();
+  if (!probe.ok()) return {};
+  absl::StatusOr<std::map<int32_t, int64_t>> committed = (*probe)->Committed(absl::Seconds(30));
+  EXPECT_TRUE(committed.ok()) << committed.status();
+  return committed.ok() ? *std::move(committed) : std::map<int32_t, int64_t>{};
+}
+
+}  // namespace retryd::testing
