@@ -67,6 +67,7 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   m->set_sent_to_retry(thread.sent_to_retry);
   m->set_dead_lettered(thread.dead_lettered);
   m->set_due_clamped(thread.due_clamped);
+  m->set_backpressure_waits(thread.backpressure_waits);
   m->set_in_flight(thread.in_flight);
   m->set_scheduled(thread.scheduled);
   m->set_lag(thread.lag);

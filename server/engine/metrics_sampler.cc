@@ -25,6 +25,7 @@ ThreadSample Read(const ThreadStats& s) {
   t.sent_to_retry = s.sent_to_retry.load(std::memory_order_relaxed);
   t.dead_lettered = s.dead_lettered.load(std::memory_order_relaxed);
   t.due_clamped = s.due_clamped.load(std::memory_order_relaxed);
+  t.backpressure_waits = s.backpressure_waits.load(std::memory_order_relaxed);
   t.in_flight = s.in_flight.load(std::memory_order_relaxed);
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);

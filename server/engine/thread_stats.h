@@ -95,6 +95,9 @@ class ThreadStats {
   // Retry records due later than retry.backoff.max_ms from when they were
   // read, brought forward to that.
   std::atomic<int64_t> due_clamped{0};
+  // Times the thread had max_in_flight hand-offs unacknowledged and stopped
+  // to wait for acknowledgements (pausing its partitions if they were slow).
+  std::atomic<int64_t> backpressure_waits{0};
   // Gauges.
   std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};  // Records held until their due time.

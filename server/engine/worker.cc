@@ -513,6 +513,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
 void Worker::WaitForAcks() {
   constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
   if (sink_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
+  sink_->backpressure_waits.fetch_add(1, std::memory_order_relaxed);
   const Sink* sink = sink_.get();
   const std::atomic<bool>* stop = &stop_requested_;
   auto relieved = [sink, stop] {

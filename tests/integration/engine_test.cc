@@ -104,13 +104,27 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
   // Far below the records in flight at full speed: threads keep hitting the
   // limit, waiting for acks and pausing their partitions.
   options.max_in_flight = 8;
+  options.retry.max_threads = 2;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE((*engine)->Start().ok());
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(**engine, 3); }, absl::Seconds(60)));
   const std::vector<std::string> keys = MixedKeys(3000);
   ProduceKeys(topics.input, keys);
+  auto backpressure_waits = [&] {
+    int64_t n = 0;
+    for (const auto& s : (*engine)->Threads()) n += s->backpressure_waits.load();
+    return n;
+  };
+  // Back-pressure engaged: a thread hit the limit and waited.
+  ASSERT_TRUE(WaitFor([&] { return backpressure_waits() > 0; }, absl::Seconds(60)));
+  // A retry-group rebalance while threads pause and resume under pressure.
+  absl::StatusOr<std::vector<int>> started =
+      (*engine)->StartRetryThreads(1, absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE((*engine)->StopRetryThreadsById(*started, /*graceful=*/true).ok());
   ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
+  std::cout << "back-pressure: " << backpressure_waits() << " waits at the limit\n";
   (*engine)->Stop();
 
   std::multiset<std::string> want_output, want_dlq;
