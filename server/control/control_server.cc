@@ -20,6 +20,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
+#include "server/control/proto_convert.h"
 
 namespace retryd::control {
 namespace {
@@ -115,6 +116,20 @@ absl::Status ValidateListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
+absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options) {
+  const bool mutual_tls = options.tls.has_value() && !options.tls->client_ca_pem.empty();
+  if (IsLoopback(options.listen_address) || options.auth_token.has_value() || mutual_tls ||
+      options.allow_unauthenticated_remote) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "control API: listening on ", options.listen_address,
+      " (beyond loopback) with no authentication would let anyone who reaches it stop retry "
+      "threads; set control.auth_token_file or control.auth_token_env (or mutual TLS with "
+      "control.tls_client_ca_file), listen on 127.0.0.1 or a unix: socket, or, where the "
+      "network keeps strangers out, set control.allow_unauthenticated_remote: true"));
+}
+
 ControlServer::ControlServer(Engine& engine) : engine_(engine) {}
 
 ControlServer::~ControlServer() { Stop(); }
@@ -150,6 +165,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
       (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
     return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
   }
+  if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
 
   // Reflection describes grpc.health.v1.Health from the compiled-in
   // descriptor; touching it keeps the linker from dropping that file.
@@ -160,7 +176,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   auto sampler = std::make_unique<MetricsSampler>(engine_, options.sample_tick);
   sampler->Start();
   ControlServiceOptions service_options;
-  service_options.config = std::move(options.config);
+  service_options.config = WithoutSecrets(std::move(options.config));
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
   auto service = std::make_unique<ControlService>(
@@ -193,6 +209,12 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   health->SetServingStatus("", false);
   health->SetServingStatus(v1::Control::service_full_name(), false);
 
+  const bool mutual_tls = options.tls.has_value() && !options.tls->client_ca_pem.empty();
+  if (!options.auth_token.has_value() && !mutual_tls && !IsLoopback(options.listen_address)) {
+    LogWarning("control API: listening on ", options.listen_address,
+               " with no authentication (control.allow_unauthenticated_remote: true): anyone "
+               "who reaches it can stop retry threads and switch the ordering mode");
+  }
   if (options.auth_token.has_value() && !options.tls.has_value() &&
       !IsLoopback(options.listen_address)) {
     LogWarning("control API: a bearer token is configured but the API listens on ",
