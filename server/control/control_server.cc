@@ -107,6 +107,13 @@ bool IsLoopback(const std::string& address) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+// A bearer token, or mutual TLS: only clients holding a certificate signed
+// by the configured CA get through the handshake.
+bool AuthenticatesCallers(const ControlServerOptions& options) {
+  return options.auth_token.has_value() ||
+         (options.tls.has_value() && !options.tls->client_ca_pem.empty());
+}
+
 }  // namespace
 
 absl::Status ValidateListenAddress(const std::string& address) {
@@ -117,8 +124,7 @@ absl::Status ValidateListenAddress(const std::string& address) {
 }
 
 absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options) {
-  const bool mutual_tls = options.tls.has_value() && !options.tls->client_ca_pem.empty();
-  if (IsLoopback(options.listen_address) || options.auth_token.has_value() || mutual_tls ||
+  if (IsLoopback(options.listen_address) || AuthenticatesCallers(options) ||
       options.allow_unauthenticated_remote) {
     return absl::OkStatus();
   }
@@ -209,8 +215,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   health->SetServingStatus("", false);
   health->SetServingStatus(v1::Control::service_full_name(), false);
 
-  const bool mutual_tls = options.tls.has_value() && !options.tls->client_ca_pem.empty();
-  if (!options.auth_token.has_value() && !mutual_tls && !IsLoopback(options.listen_address)) {
+  if (!AuthenticatesCallers(options) && !IsLoopback(options.listen_address)) {
     LogWarning("control API: listening on ", options.listen_address,
                " with no authentication (control.allow_unauthenticated_remote: true): anyone "
                "who reaches it can stop retry threads and switch the ordering mode");
