@@ -586,7 +586,13 @@ TEST(ControlMainTest, PortInUseExits1) {
 
 TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   const std::string dir = MakeTempDir();
-  RetrydProcess retryd(dir, {"--config", WriteConfig(dir, ""), "--listen", "127.0.0.1:0",
+  // A secret from the environment: GetStatus names the variable only.
+  ASSERT_EQ(setenv("RETRYD_TEST_KAFKA_PASSWORD", "hunter2-from-env", 1), 0);
+  absl::Cleanup unset = [] { unsetenv("RETRYD_TEST_KAFKA_PASSWORD"); };
+  const std::string config = WriteConfig(
+      dir, "kafka { properties_from_env { key: \"sasl.password\" value: "
+           "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
+  RetrydProcess retryd(dir, {"--config", config, "--listen", "127.0.0.1:0",
                              "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
   ASSERT_TRUE(WaitFor(
@@ -609,11 +615,15 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
   EXPECT_EQ(status.config().group_id(), "control-main");
+  EXPECT_EQ(status.config().kafka().properties_from_env().at("sasl.password"),
+            "RETRYD_TEST_KAFKA_PASSWORD");
+  EXPECT_THAT(status.DebugString(), ::testing::Not(HasSubstr("hunter2")));
   EXPECT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
                       absl::Seconds(60)));
 
   retryd.Signal(SIGTERM);
   EXPECT_EQ(retryd.WaitExit(absl::Seconds(60)), 0) << retryd.Stderr();
+  EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr("hunter2")));
 }
 
 }  // namespace
