@@ -28,6 +28,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/text_format.h"
 #include "server/common/listen_address.h"
+#include "server/kafka/properties.h"
 
 namespace retryd {
 namespace {
@@ -411,7 +412,19 @@ class Validator {
     const std::map<std::string, std::string> plain(kafka.properties().begin(),
                                                    kafka.properties().end());
     for (const auto& [key, value] : plain) {
-      if (check_name("properties", key)) resolved[key] = value;
+      if (!check_name("properties", key)) continue;
+      if (kafka::IsSecretProperty(key)) {
+        // The value is left out of the message: it is the secret.
+        errors_.Add(MapEntryLine(node, kafka, "properties", key),
+                    absl::StrCat(node.Path("properties"), "[", Quote(key), "]"),
+                    absl::StrCat("holds a secret, which kafka.properties would show to every "
+                                 "GetStatus caller; name an environment variable in "
+                                 "kafka.properties_from_env (e.g. properties_from_env { key: ",
+                                 Quote(key), " value: \"KAFKA_SECRET\" }) or a file in "
+                                 "kafka.properties_from_file instead"));
+        continue;
+      }
+      resolved[key] = value;
     }
 
     const std::map<std::string, std::string> from_env(kafka.properties_from_env().begin(),

@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
 
 namespace retryd::control {
 namespace {
@@ -52,6 +54,18 @@ absl::Status BearerTokenAuth::Check(
     return absl::UnauthenticatedError("wrong bearer token");
   }
   return absl::OkStatus();
+}
+
+absl::Status BearerTokenAuth::Authenticate(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, Access access,
+    absl::string_view peer) const {
+  absl::Status status = Check(metadata, access);
+  int64_t held_back = 0;
+  if (!status.ok() && refusal_log_->Allow(absl::Now(), &held_back)) {
+    LogWarning("control: authentication failed for a call from ", peer, ": ", status.message(),
+               LogThrottle::HeldBackNote(held_back));
+  }
+  return status;
 }
 
 }  // namespace retryd::control

@@ -8,17 +8,27 @@
 // the real one, so a caller cannot guess it byte by byte. Health and
 // reflection are separate services and never see this check.
 //
-// Thread-safe: immutable after construction.
+// Authenticate() is Check() plus a warning for each refused call, naming
+// the caller's address and the reason (never a token), at most one line a
+// second with a count of the lines held back, so a client retrying in a
+// loop or guessing tokens cannot flood the log.
+//
+// Thread-safe: immutable after construction but for the log throttle, which
+// is thread-safe and shared by copies.
 #ifndef RETRYD_SERVER_CONTROL_AUTH_H_
 #define RETRYD_SERVER_CONTROL_AUTH_H_
 
 #include <grpcpp/support/string_ref.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/common/log_throttle.h"
 
 namespace retryd::control {
 
@@ -41,12 +51,17 @@ class BearerTokenAuth {
   absl::Status Check(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
                      Access access) const;
 
+  // Check(), logging a refusal with `peer` (gRPC's "ipv4:10.0.0.7:51234").
+  absl::Status Authenticate(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                            Access access, absl::string_view peer) const;
+
   // Whether `a` equals `b`, in time that depends only on their lengths.
   static bool ConstantTimeEquals(const std::string& a, const std::string& b);
 
  private:
   std::optional<std::string> token_;
   bool read_only_requires_token_ = false;
+  std::shared_ptr<LogThrottle> refusal_log_ = std::make_shared<LogThrottle>(absl::Seconds(1));
 };
 
 }  // namespace retryd::control

@@ -16,7 +16,9 @@
 namespace retryd::control {
 
 // INVALID_ARGUMENT naming the field (e.g. "control.tls_key_file") and, for
-// a file, its path and the system's reason; never the token itself.
+// a file, its path and the system's reason; never the token itself. Also
+// INVALID_ARGUMENT for a listen address beyond loopback without
+// authentication (see CheckAuthenticationForAddress).
 // `config` is the loaded, effective config; it is copied into the options
 // for GetStatus.
 absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(

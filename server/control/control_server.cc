@@ -20,6 +20,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
+#include "server/control/proto_convert.h"
 
 namespace retryd::control {
 namespace {
@@ -106,6 +107,13 @@ bool IsLoopback(const std::string& address) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+// A bearer token, or mutual TLS: only clients holding a certificate signed
+// by the configured CA get through the handshake.
+bool AuthenticatesCallers(const ControlServerOptions& options) {
+  return options.auth_token.has_value() ||
+         (options.tls.has_value() && !options.tls->client_ca_pem.empty());
+}
+
 }  // namespace
 
 absl::Status ValidateListenAddress(const std::string& address) {
@@ -113,6 +121,19 @@ absl::Status ValidateListenAddress(const std::string& address) {
     return absl::InvalidArgumentError(absl::StrCat("listen address: ", *problem));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options) {
+  if (IsLoopback(options.listen_address) || AuthenticatesCallers(options) ||
+      options.allow_unauthenticated_remote) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "control API: listening on ", options.listen_address,
+      " (beyond loopback) with no authentication would let anyone who reaches it stop retry "
+      "threads; set control.auth_token_file or control.auth_token_env (or mutual TLS with "
+      "control.tls_client_ca_file), listen on 127.0.0.1 or a unix: socket, or, where the "
+      "network keeps strangers out, set control.allow_unauthenticated_remote: true"));
 }
 
 ControlServer::ControlServer(Engine& engine) : engine_(engine) {}
@@ -150,6 +171,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
       (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
     return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
   }
+  if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
 
   // Reflection describes grpc.health.v1.Health from the compiled-in
   // descriptor; touching it keeps the linker from dropping that file.
@@ -160,7 +182,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   auto sampler = std::make_unique<MetricsSampler>(engine_, options.sample_tick);
   sampler->Start();
   ControlServiceOptions service_options;
-  service_options.config = std::move(options.config);
+  service_options.config = WithoutSecrets(std::move(options.config));
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
   auto service = std::make_unique<ControlService>(
@@ -193,6 +215,11 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   health->SetServingStatus("", false);
   health->SetServingStatus(v1::Control::service_full_name(), false);
 
+  if (!AuthenticatesCallers(options) && !IsLoopback(options.listen_address)) {
+    LogWarning("control API: listening on ", options.listen_address,
+               " with no authentication (control.allow_unauthenticated_remote: true): anyone "
+               "who reaches it can stop retry threads and switch the ordering mode");
+  }
   if (options.auth_token.has_value() && !options.tls.has_value() &&
       !IsLoopback(options.listen_address)) {
     LogWarning("control API: a bearer token is configured but the API listens on ",

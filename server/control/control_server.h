@@ -57,6 +57,9 @@ struct ControlServerOptions {
   bool read_only_requires_token = false;
   // TLS when set, else plaintext.
   std::optional<TlsOptions> tls;
+  // Whether the server may listen beyond loopback with neither a token nor
+  // mutual TLS (see CheckAuthenticationForAddress).
+  bool allow_unauthenticated_remote = false;
   // The effective config GetStatus reports.
   retryd::v1::Config config;
 
@@ -80,8 +83,9 @@ class ControlServer {
   ControlServer& operator=(const ControlServer&) = delete;
 
   // Validates `options`, starts the sampler, binds and starts serving, then
-  // the health prober. INVALID_ARGUMENT for a malformed address or
-  // incomplete TLS/token options; UNAVAILABLE when the address cannot be
+  // the health prober. INVALID_ARGUMENT for a malformed address,
+  // incomplete TLS/token options, or an unauthenticated address beyond
+  // loopback (CheckAuthenticationForAddress); UNAVAILABLE when the address cannot be
   // bound (in use, not an address of this host), with the reason;
   // FAILED_PRECONDITION if already started. On error nothing keeps running.
   absl::Status Start(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
@@ -129,6 +133,14 @@ class ControlServer {
 // Checks a listen address: `host:port` (IPv6 hosts in brackets, port
 // 0..65535) or `unix:<path>`. INVALID_ARGUMENT saying what is wrong.
 absl::Status ValidateListenAddress(const std::string& address);
+
+// Refuses, with INVALID_ARGUMENT saying what to set, a listen address beyond
+// loopback (anything but 127.x, [::1], localhost and unix: sockets) when
+// callers need no authentication, neither a bearer token nor mutual TLS,
+// unless allow_unauthenticated_remote says so: anyone who reaches the port
+// could stop retry threads. Start() checks it; so does the config's
+// conversion, so that retryd stops before it starts anything.
+absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options);
 
 }  // namespace retryd::control
 

@@ -78,7 +78,7 @@ void ControlService::Shutdown() {
 
 absl::Status ControlService::Authorize(const grpc::CallbackServerContext& context,
                                        Access access) const {
-  return auth_.Check(context.client_metadata(), access);
+  return auth_.Authenticate(context.client_metadata(), access, context.peer());
 }
 
 absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& context) const {

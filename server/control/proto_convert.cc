@@ -1,5 +1,9 @@
 #include "server/control/proto_convert.h"
 
+#include <string>
+
+#include "server/kafka/properties.h"
+
 namespace retryd::control {
 
 v1::ThreadRole ToProto(ThreadRole role) {
@@ -83,6 +87,13 @@ void ToProto(const ThreadStats& stats, v1::ThreadInfo& out) {
   out.set_state(ToProto(stats.state()));
   out.set_state_since_unix_ms(stats.state_since_ms());
   ToProto(stats.partitions(), *out.mutable_assigned_partitions());
+}
+
+v1::Config WithoutSecrets(v1::Config config) {
+  for (auto& [key, value] : *config.mutable_kafka()->mutable_properties()) {
+    if (kafka::IsSecretProperty(key)) value = std::string(kafka::kRedacted);
+  }
+  return config;
 }
 
 }  // namespace retryd::control

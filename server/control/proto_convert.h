@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "google/protobuf/repeated_ptr_field.h"
+#include "retryd/v1/config.pb.h"
 #include "retryd/v1/control.pb.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
@@ -25,6 +26,13 @@ void ToProto(const std::vector<TopicPartition>& partitions,
              google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);
 void ToProto(const EngineTotals& totals, v1::Totals& out);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
+
+// `config` as GetStatus shows it: a secret librdkafka setting (see
+// kafka::IsSecretProperty) in kafka.properties keeps its key, its value
+// becomes "<redacted>". The config loader refuses such settings; this holds
+// for options built any other way. properties_from_env and
+// properties_from_file hold variable names and paths, shown as they are.
+v1::Config WithoutSecrets(v1::Config config);
 
 }  // namespace retryd::control
 

@@ -1,18 +1,36 @@
 #include "server/kafka/properties.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "server/common/logging.h"
 
 namespace retryd::kafka {
 namespace {
 
+// librdkafka 2.0.2's rdkafka_conf.c flags sasl.password, sasl.oauthbearer.config,
+// ssl.key.password, ssl.key.pem and ssl.keystore.password as sensitive, and
+// also sasl.username, ssl.key.location and ssl.ca.pem, which hold a name, a
+// path and a public certificate: those three are no secrets and may stay in
+// kafka.properties. sasl.oauthbearer.client.secret is a secret it does not
+// flag. sasl.jaas.config and ssl.truststore.password are the Java client's.
+constexpr std::array<absl::string_view, 8> kSecretProperties = {
+    "sasl.password",      "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
+    "ssl.key.password",   "ssl.key.pem",                    "ssl.keystore.password",
+    "sasl.jaas.config",   "ssl.truststore.password",
+};
+
+bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_'; }
+
 void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   // syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug.
-  const std::string line = absl::StrCat("librdkafka ", rd_kafka_name(rk), " ", fac, ": ", buf);
+  const std::string line =
+      absl::StrCat("librdkafka ", rd_kafka_name(rk), " ", fac, ": ", RedactLogLine(buf));
   // kafka.properties is shared by consumers and producers; each ignores the
   // other's settings, which is expected, not worth a warning.
   if (absl::StrContains(buf, "property and will be ignored by this")) {
@@ -34,7 +52,13 @@ absl::Status Set(rd_kafka_conf_t* conf, const std::string& key, const std::strin
   char errstr[512];
   if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
       RD_KAFKA_CONF_OK) {
-    return absl::InvalidArgumentError(absl::StrCat("kafka property \"", key, "\": ", errstr));
+    std::string reason = errstr;
+    // librdkafka quotes a value it cannot parse; a secret's must not reach
+    // the error a user sees.
+    if (IsSecretProperty(key) && !value.empty()) {
+      absl::StrReplaceAll({{value, kRedacted}}, &reason);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("kafka property \"", key, "\": ", reason));
   }
   return absl::OkStatus();
 }
@@ -45,6 +69,32 @@ std::string VersionString(int version) {
 }
 
 }  // namespace
+
+bool IsSecretProperty(absl::string_view name) {
+  return std::find(kSecretProperties.begin(), kSecretProperties.end(), name) !=
+         kSecretProperties.end();
+}
+
+std::string RedactLogLine(absl::string_view line) {
+  // The earliest secret name standing as a whole word; everything after it
+  // but the "=", ":" or space that introduces its value goes.
+  size_t cut = absl::string_view::npos;
+  for (absl::string_view name : kSecretProperties) {
+    for (size_t at = line.find(name); at != absl::string_view::npos;
+         at = line.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      if ((at > 0 && IsNameChar(line[at - 1])) || (end < line.size() && IsNameChar(line[end]))) {
+        continue;
+      }
+      cut = std::min(cut, end);
+      break;
+    }
+  }
+  if (cut == absl::string_view::npos) return std::string(line);
+  while (cut < line.size() && (line[cut] == ' ' || line[cut] == '=' || line[cut] == ':')) ++cut;
+  if (cut == line.size()) return std::string(line);  // The name, but no value.
+  return absl::StrCat(line.substr(0, cut), kRedacted);
+}
 
 absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_version) {
   constexpr int kFixedIn = 0x020300ff;  // librdkafka 2.3.0

@@ -28,10 +28,31 @@ struct HandleDeleter {
 };
 using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
 
+// The librdkafka settings whose values are secrets: passwords, private keys
+// and client secrets. The one list retryd keeps; the config loader refuses
+// them in kafka.properties (they come from the environment or files),
+// GetStatus redacts them, and MakeConf's log callback keeps their values out
+// of librdkafka's log lines. It goes beyond librdkafka's own "sensitive"
+// flag, which misses sasl.oauthbearer.client.secret, and includes the Java
+// client's settings operators copy from their Java configs (librdkafka
+// refuses them, but only after the value sat in a config file).
+bool IsSecretProperty(absl::string_view name);
+
+// What GetStatus and error messages show in place of a secret's value.
+inline constexpr absl::string_view kRedacted = "<redacted>";
+
+// `line` (one of librdkafka's log lines) with the text that follows a
+// secret property's name cut off and replaced by kRedacted. librdkafka
+// prints a setting as "name = value" in its `debug: conf` dump (redacting
+// only what it flags as sensitive) and quotes a bad sasl.oauthbearer.config
+// back in its error; neither is left to show a secret.
+std::string RedactLogLine(absl::string_view line);
+
 // Returns a configuration holding `user` (the operator's kafka.properties),
 // then `enforced` (settings retryd's guarantees depend on). A user property
 // that contradicts an enforced one is an error naming it, rather than being
-// silently overridden. Also routes librdkafka's log lines to retryd's log.
+// silently overridden. Also routes librdkafka's log lines to retryd's log,
+// through RedactLogLine.
 absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
                                  const Properties& enforced);
 

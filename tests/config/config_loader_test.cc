@@ -324,9 +324,9 @@ INSTANTIATE_TEST_SUITE_P(
                   WithBase("kafka { properties { key: \"group.id\" value: \"x\" } }"),
                   "kafka.properties[\"group.id\"]: set the consumer group with group_id instead"},
         BadConfig{"PropertySetTwice",
-                  WithBase("kafka {\n  properties { key: \"sasl.password\" value: \"x\" }\n"
-                           "  properties_from_env { key: \"sasl.password\" value: \"HOME\" }\n}"),
-                  "test.textproto:3: kafka.properties_from_env[\"sasl.password\"]: also set in "
+                  WithBase("kafka {\n  properties { key: \"client.id\" value: \"x\" }\n"
+                           "  properties_from_env { key: \"client.id\" value: \"HOME\" }\n}"),
+                  "test.textproto:3: kafka.properties_from_env[\"client.id\"]: also set in "
                   "kafka.properties"},
         BadConfig{"OutputTopicInvalid", WithBase("output_topic: \"bad topic\""),
                   "test.textproto:1: output_topic: \"bad topic\" is not a valid Kafka topic name: "
@@ -509,6 +509,35 @@ kafka {
   EXPECT_THAT(shown, Not(HasSubstr("s3cret\"")));
   EXPECT_THAT(shown, Not(HasSubstr("env-s3cret")));
   EXPECT_THAT(shown, Not(HasSubstr("file-s3cret")));
+}
+
+// A secret written in kafka.properties would sit in the config file and in
+// every GetStatus answer: refused, pointing to the two secret maps, without
+// repeating the value.
+TEST(ConfigLoaderTest, SecretsAreRefusedInPlainProperties) {
+  for (const char* key :
+       {"sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
+        "ssl.key.pem", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
+        "ssl.truststore.password"}) {
+    SCOPED_TRACE(key);
+    const std::string error = ErrorOf(WithBase(absl::StrCat(
+        "kafka {\n  properties { key: \"security.protocol\" value: \"SASL_SSL\" }\n"
+        "  properties { key: \"",
+        key, "\" value: \"hunter2-in-the-file\" }\n}")));
+    EXPECT_THAT(error, HasSubstr(absl::StrCat("test.textproto:3: kafka.properties[\"", key,
+                                              "\"]: holds a secret")));
+    EXPECT_THAT(error, HasSubstr("kafka.properties_from_env"));
+    EXPECT_THAT(error, HasSubstr("kafka.properties_from_file"));
+    EXPECT_THAT(error, Not(HasSubstr("hunter2")));
+  }
+  // Names, paths and public certificates are no secrets.
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(
+      R"cfg(kafka {
+  properties { key: "sasl.username" value: "retryd" }
+  properties { key: "ssl.key.location" value: "/etc/retryd/client.key" }
+  properties { key: "ssl.certificate.pem" value: "-----BEGIN CERTIFICATE-----" }
+})cfg"));
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
 }
 
 TEST(ConfigLoaderTest, OnlyOneTrailingNewlineIsStrippedFromSecretFiles) {

@@ -100,6 +100,7 @@ TEST_F(ControlServerTest, StartRejectsBadAddressesAndRunsOnce) {
     ControlServer server(*engine_->engine);
     ControlServerOptions options = LocalOptions();
     options.listen_address = "192.0.2.1:0";  // TEST-NET-1: never this host's.
+    options.allow_unauthenticated_remote = true;
     const absl::Status s = server.Start(options);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_THAT(s.message(), HasSubstr("not an address of this host"));
@@ -222,6 +223,88 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
   v1::SetInOrderResponse response;
   EXPECT_TRUE(right.SetInOrder(false, false, &response).ok());
   EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
+}
+
+// Anyone who reaches a port beyond loopback could stop retry threads:
+// without a token or mutual TLS the server does not start there, unless the
+// operator opted in.
+TEST_F(ControlServerTest, RemoteWithoutAuthenticationNeedsTheOptIn) {
+  for (const char* address : {"0.0.0.0:0", "[::]:0"}) {
+    ControlServer server(*engine_->engine);
+    ControlServerOptions options = LocalOptions();
+    options.listen_address = address;
+    const absl::Status s = server.Start(options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << address << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("control.allow_unauthenticated_remote: true"));
+    EXPECT_THAT(s.message(), HasSubstr("control.auth_token_file"));
+    EXPECT_EQ(server.port(), 0) << "nothing listens";
+  }
+  {
+    ControlServer server(*engine_->engine);
+    ControlServerOptions options = LocalOptions();
+    options.listen_address = "0.0.0.0:0";
+    options.allow_unauthenticated_remote = true;
+    ::testing::internal::CaptureStderr();
+    const absl::Status s = server.Start(options);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_THAT(log, HasSubstr("with no authentication (control.allow_unauthenticated_remote"));
+    v1::GetStatusResponse status;
+    EXPECT_TRUE(ControlClient(Channel(Local(server))).GetStatus(&status).ok());
+  }
+  {
+    ControlServer server(*engine_->engine);
+    ControlServerOptions options = LocalOptions();
+    options.listen_address = "0.0.0.0:0";
+    options.auth_token = "s3cret-token";
+    EXPECT_TRUE(server.Start(options).ok()) << "a token is authentication";
+  }
+}
+
+// Every refused call leaves a line naming the caller, never the token it
+// sent.
+TEST_F(ControlServerTest, FailedAuthenticationIsLoggedWithThePeer) {
+  ControlServer server(*engine_->engine);
+  ControlServerOptions options = LocalOptions();
+  options.auth_token = "s3cret-token";
+  ASSERT_TRUE(server.Start(options).ok());
+  ControlClient wrong(Channel(Local(server)), "guessed-token");
+  ::testing::internal::CaptureStderr();
+  const grpc::Status s = wrong.SetInOrder(false, false);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(log, HasSubstr("control: authentication failed for a call from ipv4:127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("wrong bearer token"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("guessed-token")));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("s3cret-token")));
+}
+
+// GetStatus shows the effective config; a secret in it, however it got
+// there, shows as "<redacted>". Secrets from the environment show the
+// variable's name.
+TEST_F(ControlServerTest, GetStatusNeverShowsASecret) {
+  retryd::v1::Config config;
+  config.set_listen_address("127.0.0.1:0");
+  auto& properties = *config.mutable_kafka()->mutable_properties();
+  properties["security.protocol"] = "SASL_SSL";
+  properties["sasl.password"] = "hunter2-in-properties";
+  properties["sasl.oauthbearer.client.secret"] = "hunter2-oauth";
+  (*config.mutable_kafka()->mutable_properties_from_env())["ssl.key.password"] =
+      "RETRYD_TEST_KEY_PASSWORD";
+  absl::StatusOr<ControlServerOptions> options = ControlServerOptionsFromConfig(config);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(*options).ok());
+
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(ControlClient(Channel(Local(server))).GetStatus(&status).ok());
+  const auto& shown = status.config().kafka().properties();
+  EXPECT_EQ(shown.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(shown.at("sasl.password"), "<redacted>");
+  EXPECT_EQ(shown.at("sasl.oauthbearer.client.secret"), "<redacted>");
+  EXPECT_EQ(status.config().kafka().properties_from_env().at("ssl.key.password"),
+            "RETRYD_TEST_KEY_PASSWORD");
+  EXPECT_THAT(status.DebugString(), ::testing::Not(HasSubstr("hunter2")));
 }
 
 TEST_F(ControlServerTest, ReadOnlyNeedsTheTokenWhenConfigured) {
@@ -463,6 +546,10 @@ TEST(ControlMainTest, BadControlSettingsExit2) {
       {"control { tls_cert_file: \"/etc/hostname\" }\n", {}, "control.tls_key_file"},
       {"control { read_only_requires_token: true }\n", {}, "control.read_only_requires_token"},
       {"", {"--listen", "nohost"}, "--listen"},
+      {"", {"--listen", "0.0.0.0:0"}, "control.allow_unauthenticated_remote: true"},
+      {"kafka { properties { key: \"sasl.password\" value: \"hunter2\" } }\n",
+       {},
+       "kafka.properties[\"sasl.password\"]: holds a secret"},
   };
   int n = 0;
   for (const Case& c : cases) {
@@ -473,6 +560,7 @@ TEST(ControlMainTest, BadControlSettingsExit2) {
     RetrydProcess retryd(case_dir, args);
     EXPECT_EQ(retryd.WaitExit(absl::Seconds(30)), 2) << c.message << ": " << retryd.Stderr();
     EXPECT_THAT(retryd.Stderr(), HasSubstr(c.message));
+    EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr("hunter2")));
   }
 }
 
@@ -498,7 +586,13 @@ TEST(ControlMainTest, PortInUseExits1) {
 
 TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   const std::string dir = MakeTempDir();
-  RetrydProcess retryd(dir, {"--config", WriteConfig(dir, ""), "--listen", "127.0.0.1:0",
+  // A secret from the environment: GetStatus names the variable only.
+  ASSERT_EQ(setenv("RETRYD_TEST_KAFKA_PASSWORD", "hunter2-from-env", 1), 0);
+  absl::Cleanup unset = [] { unsetenv("RETRYD_TEST_KAFKA_PASSWORD"); };
+  const std::string config = WriteConfig(
+      dir, "kafka { properties_from_env { key: \"sasl.password\" value: "
+           "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
+  RetrydProcess retryd(dir, {"--config", config, "--listen", "127.0.0.1:0",
                              "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
   ASSERT_TRUE(WaitFor(
@@ -521,11 +615,15 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
   EXPECT_EQ(status.config().group_id(), "control-main");
+  EXPECT_EQ(status.config().kafka().properties_from_env().at("sasl.password"),
+            "RETRYD_TEST_KAFKA_PASSWORD");
+  EXPECT_THAT(status.DebugString(), ::testing::Not(HasSubstr("hunter2")));
   EXPECT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
                       absl::Seconds(60)));
 
   retryd.Signal(SIGTERM);
   EXPECT_EQ(retryd.WaitExit(absl::Seconds(60)), 0) << retryd.Stderr();
+  EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr("hunter2")));
 }
 
 }  // namespace

@@ -304,6 +304,38 @@ TEST_F(ControlConfigTest, ReadsTheTokenFromAFileOrTheEnvironment) {
   unsetenv("RETRYD_CONTROL_TEST_TOKEN");
 }
 
+// Beyond loopback the config must name a token or mutual TLS, or opt in;
+// unix sockets and loopback names are local.
+TEST_F(ControlConfigTest, RemoteListenAddressNeedsAuthenticationOrTheOptIn) {
+  for (const char* local : {"127.0.0.1:0", "127.1.2.3:0", "[::1]:0", "localhost:0",
+                            "unix:/run/retryd.sock"}) {
+    config_.set_listen_address(local);
+    EXPECT_TRUE(Load().ok()) << local << ": " << Load();
+  }
+  config_.set_listen_address("0.0.0.0:50051");
+  const absl::Status refused = Load();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("0.0.0.0:50051"));
+  EXPECT_THAT(refused.message(), HasSubstr("control.allow_unauthenticated_remote: true"));
+
+  const std::string pem = Write("fake.pem", "-----BEGIN SOMETHING-----\n");
+  config_.mutable_control()->set_tls_cert_file(pem);
+  config_.mutable_control()->set_tls_key_file(pem);
+  EXPECT_EQ(Load().code(), absl::StatusCode::kInvalidArgument) << "TLS alone authenticates no one";
+  config_.mutable_control()->set_tls_client_ca_file(pem);
+  EXPECT_TRUE(Load().ok()) << "mutual TLS: " << Load();
+  config_.mutable_control()->clear_tls_client_ca_file();
+
+  config_.mutable_control()->set_auth_token_file(Write("token", "t0ken\n"));
+  EXPECT_TRUE(Load().ok()) << "token: " << Load();
+  config_.mutable_control()->clear_auth_token_file();
+
+  config_.mutable_control()->set_allow_unauthenticated_remote(true);
+  absl::StatusOr<ControlServerOptions> options = ControlServerOptionsFromConfig(config_);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->allow_unauthenticated_remote);
+}
+
 TEST_F(ControlConfigTest, ErrorsNameTheField) {
   struct Case {
     std::function<void(retryd::v1::ControlConfig&)> set;

@@ -1,12 +1,56 @@
 #include "server/kafka/properties.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/common/logging.h"
 
 namespace retryd::kafka {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Sends this process's stderr (where retryd logs) to a file while it lives,
+// so a test can read what was logged so far.
+class StderrToFile {
+ public:
+  StderrToFile() {
+    char path[] = "/tmp/retryd-stderr-XXXXXX";
+    const int fd = mkstemp(path);
+    path_ = path;
+    std::fflush(stderr);
+    saved_ = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+  }
+  ~StderrToFile() {
+    std::fflush(stderr);
+    dup2(saved_, STDERR_FILENO);
+    close(saved_);
+    unlink(path_.c_str());
+  }
+  std::string Contents() const {
+    std::ifstream in(path_);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
 
 constexpr int kV2_0_2 = 0x020002ff;
 constexpr int kV2_3_0 = 0x020300ff;
@@ -46,6 +90,61 @@ TEST(MakeConfTest, ManagedPropertiesCannotBeContradicted) {
       MakeConf("127.0.0.1:9", {{"enable.auto.commit", "true"}}, {{"enable.auto.commit", "false"}});
   EXPECT_EQ(conf.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(conf.status().message(), HasSubstr("managed by retryd"));
+}
+
+TEST(SecretPropertiesTest, TheListHoldsSecretsOnly) {
+  for (const char* secret :
+       {"sasl.password", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
+        "ssl.key.password", "ssl.key.pem", "ssl.keystore.password", "sasl.jaas.config"}) {
+    EXPECT_TRUE(IsSecretProperty(secret)) << secret;
+  }
+  for (const char* plain : {"sasl.username", "ssl.key.location", "ssl.certificate.pem",
+                            "ssl.ca.pem", "security.protocol", "debug", "sasl.password.x"}) {
+    EXPECT_FALSE(IsSecretProperty(plain)) << plain;
+  }
+}
+
+// librdkafka 2.0.2 prints every modified setting under `debug: conf` and
+// redacts only those it flags sensitive, which sasl.oauthbearer.client.secret
+// is not (a build with OIDC prints it as is).
+TEST(SecretPropertiesTest, RedactLogLineCutsWhatFollowsASecretName) {
+  EXPECT_EQ(RedactLogLine("  sasl.oauthbearer.client.secret = s3cret"),
+            "  sasl.oauthbearer.client.secret = <redacted>");
+  EXPECT_EQ(RedactLogLine("Unrecognized sasl.oauthbearer.config beginning at: x=s3cret y"),
+            "Unrecognized sasl.oauthbearer.config <redacted>");
+  EXPECT_EQ(RedactLogLine("  sasl.username = retryd"), "  sasl.username = retryd");
+  EXPECT_EQ(RedactLogLine("  my.sasl.password.hint = fine"), "  my.sasl.password.hint = fine");
+}
+
+// A malformed sasl.oauthbearer.config makes librdkafka log part of it at
+// error level, debug or not; retryd's log must show the setting's name only.
+TEST(SecretPropertiesTest, LibrdkafkaLogLinesNeverShowASecret) {
+  SetMinLogLevel(LogLevel::kDebug);
+  StderrToFile captured;
+  absl::StatusOr<ConfPtr> conf =
+      MakeConf("127.0.0.1:9",
+               {{"security.protocol", "SASL_PLAINTEXT"},
+                {"sasl.mechanisms", "OAUTHBEARER"},
+                {"enable.sasl.oauthbearer.unsecure.jwt", "true"},
+                {"sasl.oauthbearer.config", "principal=retryd hunter2-oauth"},
+                {"debug", "conf,security"}},
+               {});
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  absl::StatusOr<HandlePtr> producer = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  // The token is asked for on the application's queue: poll it, bounded.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!absl::StrContains(captured.Contents(), "Failed to acquire SASL OAUTHBEARER token") &&
+         absl::Now() < deadline) {
+    rd_kafka_poll(producer->get(), 100);
+  }
+  producer->reset();
+  const std::string log = captured.Contents();
+  SetMinLogLevel(LogLevel::kInfo);
+  EXPECT_THAT(log, HasSubstr("Failed to acquire SASL OAUTHBEARER token"));
+  EXPECT_THAT(log, HasSubstr("sasl.oauthbearer.config <redacted>"));
+  EXPECT_THAT(log, HasSubstr("sasl.oauthbearer.config = <redacted>")) << "the debug conf dump";
+  EXPECT_THAT(log, Not(HasSubstr("hunter2")));
 }
 
 }  // namespace
