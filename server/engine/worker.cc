@@ -15,6 +15,9 @@ namespace {
 constexpr absl::Duration kMaxPollWait = absl::Milliseconds(200);
 constexpr absl::Duration kRedoDelay = absl::Seconds(1);
 constexpr size_t kMaxDuePerRound = 256;
+// How far past its stop deadline a worker may go to commit what its
+// hand-offs completed (kStopGrace / 2) and then leave its group.
+constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -85,8 +88,9 @@ absl::Status Worker::Start() {
   return absl::OkStatus();
 }
 
-void Worker::RequestStop(bool graceful) {
+void Worker::RequestStop(bool graceful, absl::Time deadline) {
   graceful_.store(graceful, std::memory_order_relaxed);
+  stop_deadline_ns_.store(absl::ToUnixNanos(deadline), std::memory_order_relaxed);
   stop_requested_.store(true, std::memory_order_release);
   // Wakes a WaitForAcks in progress, which re-checks stop_requested_.
   absl::MutexLock lock(&sink_->flight_mu);
@@ -148,8 +152,12 @@ void Worker::Run() {
   }
   sink_->SetState(ThreadState::kStopping);
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
-  // graceful) and commits before the group gets them back.
-  if (absl::Status s = consumer_->Close(); !s.ok()) {
+  // graceful) and commits before the group gets them back. Bounded: with the
+  // broker unreachable, leaving the group would block for a long time.
+  const absl::Time stop_deadline =
+      std::min(absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms),
+               absl::FromUnixNanos(stop_deadline_ns_.load(std::memory_order_relaxed)));
+  if (absl::Status s = consumer_->Close(stop_deadline + kStopGrace); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
   }
   UpdateGauges();
@@ -547,10 +555,11 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
 
 void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) {
   LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
-  if (!lost && graceful_.load(std::memory_order_relaxed)) {
-    AwaitHandOffs(partitions,
-                  absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
+  absl::Time deadline = absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms);
+  if (stop_requested_.load(std::memory_order_acquire)) {
+    deadline = std::min(deadline, absl::FromUnixNanos(stop_deadline_ns_.load(std::memory_order_relaxed)));
   }
+  if (!lost && graceful_.load(std::memory_order_relaxed)) AwaitHandOffs(partitions, deadline);
   if (!lost) {
     kafka::CommitOffsets offsets;
     for (const TopicPartition& tp : partitions) {
@@ -559,7 +568,10 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
       const int64_t offset = it->second->CommitOffset();
       if (offset >= 0) offsets.push_back({tp, offset});
     }
-    if (absl::Status s = consumer_->Commit(offsets, /*async=*/false); !s.ok()) {
+    // Bounded like the rest of a stop, yet given a moment even when the
+    // hand-offs used up the deadline.
+    const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
+    if (absl::Status s = consumer_->CommitWithin(offsets, commit_deadline); !s.ok()) {
       LogWarning("thread ", id_, ": commit at revoke: ", s.message());
     } else if (!offsets.empty()) {
       sink_->commits.fetch_add(1, std::memory_order_relaxed);

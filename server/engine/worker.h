@@ -68,9 +68,12 @@ class Worker : public kafka::ConsumerListener {
   absl::Status Start();
 
   // Asks the thread to stop; returns at once. Graceful: finish in-flight
-  // hand-offs (bounded by shutdown_timeout_ms), commit, leave the group.
-  // Not graceful: leave the group without waiting or committing more.
-  void RequestStop(bool graceful);
+  // hand-offs until `deadline` (at most shutdown_timeout_ms away), commit,
+  // leave the group. Not graceful: leave the group without waiting or
+  // committing more. The last commit and the group leave get a few seconds
+  // past `deadline` (kStopGrace) at most; what is not done by then is
+  // logged and abandoned, to be processed again.
+  void RequestStop(bool graceful, absl::Time deadline = absl::InfiniteFuture());
 
   // Waits for the thread to exit.
   void Join();
@@ -156,6 +159,7 @@ class Worker : public kafka::ConsumerListener {
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> graceful_{true};
+  std::atomic<int64_t> stop_deadline_ns_{0};  // Unix ns; read after stop_requested_.
   std::thread thread_;
 
   // Everything below belongs to the worker's thread (and to Start() before
