@@ -557,7 +557,8 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
   LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
   absl::Time deadline = absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms);
   if (stop_requested_.load(std::memory_order_acquire)) {
-    deadline = std::min(deadline, absl::FromUnixNanos(stop_deadline_ns_.load(std::memory_order_relaxed)));
+    const int64_t stop_ns = stop_deadline_ns_.load(std::memory_order_relaxed);
+    deadline = std::min(deadline, absl::FromUnixNanos(stop_ns));
   }
   if (!lost && graceful_.load(std::memory_order_relaxed)) AwaitHandOffs(partitions, deadline);
   if (!lost) {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -159,7 +160,8 @@ class Worker : public kafka::ConsumerListener {
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> graceful_{true};
-  std::atomic<int64_t> stop_deadline_ns_{0};  // Unix ns; read after stop_requested_.
+  // Unix ns; no deadline until RequestStop() sets one.
+  std::atomic<int64_t> stop_deadline_ns_{std::numeric_limits<int64_t>::max()};
   std::thread thread_;
 
   // Everything below belongs to the worker's thread (and to Start() before
