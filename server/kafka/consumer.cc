@@ -289,7 +289,11 @@ absl::Status Consumer::Close(absl::Time deadline) {
             "reassigns its partitions once its session times out)");
         break;
       }
-      rd_kafka_queue_poll_callback(queue.get(), PollSliceMs(deadline));
+      // Serves callbacks the way a consumer poll does; a record it hands out
+      // is not ours any more (the next owner reads it again).
+      if (rd_kafka_message_t* m = rd_kafka_consume_queue(queue.get(), PollSliceMs(deadline))) {
+        rd_kafka_message_destroy(m);
+      }
     }
   }
   if (absl::IsDeadlineExceeded(status)) {
