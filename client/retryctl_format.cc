@@ -182,6 +182,11 @@ std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
     }
     out.append("\n");
   }
+  if (!response.started_thread_ids().empty()) {
+    absl::StrAppend(&out, "started ",
+                    Plural(response.started_thread_ids_size(), "retry thread", "retry threads"),
+                    " to read the retry topic: ", JoinIds(response.started_thread_ids()), "\n");
+  }
   return out;
 }
 

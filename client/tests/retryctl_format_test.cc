@@ -113,6 +113,9 @@ TEST(FormatResponsesTest, ThreadsAndInOrder) {
             "in_order: on\ndrained 12 retry records and stopped retry threads 3, 4\n");
   in_order.Clear();
   EXPECT_EQ(FormatSetInOrder(in_order), "in_order: off\n");
+  in_order.add_started_thread_ids(7);
+  EXPECT_EQ(FormatSetInOrder(in_order),
+            "in_order: off\nstarted 1 retry thread to read the retry topic: 7\n");
 }
 
 TEST(ToJsonTest, ProtoFieldNamesEveryFieldAndRoundTrip) {

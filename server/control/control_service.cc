@@ -52,6 +52,22 @@ std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
 }
 
+// A unary call's reactor that turns the call's cancellation into a
+// Cancellation the engine watches. The token is shared: the operation may
+// still hold it when the reactor is done.
+class CancellableReactor final : public grpc::ServerUnaryReactor {
+ public:
+  CancellableReactor() : cancel_(std::make_shared<Cancellation>()) {}
+  const std::shared_ptr<Cancellation>& cancellation() const { return cancel_; }
+
+  // Never blocks: Cancel() runs only the engine's brief wake-up.
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  const std::shared_ptr<Cancellation> cancel_;
+};
+
 }  // namespace
 
 ControlService::ControlService(Engine& engine, const MetricsSampler& sampler, BearerTokenAuth auth,
@@ -94,14 +110,15 @@ absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& con
 }
 
 void ControlService::RunBlocking(grpc::CallbackServerContext* context,
-                                 grpc::ServerUnaryReactor* reactor, Operation operation) {
+                                 grpc::ServerUnaryReactor* reactor, Operation operation,
+                                 std::shared_ptr<const Cancellation> cancel) {
   const absl::Time deadline = EngineDeadline(*context);
-  absl::Status queued = executor_.Submit([this, context, reactor, deadline,
+  absl::Status queued = executor_.Submit([this, context, reactor, deadline, cancel,
                                           operation = std::move(operation)]() mutable {
     absl::Status status;
     if (shutting_down_.load()) {
       status = absl::UnavailableError("the control server is stopping; the operation did not run");
-    } else if (context->IsCancelled()) {
+    } else if ((cancel != nullptr && cancel->cancelled()) || context->IsCancelled()) {
       status = absl::CancelledError("the call was cancelled before the operation began");
     } else if (absl::Now() >= deadline) {
       status = absl::DeadlineExceededError(
@@ -227,7 +244,7 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
 grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext* context,
                                                      const v1::SetInOrderRequest* request,
                                                      v1::SetInOrderResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok() && request->drain_retries() && !request->in_order()) {
     status = absl::InvalidArgumentError(
@@ -239,14 +256,16 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
     return reactor;
   }
   const std::string peer = context->peer();
-  RunBlocking(context, reactor, [this, request, response, peer](absl::Time deadline) {
+  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  auto operation = [this, request, response, peer, cancel](absl::Time deadline) {
     absl::StatusOr<SetInOrderResult> result =
-        engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline);
+        engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline, cancel.get());
     LogInfo("control: SetInOrder(", request->in_order() ? "true" : "false",
             request->drain_retries() ? ", drain" : "", ") from ", peer, ": ",
             result.ok() ? absl::StrCat("in_order=", result->in_order ? "true" : "false",
                                        " stopped=", JoinIds(result->stopped_thread_ids),
-                                       " drained=", result->drained_records)
+                                       " drained=", result->drained_records,
+                                       " started=", JoinIds(result->started_thread_ids))
                         : result.status().ToString());
     if (!result.ok()) return result.status();
     response->set_in_order(result->in_order);
@@ -254,8 +273,12 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
       response->add_stopped_thread_ids(static_cast<uint32_t>(id));
     }
     response->set_drained_records(result->drained_records);
+    for (int id : result->started_thread_ids) {
+      response->add_started_thread_ids(static_cast<uint32_t>(id));
+    }
     return absl::OkStatus();
-  });
+  };
+  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
   return reactor;
 }
 

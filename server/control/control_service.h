@@ -10,6 +10,10 @@
 // deadline (less a small margin so the engine's answer — the ids started
 // so far, or DEADLINE_EXCEEDED after a rolled-back drain — still reaches the
 // client; a call without a deadline gets `default_operation_timeout`).
+// SetInOrder, which can wait long for a drain, hands the engine a
+// Cancellation that its reactor's OnCancel sets: a cancelled call (Ctrl-C
+// in retryctl, a client gone, server shutdown) ends the drain at once and
+// leaves the engine as it was.
 // WatchMetrics streams are MetricsWatcher reactors fed by the shared
 // MetricsSampler. Every absl::Status becomes a grpc::Status once, in
 // ToGrpcStatus.
@@ -34,6 +38,7 @@
 #include "server/control/auth.h"
 #include "server/control/blocking_executor.h"
 #include "server/control/metrics_watcher.h"
+#include "server/engine/cancellation.h"
 #include "server/engine/engine.h"
 #include "server/engine/metrics_sampler.h"
 
@@ -90,8 +95,10 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   using Operation = absl::AnyInvocable<absl::Status(absl::Time deadline) &&>;
 
   // Runs `operation` on the executor and finishes `reactor` from there.
+  // `cancel`, if given, is the one `reactor` sets when the call is
+  // cancelled: an operation not yet begun then does not run.
   void RunBlocking(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                   Operation operation);
+                   Operation operation, std::shared_ptr<const Cancellation> cancel = nullptr);
   absl::Time EngineDeadline(const grpc::CallbackServerContext& context) const;
   absl::Status Authorize(const grpc::CallbackServerContext& context, Access access) const;
 

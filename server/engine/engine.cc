@@ -55,10 +55,26 @@ void AddCounts(const ThreadStats& s, EngineTotals& t) {
 
 // How long Start() waits, in all, for the metadata of the topics it produces to.
 constexpr absl::Duration kPrepareTopicsTimeout = absl::Seconds(5);
-// How often a drain looks at the retry group's committed lag.
+// How often a drain looks at the retry group's committed lag, and how long
+// one look may block: short, since a Stop() waits for the look to end.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
+constexpr absl::Duration kMeasureTimeout = absl::Seconds(1);
 // How often a drain logs how much of the retry backlog is left.
 constexpr absl::Duration kDrainProgressLogInterval = absl::Seconds(5);
+
+// Wait conditions on mu_ that a cancellation (see WakeOnCancel) also ends.
+struct FreeOrCancelled {
+  bool operator()() const { return !*busy || (cancel != nullptr && cancel->cancelled()); }
+  const bool* busy;
+  const Cancellation* cancel;
+};
+struct NotDrainingOrCancelled {
+  bool operator()() const {
+    return *state != EngineState::kDraining || (cancel != nullptr && cancel->cancelled());
+  }
+  const EngineState* state;
+  const Cancellation* cancel;
+};
 
 }  // namespace
 
@@ -117,11 +133,15 @@ absl::Status Engine::CheckRunning() const {
   return absl::OkStatus();
 }
 
-absl::Status Engine::BeginControl(absl::Time deadline) {
+absl::Status Engine::BeginControl(absl::Time deadline, const Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
-  const bool free = mu_.AwaitWithDeadline(
-      absl::Condition(+[](bool* busy) { return !*busy; }, &control_busy_), deadline);
-  if (!free) {
+  const FreeOrCancelled free_or_cancelled{&control_busy_, cancel};
+  mu_.AwaitWithDeadline(absl::Condition(&free_or_cancelled), deadline);
+  if (cancel != nullptr && cancel->cancelled()) {
+    return absl::CancelledError(
+        "the call was cancelled before the operation began; nothing changed");
+  }
+  if (control_busy_) {
     return absl::DeadlineExceededError(
         "another control operation was still in progress when the deadline passed");
   }
@@ -156,6 +176,8 @@ absl::Status Engine::Start() {
   }
   LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
           " retry threads", in_order() ? " (in order)" : "");
+  // Until StartInOrder() has seen the retry backlog empty.
+  if (options_.in_order) input_paused_.store(true, std::memory_order_relaxed);
   // So that the first success, retry or dead letter does not wait a second
   // for the producer to learn its topic. Not fatal: it would learn it later.
   std::vector<std::string> produced = {options_.retry.topic, options_.dead_letter_topic};
@@ -181,7 +203,28 @@ absl::Status Engine::Start() {
       return started.status();
     }
   }
+  if (options_.in_order) {
+    // Held as a control operation, so that none interleaves with it; in the
+    // background, because emptying a backlog may take long.
+    absl::MutexLock lock(&mu_);
+    control_busy_ = true;
+    state_ = EngineState::kDraining;
+    start_in_order_thread_ = std::thread([this] { StartInOrder(); });
+  }
   return absl::OkStatus();
+}
+
+void Engine::StartInOrder() {
+  SetThreadName("in-order-start");
+  LogInfo("engine: in_order is configured: input waits until the retry backlog an earlier run "
+          "may have left is empty");
+  // in_order_ is on from the start, so the primaries add nothing to the
+  // retry topic; input stays paused all the same, since a record left there
+  // came before the input that follows it.
+  absl::StatusOr<SetInOrderResult> result =
+      SwitchToInOrder(absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
+  if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
+  EndControl();
 }
 
 absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
@@ -221,7 +264,7 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
   }
   if (!failure.ok()) {
     for (Worker* worker : running) worker->CancelCheckpoint();
-    StopWorkers(started, /*graceful=*/true);
+    StopWorkers(started, /*graceful=*/true, StopDeadline());
     Retire(started);
     EndControl();
     return failure;
@@ -303,55 +346,132 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int>
     }
   }
   CheckpointRetryThreads(checkpointed, absl::InfiniteFuture());
-  StopWorkers(stopping, graceful);
+  StopWorkers(stopping, graceful, StopDeadline());
   Retire(stopping);
   LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
   EndControl();
   return ids;
 }
 
+Cancellation::Subscription Engine::WakeOnCancel(Cancellation* cancel) {
+  if (cancel == nullptr) return {};
+  // Releasing mu_ makes its waiters evaluate their conditions again.
+  return cancel->OnCancel([this] { absl::MutexLock lock(&mu_); });
+}
+
 absl::StatusOr<SetInOrderResult> Engine::SetInOrder(bool in_order, bool drain_retries,
-                                                    absl::Time deadline) {
+                                                    absl::Time deadline, Cancellation* cancel) {
   if (!in_order && drain_retries) {
     return absl::InvalidArgumentError("drain_retries applies only when switching in_order on");
   }
-  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  // Outlives every wait below.
+  const Cancellation::Subscription wake = WakeOnCancel(cancel);
+  if (absl::Status s = BeginControl(deadline, cancel); !s.ok()) return s;
   int running;
   {
     absl::MutexLock lock(&mu_);
     running = static_cast<int>(retries_.size());
   }
-  if (in_order && running > 0) {
-    if (!drain_retries) {
-      EndControl();
-      return absl::FailedPreconditionError(absl::StrCat(
-          running, " retry thread", running > 1 ? "s run" : " runs",
-          "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or call "
-          "SetInOrder with drain_retries to empty the retry backlog, stop them and switch"));
-    }
-    absl::StatusOr<SetInOrderResult> result = DrainAndSetInOrder(deadline);
+  if (in_order == this->in_order()) {
     EndControl();
-    return result;
+    return SetInOrderResult{in_order, {}, 0, {}};
   }
-  in_order_.store(in_order, std::memory_order_relaxed);
-  LogInfo("engine: in-order mode ", in_order ? "on" : "off");
+  if (!in_order) {
+    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder();
+    EndControl();
+    if (!started.ok()) return started.status();
+    return SetInOrderResult{false, {}, 0, *std::move(started)};
+  }
+  if (running > 0 && !drain_retries) {
+    EndControl();
+    return absl::FailedPreconditionError(absl::StrCat(
+        running, " retry thread", running > 1 ? "s run" : " runs",
+        "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or call "
+        "SetInOrder with drain_retries to empty the retry backlog, stop them and switch"));
+  }
+  absl::StatusOr<SetInOrderResult> result = SwitchToInOrder(deadline, drain_retries, cancel);
   EndControl();
-  return SetInOrderResult{in_order, {}, 0};
+  return result;
 }
 
-absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline) {
+absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder() {
+  int wanted = options_.retry.threads;
+  // in_order configured forces retry.threads to 0, yet the retry topic
+  // needs a reader once failures go there again.
+  if (wanted == 0 && options_.in_order) wanted = 1;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!retries_.empty()) wanted = 0;
+  }
+  std::vector<std::unique_ptr<Worker>> started;
+  for (int i = 0; i < wanted; ++i) {
+    absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
+    if (!worker.ok()) {
+      StopWorkers(started, /*graceful=*/true, StopDeadline());
+      Retire(started);
+      return absl::Status(worker.status().code(),
+                          absl::StrCat("in-order mode stays on: a retry thread did not start (",
+                                       worker.status().message(), ")"));
+    }
+    started.push_back(*std::move(worker));
+  }
+  std::vector<int> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& worker : started) {
+      ids.push_back(worker->id());
+      retries_.push_back(std::move(worker));
+    }
+  }
+  // Only now: a failure from here on has a reader in the retry topic.
+  in_order_.store(false, std::memory_order_relaxed);
+  if (!ids.empty()) {
+    LogInfo("engine: in-order mode off; started retry threads ", IdList(ids));
+  } else if (wanted == 0 && options_.retry.threads == 0) {
+    LogWarning("engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
+               "until retry threads are started");
+  } else {
+    LogInfo("engine: in-order mode off");
+  }
+  return ids;
+}
+
+bool Engine::PrimariesQuiet() const {
+  for (const auto& s : Threads()) {
+    if (s->role() != ThreadRole::kPrimary) continue;
+    const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
+    if (!paused || s->in_flight.load(std::memory_order_relaxed) != 0) return false;
+  }
+  return true;
+}
+
+void Engine::AbandonSwitch(int temporary) {
+  input_paused_.store(false, std::memory_order_relaxed);
+  std::vector<std::unique_ptr<Worker>> stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+    auto it = std::find_if(retries_.begin(), retries_.end(),
+                           [temporary](const auto& w) { return w->id() == temporary; });
+    if (it != retries_.end()) {
+      stopping.push_back(std::move(*it));
+      retries_.erase(it);
+    }
+  }
+  if (stopping.empty()) return;
+  StopWorkers(stopping, /*graceful=*/true, StopDeadline());
+  Retire(stopping);
+  LogInfo("engine: stopped temporary retry thread ", temporary);
+}
+
+absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(absl::Time deadline, bool drain,
+                                                         const Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
   }
   input_paused_.store(true, std::memory_order_relaxed);
-  LogInfo("engine: draining the retry backlog before switching to in-order mode");
-  auto resume = [&](EngineState state) {
-    input_paused_.store(false, std::memory_order_relaxed);
-    absl::MutexLock lock(&mu_);
-    if (state_ == EngineState::kDraining) state_ = state;
-  };
-
+  int temporary = 0;  // A retry thread started to empty the backlog.
   int64_t initial_lag = -1, lag = -1;
   absl::Time last_progress_log = absl::Now();
   for (;;) {
@@ -361,44 +481,70 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
         return absl::AbortedError("the engine is stopping; in-order mode stays off");
       }
     }
-    // Every primary must have paused its partitions (so none is halfway
-    // through a record) and have no hand-off in flight: from then on the
-    // retry topic can only shrink.
-    bool primaries_quiet = true;
-    for (const auto& s : Threads()) {
-      if (s->role() != ThreadRole::kPrimary) continue;
-      const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
-      primaries_quiet = primaries_quiet && paused && s->in_flight.load() == 0;
+    if (cancel != nullptr && cancel->cancelled()) {
+      AbandonSwitch(temporary);
+      LogWarning("engine: the switch to in-order mode was cancelled by its caller; input resumed, "
+                 "in-order mode stays off");
+      return absl::CancelledError(
+          "the call was cancelled: input resumed, in-order mode stays off, nothing changed");
     }
-    if (primaries_quiet) {
+    if (PrimariesQuiet()) {
       absl::StatusOr<int64_t> committed_lag = MeasureRetryBacklog(
-          std::max(absl::Milliseconds(1), std::min(absl::Seconds(5), deadline - absl::Now())));
+          std::max(absl::Milliseconds(1), std::min(kMeasureTimeout, deadline - absl::Now())));
       if (committed_lag.ok()) {
         lag = *committed_lag;
         if (initial_lag < 0) initial_lag = lag;
         if (lag == 0) break;
+        if (!drain) {
+          AbandonSwitch(temporary);
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the retry topic holds a backlog of ", lag, " records that in-order mode would "
+              "strand there (no retry thread reads it in order). Call SetInOrder with "
+              "drain_retries to empty it first, or start retry threads and let them empty it"));
+        }
+        if (temporary == 0 && RetryThreadCount() == 0) {
+          absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
+          if (!worker.ok()) {
+            AbandonSwitch(temporary);
+            return absl::Status(worker.status().code(),
+                                absl::StrCat("no retry thread could start to empty the retry "
+                                             "backlog of ", lag, " records (",
+                                             worker.status().message(), "); nothing changed"));
+          }
+          temporary = (*worker)->id();
+          absl::MutexLock lock(&mu_);
+          retries_.push_back(*std::move(worker));
+          LogInfo("engine: drain: no retry thread runs; started retry thread ", temporary,
+                  " to empty the retry backlog of ", lag, " records");
+        }
         if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
           last_progress_log = absl::Now();
           LogInfo("engine: drain: ", lag, " of ", initial_lag, " retry records left");
         }
+      } else if (!drain) {
+        AbandonSwitch(temporary);
+        return absl::UnavailableError(absl::StrCat(
+            "the retry backlog could not be measured (", committed_lag.status().message(),
+            "); in-order mode stays off, since switching without knowing the retry topic is "
+            "empty could strand records there. Try again once Kafka answers"));
       } else {
         LogWarning("engine: drain: ", committed_lag.status().message());
       }
     }
     if (absl::Now() >= deadline) {
-      resume(EngineState::kRunning);
+      AbandonSwitch(temporary);
       LogWarning("engine: drain timed out; in-order mode stays off");
       return absl::DeadlineExceededError(absl::StrCat(
-          "the retry backlog was not empty when the deadline passed (",
-          lag >= 0 ? absl::StrCat(lag, " records left") : "not measured",
-          "); nothing changed: retry threads still run and in-order mode is off. Retry with a "
-          "longer deadline"));
+          drain ? "the retry backlog was not empty" : "input had not paused",
+          " when the deadline passed (",
+          lag >= 0 ? absl::StrCat(lag, " records left") : "backlog not measured",
+          "); nothing changed: in-order mode is off and the retry threads that ran still run. "
+          "Retry with a longer deadline"));
     }
-    // Paces the checks; a Stop() during the drain ends the wait at once.
+    // Paces the checks; a Stop() or a cancellation ends the wait at once.
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](EngineState* state) { return *state != EngineState::kDraining; },
-                              &state_),
+    const NotDrainingOrCancelled woken{&state_, cancel};
+    mu_.AwaitWithDeadline(absl::Condition(&woken),
                           std::min(deadline, absl::Now() + kDrainCheckInterval));
   }
 
@@ -409,30 +555,46 @@ absl::StatusOr<SetInOrderResult> Engine::DrainAndSetInOrder(absl::Time deadline)
   }
   std::vector<int> ids;
   for (const auto& worker : stopping) ids.push_back(worker->id());
-  StopWorkers(stopping, /*graceful=*/true);
+  StopWorkers(stopping, /*graceful=*/true, StopDeadline());
   Retire(stopping);
   in_order_.store(true, std::memory_order_relaxed);
-  resume(EngineState::kRunning);
-  LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ", IdList(ids),
-          "; in-order mode on");
-  return SetInOrderResult{true, ids, std::max<int64_t>(0, initial_lag)};
+  input_paused_.store(false, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+  }
+  if (initial_lag > 0 || !ids.empty()) {
+    LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ",
+            IdList(ids), "; in-order mode on");
+  } else {
+    LogInfo("engine: retry backlog empty; in-order mode on");
+  }
+  return SetInOrderResult{true, ids, std::max<int64_t>(0, initial_lag), {}};
 }
 
 void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
   if (workers.empty()) return;
   deadline = std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms));
-  for (Worker* worker : workers) worker->RequestCheckpoint();
+  for (Worker* worker : workers) worker->RequestCheckpoint(deadline);
   for (Worker* worker : workers) {
-    if (!worker->AwaitCheckpoint(deadline)) {
+    // A worker's last commit may take a second past the deadline.
+    if (!worker->AwaitCheckpoint(deadline + absl::Seconds(1))) {
       LogWarning("engine: retry thread ", worker->id(),
                  " did not commit before the rebalance in time; it may repeat some records");
     }
   }
 }
 
-void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful) {
-  // All at once, so their group leaves overlap instead of rebalancing in turn.
-  for (auto& worker : workers) worker->RequestStop(graceful);
+int Engine::RetryThreadCount() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(retries_.size());
+}
+
+void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
+                         absl::Time deadline) {
+  // All at once, so their group leaves overlap instead of rebalancing in
+  // turn, and their waits share the deadline instead of adding up.
+  for (auto& worker : workers) worker->RequestStop(graceful, deadline);
   for (auto& worker : workers) worker->Join();
 }
 
@@ -449,7 +611,13 @@ void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
 }
 
 void Engine::Stop() {
+  // One deadline for the whole stop, a control operation's end included;
+  // each worker's last commit and group leave get a little past it (see
+  // Worker::RequestStop), the producer only what is left of it: the
+  // workers awaited its records already.
+  const absl::Time deadline = StopDeadline();
   std::vector<std::unique_ptr<Worker>> primaries, retries;
+  std::thread start_in_order;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == EngineState::kStopping || state_ == EngineState::kStopped) return;
@@ -460,21 +628,27 @@ void Engine::Stop() {
     mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &control_busy_));
     primaries.swap(primaries_);
     retries.swap(retries_);
+    start_in_order.swap(start_in_order_thread_);
     if (!started) {
       state_ = EngineState::kStopped;
       return;
     }
   }
-  LogInfo("engine: stopping");
+  if (start_in_order.joinable()) start_in_order.join();  // Ended: control_busy_ was clear.
+  LogInfo("engine: stopping (within ", options_.shutdown_timeout_ms, " ms)");
   input_paused_.store(false, std::memory_order_relaxed);
-  StopWorkers(primaries, /*graceful=*/true);
+  // Retry threads hand back what they hold and commit first (see
+  // CheckpointRetryThreads), so their group's rebalance repeats nothing.
   std::vector<Worker*> leaving;
   for (const auto& worker : retries) leaving.push_back(worker.get());
-  CheckpointRetryThreads(leaving, absl::InfiniteFuture());
-  StopWorkers(retries, /*graceful=*/true);
-  producer_->Close(absl::Milliseconds(options_.shutdown_timeout_ms));
-  Retire(primaries);
-  Retire(retries);
+  CheckpointRetryThreads(leaving, deadline);
+  // Primaries and retry threads together: neither waits for the other's
+  // records, and one after the other their waits would add up.
+  std::vector<std::unique_ptr<Worker>> all = std::move(primaries);
+  for (auto& worker : retries) all.push_back(std::move(worker));
+  StopWorkers(all, /*graceful=*/true, deadline);
+  producer_->Close(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  Retire(all);
   absl::MutexLock lock(&mu_);
   state_ = EngineState::kStopped;
   LogInfo("engine: stopped");

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/cancellation.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -49,7 +51,9 @@ struct EngineTotals {
 enum class EngineState {
   kCreated,   // Not started.
   kRunning,
-  kDraining,  // SetInOrder(true, drain_retries) in progress: input paused.
+  // Input paused while the switch to in-order checks, or empties, the retry
+  // backlog (SetInOrder(true), or Start() with in_order configured).
+  kDraining,
   kStopping,
   kStopped,
 };
@@ -59,6 +63,7 @@ struct SetInOrderResult {
   bool in_order = false;
   std::vector<int> stopped_thread_ids;  // Retry threads a drain stopped.
   int64_t drained_records = 0;          // Retry backlog a drain emptied.
+  std::vector<int> started_thread_ids;  // Retry threads the switch out of in order started.
 };
 
 class Engine {
@@ -72,11 +77,16 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Starts `primary_threads` primary and `retry.threads` retry threads.
+  // With in_order configured, input stays paused (state DRAINING) until the
+  // retry backlog an earlier run left is known to be empty, emptied first by
+  // a temporary retry thread if need be; that happens in the background.
   absl::Status Start();
 
-  // Graceful stop: primaries first (they feed the retry topic), then retry
-  // threads, each finishing its hand-offs and committing; then the producer
-  // flushes. Idempotent; blocks until done.
+  // Graceful stop, bounded by one deadline shutdown_timeout_ms away (plus a
+  // little for the last commits and the group leave): every thread finishes
+  // its hand-offs, commits and leaves its group, then the producer flushes.
+  // What cannot be done in time (a broker unreachable) is logged and left to
+  // be processed again. Idempotent; blocks until done.
   void Stop();
 
   // Control operations (StartRetryThreads, StopRetryThreads*, SetInOrder)
@@ -101,13 +111,27 @@ class Engine {
   absl::StatusOr<std::vector<int>> StopRetryThreadsById(
       const std::vector<int>& ids, bool graceful, absl::Time deadline = absl::InfiniteFuture());
 
-  // The in-order toggle (see control.proto SetInOrder). true while retry
-  // threads run: FAILED_PRECONDITION saying what to do, unless
-  // `drain_retries`: pause input, wait until the retry backlog is empty,
-  // stop the retry threads, switch, resume input. If `deadline` passes
-  // first: DEADLINE_EXCEEDED, input resumed, nothing else changed.
+  // The in-order toggle (see control.proto SetInOrder).
+  //
+  // true: input pauses while the retry backlog is measured. Retry threads
+  // running or a backlog left in the retry topic: FAILED_PRECONDITION
+  // saying what to do, unless `drain_retries`: wait (a temporary retry
+  // thread started if none runs) until the backlog is empty, stop the retry
+  // threads, switch. A backlog that cannot be measured (Kafka unreachable)
+  // is never taken for empty: UNAVAILABLE without `drain_retries`, else the
+  // drain keeps measuring. Input resumes in every case.
+  //
+  // If `deadline` passes (DEADLINE_EXCEEDED) or `cancel` is cancelled
+  // (CANCELLED) before the retry threads are being stopped, the engine is
+  // left as it was: input resumed, a temporary retry thread stopped,
+  // in-order off. A cancellation is seen at once, not at the next check.
+  //
+  // false: failures go to the retry topic again, so unless retry threads
+  // run already, `retry.threads` of them start (one if in_order is
+  // configured, which forces retry.threads to 0); their ids are returned.
   absl::StatusOr<SetInOrderResult> SetInOrder(bool in_order, bool drain_retries,
-                                              absl::Time deadline = absl::InfiniteFuture());
+                                              absl::Time deadline = absl::InfiniteFuture(),
+                                              Cancellation* cancel = nullptr);
 
   bool in_order() const { return in_order_.load(std::memory_order_relaxed); }
   EngineState state() const;
@@ -137,7 +161,9 @@ class Engine {
          std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
-  static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful);
+  // Stops `workers` together; a graceful stop ends by `deadline` (see Stop).
+  static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
+                          absl::Time deadline);
   // Before the retry group's membership changes on purpose: each of
   // `workers` hands back what it holds, commits, and waits for the
   // rebalance (Worker::RequestCheckpoint), so the rebalance repeats nothing.
@@ -148,11 +174,33 @@ class Engine {
   // Control operations run one at a time: Begin waits (up to `deadline`)
   // until none is in progress and marks one; End clears the mark. The work
   // between them runs without mu_ held.
-  absl::Status BeginControl(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // A cancelled `cancel` ends the wait too (CANCELLED).
+  absl::Status BeginControl(absl::Time deadline, const Cancellation* cancel = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void EndControl() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckRunning() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every primary has paused its partitions (so none is halfway through a
+  // record) and has no hand-off in flight: the retry topic cannot grow.
+  bool PrimariesQuiet() const ABSL_LOCKS_EXCLUDED(mu_);
+  int RetryThreadCount() const ABSL_LOCKS_EXCLUDED(mu_);
+  // When a graceful stop starting now must have ended.
+  absl::Time StopDeadline() const {
+    return absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms);
+  }
   absl::StatusOr<std::vector<int>> StopRetryThreadsLocked(std::vector<int> ids, bool graceful);
-  absl::StatusOr<SetInOrderResult> DrainAndSetInOrder(absl::Time deadline);
+  // Requires BeginControl() to have succeeded. Pauses input, measures the
+  // retry backlog and, if it is empty (or `drain` has emptied it), stops the
+  // retry threads and switches in-order on; see SetInOrder.
+  absl::StatusOr<SetInOrderResult> SwitchToInOrder(absl::Time deadline, bool drain,
+                                                   const Cancellation* cancel);
+  // Rolls a SwitchToInOrder back: input resumed, `temporary` (a retry
+  // thread it started, or 0) stopped, state RUNNING again.
+  void AbandonSwitch(int temporary) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder();
+  // Start()'s background check of the backlog when in_order is configured.
+  void StartInOrder();
+  // Wakes waits on mu_ whose condition reads `cancel` when it is cancelled.
+  Cancellation::Subscription WakeOnCancel(Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
 
   const EngineOptions options_;
   const std::unique_ptr<Processor> processor_;
@@ -177,6 +225,9 @@ class Engine {
   };
   std::vector<Retired> retired_ ABSL_GUARDED_BY(mu_);
   EngineTotals retired_totals_ ABSL_GUARDED_BY(mu_);
+
+  // Runs StartInOrder(); started by Start(), joined by Stop().
+  std::thread start_in_order_thread_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd

@@ -24,6 +24,9 @@ constexpr absl::Duration kMaxQuiesce = absl::Seconds(60);
 // again (heartbeats and max.poll.interval.ms depend on it). A round may
 // overrun by one processor call.
 constexpr absl::Duration kMaxRound = absl::Milliseconds(200);
+// How far past its stop deadline a worker may go to commit what its
+// hand-offs completed (kStopGrace / 2) and then leave its group.
+constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -94,8 +97,9 @@ absl::Status Worker::Start() {
   return absl::OkStatus();
 }
 
-void Worker::RequestStop(bool graceful) {
+void Worker::RequestStop(bool graceful, absl::Time deadline) {
   graceful_.store(graceful, std::memory_order_relaxed);
+  stop_deadline_ns_.store(absl::ToUnixNanos(deadline), std::memory_order_relaxed);
   stop_requested_.store(true, std::memory_order_release);
   // Wakes a WaitForAcks in progress, which re-checks stop_requested_.
   absl::MutexLock lock(&sink_->flight_mu);
@@ -126,7 +130,7 @@ void Worker::Run() {
     WaitForAcks();
     if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
     if (absl::Now() >= next_commit_) {
-      Commit(/*sync=*/false);
+      Commit();
       UpdateGauges();
       next_commit_ = absl::Now() + commit_interval;
     }
@@ -158,8 +162,12 @@ void Worker::Run() {
   }
   sink_->SetState(ThreadState::kStopping);
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
-  // graceful) and commits before the group gets them back.
-  if (absl::Status s = consumer_->Close(); !s.ok()) {
+  // graceful) and commits before the group gets them back. Bounded: with the
+  // broker unreachable, leaving the group would block for a long time.
+  const absl::Time stop_deadline =
+      std::min(absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms),
+               absl::FromUnixNanos(stop_deadline_ns_.load(std::memory_order_relaxed)));
+  if (absl::Status s = consumer_->Close(stop_deadline + kStopGrace); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
   }
   UpdateGauges();
@@ -588,28 +596,34 @@ std::vector<TopicPartition> Worker::Assigned() const {
   return all;
 }
 
-absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, bool sync) {
+absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline) {
   if (offsets.empty()) return absl::OkStatus();
-  if (absl::Status s = consumer_->Commit(offsets, /*async=*/!sync); !s.ok()) return s;
-  for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
-  sink_->commits.fetch_add(1, std::memory_order_relaxed);
+  if (absl::Status s = consumer_->CommitWithin(offsets, deadline); !s.ok()) return s;
+  NoteCommitted(offsets);
   return absl::OkStatus();
 }
 
-void Worker::Commit(bool sync) {
+void Worker::NoteCommitted(const kafka::CommitOffsets& offsets) {
+  for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
+  sink_->commits.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::Commit() {
   kafka::CommitOffsets offsets;
   for (kafka::PartitionOffset& point : CommitPoints(Assigned())) {
+    // The metadata must be sent again with every commit, so a change of it
+    // alone is worth one.
     const kafka::PartitionOffset& last = committed_[point.tp];
-    // A synchronous commit repeats the last one in case an asynchronous
-    // commit failed unseen. The metadata must be sent again with every
-    // commit, so a change of it alone is worth one.
-    if (sync || point.offset > last.offset || point.metadata != last.metadata) {
+    if (point.offset > last.offset || point.metadata != last.metadata) {
       offsets.push_back(std::move(point));
     }
   }
-  if (absl::Status s = CommitNow(offsets, sync); !s.ok()) {
+  if (offsets.empty()) return;
+  if (absl::Status s = consumer_->Commit(offsets, /*async=*/true); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
+    return;
   }
+  NoteCommitted(offsets);
 }
 
 void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
@@ -682,22 +696,29 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
 void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) {
   LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
   const bool graceful = graceful_.load(std::memory_order_relaxed);
+  absl::Time deadline = absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms);
+  if (stop_requested_.load(std::memory_order_acquire)) {
+    const int64_t stop_ns = stop_deadline_ns_.load(std::memory_order_relaxed);
+    deadline = std::min(deadline, absl::FromUnixNanos(stop_ns));
+  }
   if (!lost) {
     if (graceful && role_ == ThreadRole::kRetry && scheduler_.size() > 0) {
       // An unannounced rebalance (another instance came or went): hand the
       // held records back if the group still takes commits, else leave them
       // where they are, rather than leave two live copies behind.
-      if (absl::Status s = CommitNow(CommitPoints(partitions), /*sync=*/true); s.ok()) {
-        HandBack(partitions, absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
+      if (absl::Status s = CommitNow(CommitPoints(partitions), deadline); s.ok()) {
+        HandBack(partitions, deadline);
       } else {
         LogWarning("thread ", id_, ": the group refuses commits (", s.message(),
                    "); held retry records stay where they are and are read again");
       }
     } else if (graceful) {
-      AwaitHandOffs(partitions,
-                    absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
+      AwaitHandOffs(partitions, deadline);
     }
-    if (absl::Status s = CommitNow(CommitPoints(partitions), /*sync=*/true); !s.ok()) {
+    // Bounded like the rest of a stop, yet given a moment even when the
+    // hand-offs used up the deadline.
+    const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
+    if (absl::Status s = CommitNow(CommitPoints(partitions), commit_deadline); !s.ok()) {
       LogWarning("thread ", id_, ": commit at revoke: ", s.message());
     }
   }
@@ -751,9 +772,10 @@ void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time 
   }
 }
 
-void Worker::RequestCheckpoint() {
+void Worker::RequestCheckpoint(absl::Time deadline) {
   absl::MutexLock lock(&checkpoint_mu_);
   checkpoint_ = Checkpoint::kRequested;
+  checkpoint_deadline_ = deadline;
 }
 
 bool Worker::AwaitCheckpoint(absl::Time deadline) {
@@ -771,9 +793,11 @@ void Worker::CancelCheckpoint() {
 
 void Worker::ServeCheckpoint() {
   Checkpoint checkpoint;
+  absl::Time deadline;
   {
     absl::MutexLock lock(&checkpoint_mu_);
     checkpoint = checkpoint_;
+    deadline = checkpoint_deadline_;
     if (checkpoint == Checkpoint::kCancelled) checkpoint_ = Checkpoint::kNone;
   }
   if (checkpoint == Checkpoint::kCancelled && quiesced_) EndQuiesce("the group change was called off");
@@ -785,12 +809,15 @@ void Worker::ServeCheckpoint() {
   // rebalance: so the group's committed offsets, taken now, stay true
   // whether or not it takes commits during the rebalance (the mock cluster
   // does not; Kafka does).
-  quiesced_ = true;
-  revoked_while_quiesced_ = false;
-  quiesced_since_ = absl::Now();
   const std::vector<TopicPartition> all = Assigned();
-  HandBack(all, absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms));
-  if (absl::Status s = CommitNow(CommitPoints(all), /*sync=*/true); !s.ok()) {
+  quiesced_ = true;
+  // With nothing assigned (still joining, or no partition to spare), the
+  // next assignment is the end of the rebalance: no revoke comes first.
+  revoked_while_quiesced_ = all.empty();
+  quiesced_since_ = absl::Now();
+  HandBack(all, deadline);
+  if (absl::Status s = CommitNow(CommitPoints(all), std::max(deadline, absl::Now() + kStopGrace / 2));
+      !s.ok()) {
     LogWarning("thread ", id_, ": commit before the rebalance: ", s.message());
   }
   ReconcilePauses();

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -69,9 +70,12 @@ class Worker : public kafka::ConsumerListener {
   absl::Status Start();
 
   // Asks the thread to stop; returns at once. Graceful: finish in-flight
-  // hand-offs (bounded by shutdown_timeout_ms), commit, leave the group.
-  // Not graceful: leave the group without waiting or committing more.
-  void RequestStop(bool graceful);
+  // hand-offs until `deadline` (at most shutdown_timeout_ms away), commit,
+  // leave the group. Not graceful: leave the group without waiting or
+  // committing more. The last commit and the group leave get a few seconds
+  // past `deadline` (kStopGrace) at most; what is not done by then is
+  // logged and abandoned, to be processed again.
+  void RequestStop(bool graceful, absl::Time deadline = absl::InfiniteFuture());
 
   // Waits for the thread to exit.
   void Join();
@@ -82,8 +86,9 @@ class Worker : public kafka::ConsumerListener {
   // and keep its partitions paused until it has been through the rebalance
   // (or the engine calls it off). Then the offsets it committed stay true
   // even if the group refuses commits during the rebalance, and the next
-  // owner of a partition repeats nothing. Returns at once; any thread.
-  void RequestCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // owner of a partition repeats nothing. The hand-backs and the commit
+  // end by `deadline`. Returns at once; any thread.
+  void RequestCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   // Waits until the requested checkpoint is done (true) or `deadline`.
   bool AwaitCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   // The membership change did not happen: resume processing.
@@ -173,11 +178,14 @@ class Worker : public kafka::ConsumerListener {
   // ReconcilePauses() resorts to pausing (which drops what was fetched).
   void WaitForAcks();
   void ReconcilePauses();
-  void Commit(bool sync);
+  // Commits, asynchronously, the partitions whose commit point moved.
+  void Commit();
   // What to commit for `partitions`: each one's commit offset, with the
   // metadata of a record retried in place there.
   kafka::CommitOffsets CommitPoints(const std::vector<TopicPartition>& partitions) const;
-  absl::Status CommitNow(const kafka::CommitOffsets& offsets, bool sync);
+  // Commits `offsets` and waits for the answer until `deadline`.
+  absl::Status CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline);
+  void NoteCommitted(const kafka::CommitOffsets& offsets);
   std::vector<TopicPartition> Assigned() const;
   void UpdateGauges();
   bool InOrder() const;
@@ -194,9 +202,12 @@ class Worker : public kafka::ConsumerListener {
   const std::shared_ptr<Sink> sink_;
 
   std::atomic<bool> stop_requested_{false};
-  absl::Mutex checkpoint_mu_;  // Guards checkpoint_.
+  absl::Mutex checkpoint_mu_;  // Guards checkpoint_ and checkpoint_deadline_.
   Checkpoint checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = Checkpoint::kNone;
+  absl::Time checkpoint_deadline_ ABSL_GUARDED_BY(checkpoint_mu_);
   std::atomic<bool> graceful_{true};
+  // Unix ns; no deadline until RequestStop() sets one.
+  std::atomic<int64_t> stop_deadline_ns_{std::numeric_limits<int64_t>::max()};
   std::thread thread_;
 
   // Everything below belongs to the worker's thread (and to Start() before

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,22 @@ struct ListDeleter {
   }
 };
 using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, ListDeleter>;
+
+struct QueueDeleter {
+  void operator()(rd_kafka_queue_t* queue) const { rd_kafka_queue_destroy(queue); }
+};
+using QueuePtr = std::unique_ptr<rd_kafka_queue_t, QueueDeleter>;
+
+struct EventDeleter {
+  void operator()(rd_kafka_event_t* event) const { rd_kafka_event_destroy(event); }
+};
+using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
+
+// A queue poll's timeout: what is left until `deadline`, in short slices.
+int PollSliceMs(absl::Time deadline) {
+  const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int>(std::clamp<int64_t>(left, 1, 100));
+}
 
 ListPtr ToList(const std::vector<TopicPartition>& partitions) {
   ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(partitions.size())));
@@ -48,6 +65,23 @@ absl::Status ErrorStatus(rd_kafka_error_t* error, absl::string_view what) {
   absl::Status status = absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_error_string(error)));
   rd_kafka_error_destroy(error);
   return status;
+}
+
+// `offsets` as librdkafka's list, metadata included.
+ListPtr ToCommitList(const CommitOffsets& offsets) {
+  ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
+  for (const PartitionOffset& o : offsets) {
+    rd_kafka_topic_partition_t* p =
+        rd_kafka_topic_partition_list_add(list.get(), o.tp.topic.c_str(), o.tp.partition);
+    p->offset = o.offset;
+    if (!o.metadata.empty()) {
+      // The list frees it with free().
+      p->metadata = std::malloc(o.metadata.size());
+      std::memcpy(p->metadata, o.metadata.data(), o.metadata.size());
+      p->metadata_size = o.metadata.size();
+    }
+  }
+  return list;
 }
 
 std::string MetadataOf(const rd_kafka_topic_partition_t& p) {
@@ -182,18 +216,7 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
 
 absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {
   if (offsets.empty()) return absl::OkStatus();
-  ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
-  for (const PartitionOffset& o : offsets) {
-    rd_kafka_topic_partition_t* p =
-        rd_kafka_topic_partition_list_add(list.get(), o.tp.topic.c_str(), o.tp.partition);
-    p->offset = o.offset;
-    if (!o.metadata.empty()) {
-      // The list frees it with free().
-      p->metadata = std::malloc(o.metadata.size());
-      std::memcpy(p->metadata, o.metadata.data(), o.metadata.size());
-      p->metadata_size = o.metadata.size();
-    }
-  }
+  ListPtr list = ToCommitList(offsets);
   rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list.get(), async ? 1 : 0);
   if (!async && err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     // A synchronous commit also reports per-partition errors.
@@ -221,6 +244,37 @@ absl::StatusOr<CommitOffsets> Consumer::Committed(const std::vector<TopicPartiti
     out.push_back({{p.topic, p.partition}, p.offset >= 0 ? p.offset : -1, MetadataOf(p)});
   }
   return out;
+}
+
+absl::Status Consumer::CommitWithin(const CommitOffsets& offsets, absl::Time deadline) {
+  if (offsets.empty()) return absl::OkStatus();
+  ListPtr list = ToCommitList(offsets);
+  // The answer comes to a queue of our own, waited on only until `deadline`;
+  // destroying the queue disowns an answer that comes later.
+  QueuePtr queue(rd_kafka_queue_new(rk_));
+  rd_kafka_resp_err_t err = rd_kafka_commit_queue(rk_, list.get(), queue.get(), nullptr, nullptr);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(err, "commit");
+  while (absl::Now() < deadline) {
+    EventPtr event(rd_kafka_queue_poll(queue.get(), PollSliceMs(deadline)));
+    if (event == nullptr || rd_kafka_event_type(event.get()) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
+      continue;
+    }
+    err = rd_kafka_event_error(event.get());
+    if (const rd_kafka_topic_partition_list_t* committed =
+            rd_kafka_event_topic_partition_list(event.get());
+        err == RD_KAFKA_RESP_ERR_NO_ERROR && committed != nullptr) {
+      for (int i = 0; i < committed->cnt; ++i) {
+        if (committed->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          err = committed->elems[i].err;
+          break;
+        }
+      }
+    }
+    return ErrorStatus(err, "commit");
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "commit of ", offsets.size(), " partition", offsets.size() == 1 ? "" : "s",
+      " not confirmed in time; records after the last confirmed commit will be processed again"));
 }
 
 absl::Status Consumer::Pause(const std::vector<TopicPartition>& partitions) {
@@ -252,9 +306,43 @@ int64_t Consumer::Lag(const std::vector<TopicPartition>& partitions) {
   return lag;
 }
 
-absl::Status Consumer::Close() {
+absl::Status Consumer::Close(absl::Time deadline) {
   if (rk_ == nullptr) return absl::OkStatus();
-  absl::Status status = ErrorStatus(rd_kafka_consumer_close(rk_), "close");
+  // rd_kafka_consumer_close() would block until the group is left, which
+  // with the coordinator unreachable takes session.timeout.ms or longer.
+  // The asynchronous close posts the rebalance (OnRevoked) to `queue`,
+  // served here until the consumer is closed or `deadline` passes.
+  absl::Status status;
+  {
+    QueuePtr queue(rd_kafka_queue_new(rk_));
+    status = ErrorStatus(rd_kafka_consumer_close_queue(rk_, queue.get()), "close");
+    while (status.ok() && !rd_kafka_consumer_closed(rk_)) {
+      if (absl::Now() >= deadline) {
+        status = absl::DeadlineExceededError(
+            "could not leave the consumer group in time; abandoning the consumer (the group "
+            "reassigns its partitions once its session times out)");
+        break;
+      }
+      // Serves callbacks the way a consumer poll does; a record it hands out
+      // is not ours any more (the next owner reads it again).
+      if (rd_kafka_message_t* m = rd_kafka_consume_queue(queue.get(), PollSliceMs(deadline))) {
+        rd_kafka_message_destroy(m);
+      }
+    }
+  }
+  if (absl::IsDeadlineExceeded(status)) {
+    // Left to librdkafka, not destroyed: rd_kafka_destroy() waits for the
+    // group to terminate, which with a commit or a leave still waiting for
+    // the coordinator lasts until session.timeout.ms after the close began
+    // (45 s by default), far past any stop deadline. Its threads are the
+    // price, paid only when a stop meets an unreachable broker.
+    rk_ = nullptr;
+    return status;
+  }
+  if (!status.ok()) {
+    Abandon();
+    return status;
+  }
   rd_kafka_destroy(rk_);
   rk_ = nullptr;
   return status;

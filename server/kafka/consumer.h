@@ -83,6 +83,12 @@ class Consumer {
   absl::StatusOr<CommitOffsets> Committed(const std::vector<TopicPartition>& partitions,
                                           absl::Duration timeout);
 
+  // Commits `offsets` and waits for the broker's answer until `deadline`:
+  // DEADLINE_EXCEEDED (naming how many partitions) if none came by then.
+  // A synchronous Commit() would wait for as long as the group coordinator
+  // cannot be reached.
+  absl::Status CommitWithin(const CommitOffsets& offsets, absl::Time deadline);
+
   // Stops / restarts fetching. Records not yet handed out by Poll() are
   // fetched again after Resume(), from the last one handed out.
   absl::Status Pause(const std::vector<TopicPartition>& partitions);
@@ -92,8 +98,11 @@ class Consumer {
   // offsets the last fetches reported (no broker round trip).
   int64_t Lag(const std::vector<TopicPartition>& partitions);
 
-  // Leaves the group: the listener's OnRevoked runs first. Idempotent.
-  absl::Status Close();
+  // Leaves the group: the listener's OnRevoked runs first (inside). If that
+  // is not done by `deadline` (the broker unreachable), returns
+  // DEADLINE_EXCEEDED and leaves the client to librdkafka without waiting
+  // for it (its threads live on). Idempotent.
+  absl::Status Close(absl::Time deadline);
 
   // Destroys the client without committing or leaving the group, as a crash
   // would. For tests of crash recovery and for fatal errors.

@@ -245,6 +245,52 @@ TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
   EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
 }
 
+// Ctrl-C on `retryctl inorder on --drain`, or a client gone: the cancelled
+// call ends the drain at once, input resumes and the engine is as it was,
+// long before the call's own deadline.
+TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
+  engine_->processor->set_failing(true);  // The backlog cannot empty.
+  const int64_t sent_before = engine_->engine->Totals().sent_to_retry;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10; ++i) keys.push_back(absl::StrCat("fail-cancel-", i));
+  testing::ProduceKeys(engine_->topics.input, keys);
+  ASSERT_TRUE(WaitFor([&] { return engine_->engine->Totals().sent_to_retry >= sent_before + 10; },
+                      absl::Seconds(30)))
+      << "the failing records did not reach the retry topic";
+  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  auto state = [&] {
+    v1::GetStatusResponse status;
+    return client_->GetStatus(&status).ok() ? status.state() : v1::ENGINE_STATE_UNSPECIFIED;
+  };
+
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+  grpc::ClientContext context;
+  testing::Prepare(context, absl::Minutes(5));
+  v1::SetInOrderRequest request;
+  request.set_in_order(true);
+  request.set_drain_retries(true);
+  v1::SetInOrderResponse response;
+  grpc::Status drain;
+  std::thread caller([&] { drain = stub->SetInOrder(&context, request, &response); });
+  const bool draining = WaitFor([&] { return state() == v1::ENGINE_DRAINING; }, absl::Seconds(30));
+  context.TryCancel();
+  caller.join();
+  ASSERT_TRUE(draining) << "the drain did not begin";
+  EXPECT_EQ(drain.error_code(), grpc::StatusCode::CANCELLED) << drain.error_message();
+
+  EXPECT_TRUE(WaitFor([&] { return state() == v1::ENGINE_RUNNING; }, absl::Seconds(10)))
+      << "input stays paused after the call was cancelled";
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(client_->GetStatus(&status).ok());
+  EXPECT_FALSE(status.in_order());
+  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
+  const int64_t consumed = engine_->engine->Totals().consumed;
+  testing::ProduceKeys(engine_->topics.input, {"ok-after-cancelled-drain"});
+  EXPECT_TRUE(WaitFor([&] { return engine_->engine->Totals().consumed > consumed; },
+                      absl::Seconds(30)))
+      << "input does not flow again";
+}
+
 TEST_F(ControlApiTest, DrainSwitchesToInOrderThenStartIsRefused) {
   engine_->processor->set_failing(false);  // The backlog can now empty.
   const std::vector<uint32_t> before = client_->RetryThreadIds();
@@ -267,6 +313,8 @@ TEST_F(ControlApiTest, DrainSwitchesToInOrderThenStartIsRefused) {
   ASSERT_TRUE(client_->SetInOrder(false, false, &response).ok());
   EXPECT_FALSE(response.in_order());
   EXPECT_FALSE(engine_->engine->in_order());
+  EXPECT_EQ(response.started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
+  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(response.started_thread_ids()));
   ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "allowed again once in-order is off";
 }
 

@@ -1,15 +1,20 @@
 // Runtime control of the engine over the mock cluster: retry threads started
 // and stopped, the in-order toggle and its conflict rules, drains, metrics.
+#include <algorithm>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/engine.h"
 #include "server/engine/metrics_sampler.h"
+#include "server/engine/processor.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
 
@@ -24,14 +29,18 @@ using ::retryd::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-std::unique_ptr<Processor> DoomedProcessor() {
+// Keys starting with `prefix` fail their first `attempts` attempts.
+std::unique_ptr<Processor> FailingFirst(const std::string& prefix, int attempts,
+                                        int latency_ms = 0) {
   retryd::v1::SimulateConfig config;
-  config.set_latency_ms(1);
-  auto* doomed = config.add_rule();
-  doomed->set_key_prefix("doomed-");
-  doomed->set_fail_attempts(1000);
+  config.set_latency_ms(latency_ms);
+  auto* rule = config.add_rule();
+  rule->set_key_prefix(prefix);
+  rule->set_fail_attempts(attempts);
   return std::make_unique<SimulateProcessor>(config);
 }
+
+std::unique_ptr<Processor> DoomedProcessor() { return FailingFirst("doomed-", 1000, 1); }
 
 std::vector<int> RetryThreadIds(const Engine& engine) {
   std::vector<int> ids;
@@ -128,15 +137,21 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   started = engine.StartRetryThreads(1, absl::Now() + kJoin);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
 
-  // Back to parallel retries.
+  // Back to parallel retries: retry.threads retry threads read the retry
+  // topic again.
   toggled = engine.SetInOrder(false, false);
   ASSERT_TRUE(toggled.ok()) << toggled.status();
   EXPECT_FALSE(engine.in_order());
+  EXPECT_EQ(toggled->started_thread_ids.size(), 1u);
+  EXPECT_EQ(RetryThreadIds(engine), toggled->started_thread_ids);
   started = engine.StartRetryThreads(1, absl::Now() + kJoin);
   ASSERT_TRUE(started.ok()) << started.status();
   absl::StatusOr<std::vector<int>> stopped = engine.StopRetryThreads(5, /*graceful=*/true);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_EQ(*stopped, *started) << "a count above the running number stops them all";
+  std::vector<int> all_retry = toggled->started_thread_ids;
+  all_retry.insert(all_retry.end(), started->begin(), started->end());
+  EXPECT_THAT(*stopped, UnorderedElementsAreArray(all_retry))
+      << "a count above the running number stops them all";
 
   // The sampler saw the work and reports stopped threads for a while.
   std::shared_ptr<const EngineSample> sample;
@@ -183,6 +198,180 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   EXPECT_FALSE(engine.in_order());
   EXPECT_EQ(engine.state(), EngineState::kStopped);
   EXPECT_EQ(engine.StartRetryThreads(1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+std::unique_ptr<Processor> FlakyProcessor() { return FailingFirst("flaky-", 1); }
+
+std::vector<std::string> KeysOf(const std::vector<Record>& records) {
+  std::vector<std::string> keys;
+  for (const Record& r : records) keys.push_back(r.key.value_or(""));
+  return keys;
+}
+
+bool AllIn(const std::vector<std::string>& wanted, const std::vector<std::string>& have) {
+  for (const std::string& key : wanted) {
+    if (std::find(have.begin(), have.end(), key) == have.end()) return false;
+  }
+  return true;
+}
+
+// Records left in the retry topic with no retry thread to read them: the
+// switch to in order refuses to strand them, or drains them with a
+// temporary retry thread; switching back starts retry.threads again.
+TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
+  const testing::TestTopics topics = CreateTopics("strand");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // Long enough that the backlog is still there when the last retry thread
+  // has been stopped.
+  options.retry.backoff = {.initial_ms = 3000, .multiplier = 1.0, .max_ms = 3000};
+  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(options, FlakyProcessor());
+  ASSERT_TRUE(created.ok()) << created.status();
+  Engine& engine = **created;
+  ASSERT_TRUE(engine.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
+  const std::vector<std::string> flaky = Keys("flaky-", 20);
+  ProduceKeys(topics.input, flaky);
+  ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= 20; }, absl::Seconds(30)));
+  absl::StatusOr<std::vector<int>> stopped = engine.StopRetryThreads(1, /*graceful=*/true);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  absl::StatusOr<int64_t> backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  ASSERT_GT(*backlog, 0) << "the records were retried before the thread stopped";
+
+  absl::StatusOr<SetInOrderResult> toggled =
+      engine.SetInOrder(true, false, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(toggled.status().code(), absl::StatusCode::kFailedPrecondition) << toggled.status();
+  EXPECT_THAT(toggled.status().message(), HasSubstr("backlog"));
+  EXPECT_THAT(toggled.status().message(), HasSubstr("drain_retries"));
+  EXPECT_FALSE(engine.in_order());
+  EXPECT_EQ(engine.state(), EngineState::kRunning);
+
+  toggled = engine.SetInOrder(true, true, absl::Now() + absl::Seconds(90));
+  ASSERT_TRUE(toggled.ok()) << toggled.status();
+  EXPECT_TRUE(engine.in_order());
+  EXPECT_EQ(toggled->stopped_thread_ids.size(), 1u) << "the temporary retry thread";
+  EXPECT_GT(toggled->drained_records, 0);
+  EXPECT_TRUE(RetryThreadIds(engine).empty());
+  backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  EXPECT_EQ(*backlog, 0);
+  EXPECT_TRUE(AllIn(flaky, KeysOf(ReadAll(topics.output))))
+      << "every flaky record succeeded on its retry";
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+
+  toggled = engine.SetInOrder(false, false);
+  ASSERT_TRUE(toggled.ok()) << toggled.status();
+  EXPECT_FALSE(engine.in_order());
+  EXPECT_EQ(toggled->started_thread_ids.size(), 1u) << "retry.threads is 1";
+  EXPECT_EQ(RetryThreadIds(engine), toggled->started_thread_ids);
+  // A failure now goes through the retry topic and is read there.
+  ProduceKeys(topics.input, {"flaky-after"});
+  EXPECT_TRUE(WaitFor([&] { return AllIn({"flaky-after"}, KeysOf(ReadAll(topics.output))); },
+                      absl::Seconds(60)));
+  engine.Stop();
+}
+
+// A run with in_order configured, after one that left records in the retry
+// topic: they are drained (input paused meanwhile) before in-order input
+// flows, instead of staying there for good.
+TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
+  const testing::TestTopics topics = CreateTopics("leftover");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 0;  // Failures pile up in the retry topic.
+  const std::vector<std::string> flaky = Keys("flaky-", 10);
+  {
+    absl::StatusOr<std::unique_ptr<Engine>> first = Engine::Create(options, FlakyProcessor());
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE((*first)->Start().ok());
+    ProduceKeys(topics.input, flaky);
+    ASSERT_TRUE(
+        WaitFor([&] { return (*first)->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
+    (*first)->Stop();
+  }
+
+  options.in_order = true;
+  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(options, FlakyProcessor());
+  ASSERT_TRUE(created.ok()) << created.status();
+  Engine& engine = **created;
+  ASSERT_TRUE(engine.Start().ok());
+  EXPECT_TRUE(WaitFor([&] { return AllIn(flaky, KeysOf(ReadAll(topics.output))); },
+                      absl::Seconds(60)))
+      << "the leftover retry records were not processed";
+  EXPECT_TRUE(WaitFor([&] { return engine.state() == EngineState::kRunning; }, absl::Seconds(30)));
+  EXPECT_TRUE(engine.in_order());
+  EXPECT_TRUE(RetryThreadIds(engine).empty()) << "the temporary retry thread stopped";
+  absl::StatusOr<int64_t> backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
+  ASSERT_TRUE(backlog.ok()) << backlog.status();
+  EXPECT_EQ(*backlog, 0);
+  // Input flows in order once the backlog is gone.
+  ProduceKeys(topics.input, {"after-restart"});
+  EXPECT_TRUE(WaitFor([&] { return AllIn({"after-restart"}, KeysOf(ReadAll(topics.output))); },
+                      absl::Seconds(60)));
+  engine.Stop();
+}
+
+// Fails every record retriably, each only once `gate` opens (bounded wait),
+// so a test can decide when hand-offs start.
+class GatedFailingProcessor : public Processor {
+ public:
+  GatedFailingProcessor(absl::Notification& gate, std::atomic<int>& calls)
+      : gate_(gate), calls_(calls) {}
+  Outcome Process(const Record&, int) override {
+    calls_.fetch_add(1);
+    gate_.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return Outcome::Retriable("gated failure");
+  }
+
+ private:
+  absl::Notification& gate_;
+  std::atomic<int>& calls_;
+};
+
+// SIGTERM while Kafka is unreachable: the whole graceful stop — hand-offs
+// awaited, commits, consumer close, producer flush — ends within
+// shutdown_timeout_ms (plus a margin), instead of each stage waiting its own
+// timeout or blocking on the broker.
+TEST(EngineStopTest, StopIsBoundedWhenKafkaIsUnreachable) {
+  const testing::TestTopics topics = CreateTopics("stop-unreachable");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.shutdown_timeout_ms = 2000;
+  absl::Notification gate;
+  std::atomic<int> calls{0};
+  absl::StatusOr<std::unique_ptr<Engine>> created =
+      Engine::Create(options, std::make_unique<GatedFailingProcessor>(gate, calls));
+  ASSERT_TRUE(created.ok()) << created.status();
+  Engine& engine = **created;
+  ASSERT_TRUE(engine.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
+  ProduceKeys(topics.input, Keys("stranded-", 30));
+  // The primary holds fetched records behind the gate; then the cluster
+  // goes away and the failures become hand-offs that can never be acked.
+  ASSERT_TRUE(WaitFor([&] { return calls.load() > 0; }, absl::Seconds(30)));
+  auto& broker = testing::Broker();
+  for (int id = 1; id <= broker.broker_count(); ++id) {
+    ASSERT_TRUE(broker.SetBrokerDown(id).ok());
+  }
+  gate.Notify();
+  EXPECT_TRUE(WaitFor([&] { return engine.Totals().in_flight > 0; }, absl::Seconds(30)))
+      << "no hand-off was in flight when the stop began";
+
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    engine.Stop();
+    stopped.Notify();
+  });
+  const bool bounded = stopped.WaitForNotificationWithTimeout(
+      absl::Milliseconds(options.shutdown_timeout_ms) + absl::Seconds(5));
+  // The stop must end for the thread to be joined; bring the cluster back
+  // so it does even on the code this test guards against.
+  for (int id = 1; id <= broker.broker_count(); ++id) {
+    EXPECT_TRUE(broker.SetBrokerUp(id).ok());
+  }
+  stopper.join();
+  EXPECT_TRUE(bounded) << "Stop() took longer than shutdown_timeout_ms + 5 s";
+  EXPECT_EQ(engine.state(), EngineState::kStopped);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,56 @@ TEST(LivenessTest, InOrderPartitionPausedAtLookaheadResumesAfterRebalance) {
   second->Stop();
 
   EXPECT_TRUE(AllKeysDone(topics, keys));
+  first->Stop();
+}
+
+// A drain (SetInOrder with drain_retries) pauses every primary's input
+// while the retry threads empty the backlog. Another instance joining and
+// leaving the primary group meanwhile rebalances the paused partitions;
+// once the drain is over, input must flow again.
+TEST(LivenessTest, InputPausedForADrainResumesAfterRebalance) {
+  const testing::TestTopics topics = CreateTopics("drain-rebalance", 1);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // Long enough that the drain is still going when the group changes.
+  options.retry.backoff = {.initial_ms = 4000, .multiplier = 1.0, .max_ms = 4000};
+  std::unique_ptr<Engine> first = StartEngine(options);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*first, 1); }, absl::Seconds(60)));
+  const std::vector<std::string> flaky = NumberedKeys("flaky-", 5);
+  ProduceKeys(topics.input, flaky);
+  ASSERT_TRUE(WaitFor([&] { return first->Totals().sent_to_retry >= 5; }, absl::Seconds(60)));
+
+  absl::StatusOr<SetInOrderResult> drained = absl::UnknownError("not run");
+  std::thread drain([&] {
+    drained = first->SetInOrder(true, /*drain_retries=*/true, absl::Now() + absl::Seconds(90));
+  });
+  // The drain paused the primary's input.
+  const bool paused = WaitFor(
+      [&] {
+        for (const auto& s : first->Threads()) {
+          if (s->role() == ThreadRole::kPrimary && s->state() == ThreadState::kPaused) return true;
+        }
+        return false;
+      },
+      absl::Seconds(30));
+  EngineOptions other = options;
+  other.retry.threads = 0;
+  std::unique_ptr<Engine> second = paused ? StartEngine(other) : nullptr;
+  if (second != nullptr) {
+    for (const auto& s : second->Threads()) {
+      EXPECT_TRUE(s->joined.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    }
+    second->Stop();
+  }
+  drain.join();
+  ASSERT_TRUE(paused) << "the drain never paused the input";
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+
+  const std::vector<std::string> later = NumberedKeys("ok-", 10);
+  ProduceKeys(topics.input, later);
+  EXPECT_TRUE(AllKeysDone(topics, later));
   first->Stop();
 }
 
