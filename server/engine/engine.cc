@@ -466,6 +466,15 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   return out;
 }
 
+absl::Status Engine::ThreadFailure() const {
+  for (const auto& s : Threads()) {
+    if (s->state() != ThreadState::kFailed) continue;
+    return absl::UnavailableError(absl::StrCat("thread ", s->id(), " (", ThreadRoleName(s->role()),
+                                               ") failed: ", s->last_error()));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
     absl::Duration window) const {
   const absl::Time since = absl::Now() - window;

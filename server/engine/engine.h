@@ -128,6 +128,9 @@ class Engine {
   // Stats of threads stopped within `window` (at most two minutes), by id.
   std::vector<std::shared_ptr<const ThreadStats>> RecentlyStopped(absl::Duration window) const;
   EngineTotals Totals() const;
+  // OK while no running thread has FAILED; otherwise UNAVAILABLE naming the
+  // first failed thread and why (its last error).
+  absl::Status ThreadFailure() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
   int64_t RetryBacklog() const;
 

@@ -38,6 +38,7 @@
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/record.h"
+#include "server/engine/retry_headers.h"
 #include "server/engine/thread_stats.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
@@ -88,14 +89,38 @@ class Worker : public kafka::ConsumerListener {
 
  private:
   enum class Emission { kOutput, kRetry, kDeadLetter };
+  static const char* EmissionName(Emission kind);
+
+  // One record handed to Kafka for a source record's outcome.
+  struct HandOff {
+    OutgoingRecord record;
+    Emission kind = Emission::kOutput;
+    std::shared_ptr<CompletionTracker> tracker;
+    int64_t offset = 0;  // The source record's.
+    // The source record's coordinates, attempts and last error, for the
+    // dead-letter record that replaces a hand-off Kafka refuses for good.
+    RetryMetadata origin;
+    // 0: as made; 1: a dead-letter record fitted under message.max.bytes;
+    // 2: the smallest form (FitDeadLetter to kMinimalDeadLetterBytes).
+    int fit = 0;
+    // The first form of the record when it was replaced by a fitted one, so
+    // each fitting starts from the original sizes.
+    std::shared_ptr<const OutgoingRecord> unfitted;
+    // Failed once (or replayed): counted in its partition's failed
+    // hand-offs until it is acknowledged or dropped.
+    bool failed_before = false;
+    // Emitted in in-order mode: an acknowledgement that overtook the re-send
+    // of an earlier record of its partition is replayed after it.
+    bool in_order = false;
+  };
 
   // A hand-off whose produce failed, to be sent again by the worker.
   struct Redo {
-    OutgoingRecord record;
-    Emission kind;
-    std::shared_ptr<CompletionTracker> tracker;
-    int64_t offset;
+    HandOff hand_off;
     absl::Time not_before;
+    // Set when Kafka refused the record itself: it is replaced by a fitted
+    // dead-letter record saying why, rather than sent again as it was.
+    std::string refused;
   };
 
   // The stats plus what delivery reports hand back to the worker. Shared
@@ -113,10 +138,46 @@ class Worker : public kafka::ConsumerListener {
       }
     }
 
+    // Failed hand-offs of the partition `tracker` belongs to that are not
+    // yet acknowledged nor dropped.
+    int FailedHandOffs(const std::shared_ptr<CompletionTracker>& tracker) const
+        ABSL_LOCKS_EXCLUDED(redo_mu) {
+      absl::MutexLock lock(&redo_mu);
+      auto it = failed_hand_offs.find(tracker);
+      return it == failed_hand_offs.end() ? 0 : static_cast<int>(it->second.size());
+    }
+    void ForgetFailedHandOff(const HandOff& hand_off) ABSL_EXCLUSIVE_LOCKS_REQUIRED(redo_mu) {
+      if (!hand_off.failed_before) return;
+      auto it = failed_hand_offs.find(hand_off.tracker);
+      if (it == failed_hand_offs.end()) return;
+      if (auto at = it->second.find(hand_off.offset); at != it->second.end()) it->second.erase(at);
+      if (it->second.empty()) failed_hand_offs.erase(it);
+    }
+
+    // Marks the thread as failed for good, the reason as its last error
+    // (the first reason wins); the worker's loop sees it and stops.
+    void Fail(std::string reason) ABSL_LOCKS_EXCLUDED(redo_mu) {
+      {
+        absl::MutexLock lock(&redo_mu);
+        if (failed) return;
+        failed = true;
+      }
+      SetLastError(std::move(reason));
+    }
+    bool has_failed() const ABSL_LOCKS_EXCLUDED(redo_mu) {
+      absl::MutexLock lock(&redo_mu);
+      return failed;
+    }
+
     const int64_t resume_below;  // Back-pressure ends below this many in flight.
     absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
-    absl::Mutex redo_mu;         // Guards redo.
+    mutable absl::Mutex redo_mu; // Guards the fields below.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
+    // Per partition (its tracker), the source offsets of hand-offs that
+    // failed and are not yet acknowledged nor dropped.
+    std::map<std::shared_ptr<CompletionTracker>, std::multiset<int64_t>> failed_hand_offs
+        ABSL_GUARDED_BY(redo_mu);
+    bool failed ABSL_GUARDED_BY(redo_mu) = false;
     // An outage fails every record in flight at once: one line a second.
     LogThrottle redo_log{absl::Seconds(1)};
   };
@@ -130,11 +191,24 @@ class Worker : public kafka::ConsumerListener {
   void DeadLetter(const HeldRecord& held, std::string reason);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
-  void Emit(OutgoingRecord record, Emission kind, std::shared_ptr<CompletionTracker> tracker,
-            int64_t offset);
+  void Emit(HandOff hand_off);
+  // Called by a delivery report or a refused Produce(): decides between
+  // dropping, sending again, dead-lettering in a fitting form and failing.
+  static void OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
+                              const absl::Status& status);
+  static void OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off);
+  // The dead-letter record that replaces `hand_off`, refused by Kafka
+  // because of `why`, in the next smaller form.
+  HandOff FittedDeadLetter(HandOff hand_off, const std::string& why) const;
   void ProcessDue(int64_t now_ms);
   void DrainWaiting(const TopicPartition& tp);
   void DrainRedo(bool force);
+  // True once a hand-off failed beyond recovery or the producer hit a fatal
+  // error: the thread then stops without waiting for its hand-offs, and
+  // commits nothing past the record whose outcome was lost.
+  bool HandOffsBroken();
+  // In order: resumes partitions whose failed hand-offs are acknowledged.
+  void ReleaseRecovered();
   // At the back-pressure limit, waits a little for acknowledgements before
   // ReconcilePauses() resorts to pausing (which drops what was fetched).
   void WaitForAcks();
@@ -144,6 +218,10 @@ class Worker : public kafka::ConsumerListener {
   bool InOrder() const;
   // Held or waiting records of `tp` (their trackers entries never complete
   // while they are held).
+  int64_t HeldRecords(const TopicPartition& tp) const;
+  // HeldRecords() plus, in order, the failed hand-offs of `tp` not yet
+  // acknowledged: later records queue behind those too, so a re-sent record
+  // never lands after the ones that followed it.
   int64_t HeldCount(const TopicPartition& tp) const;
   // Waits until only held records are pending on every partition in `tps`,
   // re-sending failed hand-offs meanwhile, until `deadline`.
