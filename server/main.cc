@@ -226,7 +226,8 @@ int Main(int argc, char** argv) {
       break;
     }
     if (AllPrimariesFailed(**engine)) {
-      LogError("every primary thread failed; stopping");
+      LogError("every primary thread failed (", (*engine)->ThreadFailure().message(),
+               "); stopping");
       exit_code = kExitRuntime;
       break;
     }

@@ -301,8 +301,9 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
       }
     }
     kafka_reachable_.store(probe.ok());
-    const bool serving =
-        probe.ok() && (state == EngineState::kRunning || state == EngineState::kDraining);
+    const absl::Status threads = engine_.ThreadFailure();
+    const bool serving = probe.ok() && threads.ok() &&
+                         (state == EngineState::kRunning || state == EngineState::kDraining);
     if (reported != serving) {
       health->SetServingStatus("", serving);
       health->SetServingStatus(v1::Control::service_full_name(), serving);
@@ -310,8 +311,9 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
         LogInfo("control: health SERVING (engine ", EngineStateName(state), ", Kafka answers)");
       } else {
         LogWarning("control: health NOT_SERVING: ",
-                   probe.ok() ? absl::StrCat("the engine is ", EngineStateName(state))
-                              : absl::StrCat("Kafka did not answer: ", probe.message()));
+                   !probe.ok()    ? absl::StrCat("Kafka did not answer: ", probe.message())
+                   : !threads.ok() ? std::string(threads.message())
+                                   : absl::StrCat("the engine is ", EngineStateName(state)));
       }
       reported = serving;
     }

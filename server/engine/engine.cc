@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -263,15 +264,17 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
     }
   }
   if (!failure.ok()) {
-    for (Worker* worker : running) worker->CancelCheckpoint();
+    for (Worker* worker : running) worker->ReleaseCheckpoint();
     StopWorkers(started, /*graceful=*/true, StopDeadline());
     Retire(started);
     EndControl();
     return failure;
   }
   std::vector<int> ids;
-  // Joining the group takes a rebalance; the caller may wait for it, on the
-  // threads' stats, which stay valid whatever happens to the workers.
+  // Joining the group takes a rebalance (on the mock cluster, sometimes
+  // two); the caller may wait for it. The running threads stay checkpointed
+  // until the new ones have joined, and the control slot stays taken, so
+  // no other operation stops a thread this one still waits on.
   std::vector<std::shared_ptr<const ThreadStats>> stats;
   {
     absl::MutexLock lock(&mu_);
@@ -280,10 +283,14 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
       stats.push_back(worker->stats());
       retries_.push_back(std::move(worker));
     }
-    control_busy_ = false;
   }
   LogInfo("engine: started retry threads ", IdList(ids));
+  const absl::Time settle =
+      std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms) +
+                             absl::Milliseconds(SessionTimeoutMs()));
   for (const auto& s : stats) s->joined.WaitForNotificationWithDeadline(deadline);
+  ReleaseRetryThreads(running, settle);
+  EndControl();
   return ids;
 }
 
@@ -298,7 +305,7 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool gracef
       ids.push_back((*it)->id());
     }
   }
-  return StopRetryThreadsLocked(std::move(ids), graceful);
+  return StopRetryThreadsLocked(std::move(ids), graceful, deadline);
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,
@@ -320,12 +327,13 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<
           unknown.size() > 1 ? " are not running retry threads" : " is not a running retry thread"));
     }
   }
-  return StopRetryThreadsLocked(ids, graceful);
+  return StopRetryThreadsLocked(ids, graceful, deadline);
 }
 
 // Requires BeginControl() to have succeeded; ends it.
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int> ids,
-                                                                bool graceful) {
+                                                                bool graceful,
+                                                                absl::Time deadline) {
   std::vector<std::unique_ptr<Worker>> stopping;
   // A thread stopped without grace leaves without committing; the others
   // still prepare for the rebalance its leaving causes.
@@ -348,6 +356,14 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int>
   CheckpointRetryThreads(checkpointed, absl::InfiniteFuture());
   StopWorkers(stopping, graceful, StopDeadline());
   Retire(stopping);
+  std::vector<Worker*> remaining;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& worker : retries_) remaining.push_back(worker.get());
+  }
+  ReleaseRetryThreads(remaining, std::min(deadline, absl::Now() +
+                                                         absl::Milliseconds(options_.shutdown_timeout_ms) +
+                                                         absl::Milliseconds(SessionTimeoutMs())));
   LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
   EndControl();
   return ids;
@@ -585,6 +601,25 @@ void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::T
   }
 }
 
+void Engine::ReleaseRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
+  for (Worker* worker : workers) {
+    if (!worker->AwaitRebalanced(deadline)) {
+      LogWarning("engine: retry thread ", worker->id(),
+                 " was not through the rebalance in time; it resumes all the same");
+    }
+  }
+  for (Worker* worker : workers) worker->ReleaseCheckpoint();
+}
+
+int64_t Engine::SessionTimeoutMs() const {
+  int64_t ms = 45000;  // librdkafka's default.
+  if (auto it = options_.kafka_properties.find("session.timeout.ms");
+      it != options_.kafka_properties.end()) {
+    if (!absl::SimpleAtoi(it->second, &ms)) ms = 45000;
+  }
+  return ms;
+}
+
 int Engine::RetryThreadCount() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(retries_.size());
@@ -668,6 +703,15 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   for (const auto& worker : primaries_) out.push_back(worker->stats());
   for (const auto& worker : retries_) out.push_back(worker->stats());
   return out;
+}
+
+absl::Status Engine::ThreadFailure() const {
+  for (const auto& s : Threads()) {
+    if (s->state() != ThreadState::kFailed) continue;
+    return absl::UnavailableError(absl::StrCat("thread ", s->id(), " (", ThreadRoleName(s->role()),
+                                               ") failed: ", s->last_error()));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(

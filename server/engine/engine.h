@@ -152,6 +152,9 @@ class Engine {
   // Stats of threads stopped within `window` (at most two minutes), by id.
   std::vector<std::shared_ptr<const ThreadStats>> RecentlyStopped(absl::Duration window) const;
   EngineTotals Totals() const;
+  // OK while no running thread has FAILED; otherwise UNAVAILABLE naming the
+  // first failed thread and why (its last error).
+  absl::Status ThreadFailure() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
   int64_t RetryBacklog() const;
 
@@ -169,6 +172,11 @@ class Engine {
   // rebalance (Worker::RequestCheckpoint), so the rebalance repeats nothing.
   // Waits until `deadline` (at most shutdown_timeout_ms) for them.
   void CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline);
+  // After the change: waits (until `deadline`) for each of `workers` to have
+  // been through the rebalance, then lets them process again.
+  static void ReleaseRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline);
+  // The consumers' session.timeout.ms: how long one rebalance may take.
+  int64_t SessionTimeoutMs() const;
   void Retire(std::vector<std::unique_ptr<Worker>>& workers) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Control operations run one at a time: Begin waits (up to `deadline`)
@@ -187,7 +195,10 @@ class Engine {
   absl::Time StopDeadline() const {
     return absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms);
   }
-  absl::StatusOr<std::vector<int>> StopRetryThreadsLocked(std::vector<int> ids, bool graceful);
+  // The rest of StopRetryThreads*, once BeginControl succeeded; ends it.
+  // Waits until `deadline` at most for the remaining threads' rebalance.
+  absl::StatusOr<std::vector<int>> StopRetryThreadsLocked(std::vector<int> ids, bool graceful,
+                                                          absl::Time deadline);
   // Requires BeginControl() to have succeeded. Pauses input, measures the
   // retry backlog and, if it is empty (or `drain` has emptied it), stops the
   // retry threads and switches in-order on; see SetInOrder.

@@ -113,9 +113,17 @@ bool Worker::InOrder() const {
   return role_ == ThreadRole::kPrimary && context_.in_order->load(std::memory_order_relaxed);
 }
 
-int64_t Worker::HeldCount(const TopicPartition& tp) const {
+int64_t Worker::HeldRecords(const TopicPartition& tp) const {
   int64_t n = static_cast<int64_t>(scheduler_.CountFor(tp));
   if (auto it = waiting_.find(tp); it != waiting_.end()) n += static_cast<int64_t>(it->second.size());
+  return n;
+}
+
+int64_t Worker::HeldCount(const TopicPartition& tp) const {
+  int64_t n = HeldRecords(tp);
+  if (InOrder()) {
+    if (auto it = trackers_.find(tp); it != trackers_.end()) n += sink_->FailedHandOffs(it->second);
+  }
   return n;
 }
 
@@ -126,7 +134,12 @@ void Worker::Run() {
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     ServeCheckpoint();
+    if (HandOffsBroken()) {
+      failed = true;
+      break;
+    }
     DrainRedo(/*force=*/false);
+    ReleaseRecovered();
     WaitForAcks();
     if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
     if (absl::Now() >= next_commit_) {
@@ -288,6 +301,37 @@ void Worker::Attempt(HeldRecord held) {
   }
 }
 
+namespace {
+
+// The smallest dead-letter record tried when a fitted one is refused too:
+// below any broker's limit, room for the retryd headers, the key and a
+// glimpse of the value.
+constexpr size_t kMinimalDeadLetterBytes = 16 * 1024;
+
+RetryMetadata OriginOf(const HeldRecord& held) {
+  RetryMetadata m;
+  m.attempt = held.attempt;
+  m.first_failure_ms = held.first_failure_ms;
+  m.original_topic = held.record.topic;
+  m.original_partition = held.record.partition;
+  m.original_offset = held.record.offset;
+  m.original_timestamp_ms = held.record.timestamp_ms;
+  m.error = held.last_error;
+  return m;
+}
+
+}  // namespace
+
+const char* Worker::EmissionName(Emission kind) {
+  switch (kind) {
+    case Emission::kOutput: return "output";
+    case Emission::kRetry: return "retry";
+    case Emission::kDeadLetter: return "dead-letter";
+    case Emission::kHandBack: return "hand-back";
+  }
+  return "unknown";
+}
+
 void Worker::OnSuccess(const HeldRecord& held) {
   const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
   const std::string& output_topic = context_.options->output_topic;
@@ -295,16 +339,20 @@ void Worker::OnSuccess(const HeldRecord& held) {
     tracker->Complete(held.source_offset);
     return;
   }
-  OutgoingRecord out;
-  out.topic = output_topic;
-  out.key = held.record.key;
-  out.value = held.record.value;
-  out.headers = held.record.headers;
-  SetHeader(out.headers, kOriginalTopicHeader, held.record.topic);
-  SetHeader(out.headers, kOriginalPartitionHeader, absl::StrCat(held.record.partition));
-  SetHeader(out.headers, kOriginalOffsetHeader, absl::StrCat(held.record.offset));
-  SetHeader(out.headers, kAttemptHeader, absl::StrCat(held.attempt));
-  Emit(std::move(out), Emission::kOutput, tracker, held.source_offset);
+  HandOff h;
+  h.record.topic = output_topic;
+  h.record.key = held.record.key;
+  h.record.value = held.record.value;
+  h.record.headers = held.record.headers;
+  SetHeader(h.record.headers, kOriginalTopicHeader, held.record.topic);
+  SetHeader(h.record.headers, kOriginalPartitionHeader, absl::StrCat(held.record.partition));
+  SetHeader(h.record.headers, kOriginalOffsetHeader, absl::StrCat(held.record.offset));
+  SetHeader(h.record.headers, kAttemptHeader, absl::StrCat(held.attempt));
+  h.kind = Emission::kOutput;
+  h.tracker = tracker;
+  h.offset = held.source_offset;
+  h.origin = OriginOf(held);
+  Emit(std::move(h));
 }
 
 void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
@@ -324,27 +372,21 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     HoldInPlace(std::move(held));
     return;
   }
-  const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
-  const int64_t offset = held.source_offset;
-  Emit(RetryRecord(std::move(held), retry.topic), Emission::kRetry, tracker, offset);
+  Emit(RetryHandOff(std::move(held), Emission::kRetry));
 }
 
-OutgoingRecord Worker::RetryRecord(HeldRecord held, const std::string& topic) {
-  RetryMetadata meta;
-  meta.attempt = held.attempt;
-  meta.due_ms = held.due_ms;
-  meta.first_failure_ms = held.first_failure_ms;
-  meta.original_topic = std::move(held.record.topic);
-  meta.original_partition = held.record.partition;
-  meta.original_offset = held.record.offset;
-  meta.original_timestamp_ms = held.record.timestamp_ms;
-  meta.error = std::move(held.last_error);
-  OutgoingRecord out;
-  out.topic = topic;
-  out.key = std::move(held.record.key);
-  out.value = std::move(held.record.value);
-  out.headers = WithRetryHeaders(held.record.headers, meta);
-  return out;
+Worker::HandOff Worker::RetryHandOff(HeldRecord held, Emission kind) const {
+  HandOff h;
+  h.origin = OriginOf(held);
+  h.origin.due_ms = held.due_ms;
+  h.record.topic = context_.options->retry.topic;
+  h.record.key = std::move(held.record.key);
+  h.record.value = std::move(held.record.value);
+  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
+  h.kind = kind;
+  h.tracker = trackers_.at(held.source);
+  h.offset = held.source_offset;
+  return h;
 }
 
 void Worker::HoldInPlace(HeldRecord held) {
@@ -372,21 +414,19 @@ bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
 }
 
 void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
-  RetryMetadata meta;
-  meta.attempt = held.attempt;
-  meta.due_ms = NowMs();
-  meta.first_failure_ms = held.first_failure_ms != 0 ? held.first_failure_ms : meta.due_ms;
-  meta.original_topic = held.record.topic;
-  meta.original_partition = held.record.partition;
-  meta.original_offset = held.record.offset;
-  meta.original_timestamp_ms = held.record.timestamp_ms;
-  meta.error = std::move(reason);
-  OutgoingRecord out;
-  out.topic = context_.options->dead_letter_topic;
-  out.key = held.record.key;
-  out.value = held.record.value;
-  out.headers = WithRetryHeaders(held.record.headers, meta);
-  Emit(std::move(out), Emission::kDeadLetter, trackers_.at(held.source), held.source_offset);
+  HandOff h;
+  h.origin = OriginOf(held);
+  h.origin.due_ms = NowMs();
+  if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.error = std::move(reason);
+  h.record.topic = context_.options->dead_letter_topic;
+  h.record.key = held.record.key;
+  h.record.value = held.record.value;
+  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
+  h.kind = Emission::kDeadLetter;
+  h.tracker = trackers_.at(held.source);
+  h.offset = held.source_offset;
+  Emit(std::move(h));
 }
 
 void Worker::DeadLetterMalformed(const Record& record,
@@ -396,56 +436,162 @@ void Worker::DeadLetterMalformed(const Record& record,
                                          record.partition, "@", record.offset, ": ", why.message());
   LogWarning("thread ", id_, ": ", error, "; dead-lettering it");
   sink_->SetLastError(error);
-  OutgoingRecord out;
-  out.topic = context_.options->dead_letter_topic;
-  out.key = record.key;
-  out.value = record.value;
-  out.headers = record.headers;  // Kept as found, for whoever investigates.
-  SetHeader(out.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
-  Emit(std::move(out), Emission::kDeadLetter, tracker, record.offset);
+  HandOff h;
+  h.record.topic = context_.options->dead_letter_topic;
+  h.record.key = record.key;
+  h.record.value = record.value;
+  h.record.headers = record.headers;  // Kept as found, for whoever investigates.
+  SetHeader(h.record.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
+  h.kind = Emission::kDeadLetter;
+  h.tracker = tracker;
+  h.offset = record.offset;
+  // Its own retry headers cannot be trusted: it is described by where it was read.
+  h.origin.due_ms = NowMs();
+  h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.original_topic = record.topic;
+  h.origin.original_partition = record.partition;
+  h.origin.original_offset = record.offset;
+  h.origin.original_timestamp_ms = record.timestamp_ms;
+  h.origin.error = error;
+  Emit(std::move(h));
 }
 
-void Worker::Emit(OutgoingRecord record, Emission kind, std::shared_ptr<CompletionTracker> tracker,
-                  int64_t offset) {
+void Worker::Emit(HandOff hand_off) {
   sink_->in_flight.fetch_add(1, std::memory_order_relaxed);
-  auto out = std::make_shared<OutgoingRecord>(std::move(record));
+  hand_off.in_order = InOrder();
+  auto shared = std::make_shared<HandOff>(std::move(hand_off));
   std::shared_ptr<Sink> sink = sink_;
-  auto on_failure = [sink, kind, tracker, offset, out](const absl::Status& status) {
-    // Purged at shutdown, or the partition moved: the next owner reads the
-    // source record again, so there is nothing to re-send.
-    if (tracker->abandoned() || absl::IsCancelled(status)) {
-      sink->HandOffDone();
+  absl::Status status =
+      context_.producer->Produce(shared->record, [sink, shared](absl::Status delivery) mutable {
+        if (delivery.ok()) {
+          OnHandOffDelivered(sink, *shared);
+        } else {
+          OnHandOffFailed(sink, std::move(*shared), delivery);
+        }
+      });
+  if (!status.ok()) OnHandOffFailed(sink_, std::move(*shared), status);
+}
+
+void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off) {
+  {
+    absl::MutexLock lock(&sink->redo_mu);
+    auto it = sink->failed_hand_offs.find(hand_off.tracker);
+    // In order, an earlier record of the partition waits to be sent again:
+    // this one got in ahead of it. It is sent again after it, so the output
+    // reads as a replay from the failed record on, as after a restart,
+    // rather than with the failed record moved behind later ones.
+    if (hand_off.in_order && it != sink->failed_hand_offs.end() && !it->second.empty() &&
+        *it->second.begin() < hand_off.offset && !hand_off.tracker->abandoned()) {
+      if (!hand_off.failed_before) {
+        hand_off.failed_before = true;
+        it->second.insert(hand_off.offset);
+      }
+      sink->redo.push_back({std::move(hand_off), absl::Now(), {}});
       return;
     }
-    sink->SetLastError(std::string(status.message()));
-    const absl::Time now = absl::Now();
-    const std::string topic = out->topic;
-    size_t waiting = 0;
+    sink->ForgetFailedHandOff(hand_off);
+  }
+  hand_off.tracker->Complete(hand_off.offset);
+  if (hand_off.kind == Emission::kRetry) {
+    sink->sent_to_retry.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (hand_off.kind == Emission::kDeadLetter) {
+    sink->dead_lettered.fetch_add(1, std::memory_order_relaxed);
+  }
+  sink->HandOffDone();
+}
+
+void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
+                             const absl::Status& status) {
+  const Emission kind = hand_off.kind;
+  const std::string topic = hand_off.record.topic;
+  // Purged at shutdown, or the partition moved: the next owner reads the
+  // source record again, so there is nothing to re-send.
+  const bool fatal = absl::IsInternal(status);
+  if (!fatal && (hand_off.tracker->abandoned() || absl::IsCancelled(status))) {
     {
       absl::MutexLock lock(&sink->redo_mu);
-      sink->redo.push_back({std::move(*out), kind, tracker, offset, now + kRedoDelay});
-      waiting = sink->redo.size();
+      sink->ForgetFailedHandOff(hand_off);
     }
-    if (int64_t held_back = 0; sink->redo_log.Allow(now, &held_back)) {
-      LogWarning("thread ", sink->id(), ": hand-off to ", topic, " failed (",
-                 status.message(), "); sending it again (", waiting, " waiting to be sent again)",
-                 LogThrottle::HeldBackNote(held_back));
+    sink->HandOffDone();
+    return;
+  }
+  // The producer is unusable, or the topic is gone or forbidden (after
+  // librdkafka's own retries): no record can get through, so waiting would
+  // only hide it. The thread fails; its partitions go to another member
+  // from the last committed offset, which is below this record.
+  if (fatal || absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
+      (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
+    const std::string reason =
+        absl::StrCat(EmissionName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
+                     hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
+                     " to ", topic, " failed for good: ", status.message());
+    if (!sink->has_failed()) LogError("thread ", sink->id(), ": ", reason, "; the thread fails");
+    sink->Fail(reason);
+    sink->HandOffDone();
+    return;
+  }
+  const absl::Time now = absl::Now();
+  Redo redo;
+  redo.not_before = now + kRedoDelay;
+  if (absl::IsInvalidArgument(status)) {
+    redo.refused = std::string(status.message());
+    redo.not_before = now;  // Nothing to wait for: the record changes.
+  }
+  if (!sink->has_failed()) sink->SetLastError(std::string(status.message()));
+  size_t waiting = 0;
+  {
+    absl::MutexLock lock(&sink->redo_mu);
+    if (!hand_off.failed_before) {
+      hand_off.failed_before = true;
+      sink->failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
     }
-  };
-  absl::Status status = context_.producer->Produce(
-      *out, [sink, kind, tracker, offset, on_failure](absl::Status delivery) mutable {
-        if (!delivery.ok()) {
-          on_failure(delivery);
-          return;
-        }
-        tracker->Complete(offset);
-        if (kind == Emission::kRetry) sink->sent_to_retry.fetch_add(1, std::memory_order_relaxed);
-        if (kind == Emission::kDeadLetter) {
-          sink->dead_lettered.fetch_add(1, std::memory_order_relaxed);
-        }
-        sink->HandOffDone();
-      });
-  if (!status.ok()) on_failure(status);
+    redo.hand_off = std::move(hand_off);
+    sink->redo.push_back(std::move(redo));
+    waiting = sink->redo.size();
+  }
+  // A refused record is logged when it is replaced (DrainRedo).
+  if (int64_t held_back = 0;
+      !absl::IsInvalidArgument(status) && sink->redo_log.Allow(now, &held_back)) {
+    LogWarning("thread ", sink->id(), ": ", EmissionName(kind), " hand-off to ", topic,
+               " failed (", status.message(), "); sending it again (", waiting,
+               " waiting to be sent again)", LogThrottle::HeldBackNote(held_back));
+  }
+}
+
+Worker::HandOff Worker::FittedDeadLetter(HandOff hand_off, const std::string& why) const {
+  const size_t refused_size = RecordWireSize(hand_off.record);
+  if (hand_off.unfitted == nullptr) {
+    // The first refusal: the record to fit is the dead-letter record the
+    // source deserves, with the refusal added to why it got there.
+    RetryMetadata meta = hand_off.origin;
+    // A retry record carries the attempt to make next; the DLQ, those made.
+    if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kHandBack) {
+      meta.attempt -= 1;
+    }
+    meta.due_ms = NowMs();
+    if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
+    const std::string refused = absl::StrCat(EmissionName(hand_off.kind),
+                                             " record refused by Kafka (", why, ")");
+    meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
+    auto unfitted = std::make_shared<OutgoingRecord>();
+    unfitted->topic = context_.options->dead_letter_topic;
+    unfitted->key = std::move(hand_off.record.key);
+    unfitted->value = std::move(hand_off.record.value);
+    unfitted->headers = WithRetryHeaders(hand_off.record.headers, meta);
+    hand_off.unfitted = std::move(unfitted);
+  }
+  hand_off.fit += 1;
+  hand_off.record = FitDeadLetter(*hand_off.unfitted,
+                                  static_cast<size_t>(context_.producer->max_message_bytes()));
+  // Under the client's limit already, yet refused (the broker's limit is
+  // lower): only the smallest form can help.
+  if (hand_off.fit < 2 && RecordWireSize(hand_off.record) >= refused_size) hand_off.fit = 2;
+  if (hand_off.fit >= 2) {
+    hand_off.record = FitDeadLetter(*hand_off.unfitted, kMinimalDeadLetterBytes);
+  }
+  hand_off.kind = Emission::kDeadLetter;
+  return hand_off;
 }
 
 void Worker::DrainRedo(bool force) {
@@ -453,8 +599,17 @@ void Worker::DrainRedo(bool force) {
   {
     absl::MutexLock lock(&sink_->redo_mu);
     const absl::Time now = absl::Now();
+    // In order, once one of a partition's hand-offs is due, all of that
+    // partition's go, in offset order: a replay must follow the re-send of
+    // the record it overtook.
+    std::set<CompletionTracker*> due_in_order;
+    for (const Redo& redo : sink_->redo) {
+      if (redo.hand_off.in_order && (force || redo.not_before <= now)) {
+        due_in_order.insert(redo.hand_off.tracker.get());
+      }
+    }
     for (auto it = sink_->redo.begin(); it != sink_->redo.end();) {
-      if (force || it->not_before <= now) {
+      if (force || it->not_before <= now || due_in_order.contains(it->hand_off.tracker.get())) {
         ready.push_back(std::move(*it));
         it = sink_->redo.erase(it);
       } else {
@@ -462,11 +617,49 @@ void Worker::DrainRedo(bool force) {
       }
     }
   }
+  std::stable_sort(ready.begin(), ready.end(), [](const Redo& a, const Redo& b) {
+    return std::make_pair(a.hand_off.tracker.get(), a.hand_off.offset) <
+           std::make_pair(b.hand_off.tracker.get(), b.hand_off.offset);
+  });
   for (Redo& redo : ready) {
     sink_->HandOffDone();
-    if (redo.tracker->abandoned()) continue;
-    Emit(std::move(redo.record), redo.kind, std::move(redo.tracker), redo.offset);
+    HandOff& h = redo.hand_off;
+    if (h.tracker->abandoned()) {
+      absl::MutexLock lock(&sink_->redo_mu);
+      sink_->ForgetFailedHandOff(h);
+      continue;
+    }
+    if (!redo.refused.empty()) {
+      LogWarning("thread ", id_, ": ", h.origin.original_topic, "/", h.origin.original_partition,
+                 "@", h.origin.original_offset, ": Kafka refused its ", EmissionName(h.kind),
+                 " record (", redo.refused, "); dead-lettering it cut to fit");
+      Emit(FittedDeadLetter(std::move(h), redo.refused));
+      continue;
+    }
+    Emit(std::move(h));
   }
+}
+
+bool Worker::HandOffsBroken() {
+  if (absl::Status fatal = context_.producer->FatalError(); !fatal.ok() && !sink_->has_failed()) {
+    LogError("thread ", id_, ": ", fatal.message(), "; the thread fails");
+    sink_->Fail(std::string(fatal.message()));
+  }
+  if (!sink_->has_failed()) return false;
+  // Waiting for hand-offs at the revoke would wait for the one that failed.
+  graceful_.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void Worker::ReleaseRecovered() {
+  if (waiting_.empty()) return;
+  std::vector<TopicPartition> ready;
+  for (const auto& [tp, queue] : waiting_) {
+    if (scheduler_.CountFor(tp) > 0) continue;
+    auto it = trackers_.find(tp);
+    if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
+  }
+  ready_.insert(ready.begin(), ready.end());
 }
 
 void Worker::ProcessDue(absl::Time deadline) {
@@ -666,7 +859,9 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
       }
     }
   }
-  if (quiesced_ && revoked_while_quiesced_) EndQuiesce("the rebalance is done");
+  // Still quiesced: the engine releases the thread once every member it
+  // waits for has joined, which may take more than one rebalance.
+  if (quiesced_ && revoked_while_quiesced_) NoteRebalanced();
   LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", trackers_.size());
   sink_->SetPartitions(Assigned());
   if (!sink_->joined.HasBeenNotified()) {
@@ -681,7 +876,7 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
     if (it == trackers_.end()) continue;
     // Held records were dropped but stay pending in the tracker (they are
     // not complete); everything else pending is a hand-off awaiting its ack.
-    const int64_t held = HeldCount(tp);
+    const int64_t held = HeldRecords(tp);
     while (!it->second->AwaitPendingAtMost(held, std::min(deadline, absl::Now() + kRedoDelay))) {
       if (absl::Now() >= deadline) {
         LogWarning("thread ", id_, ": ", tp.topic, "/", tp.partition, ": gave up waiting for ",
@@ -753,15 +948,13 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
 void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline) {
   size_t handed_back = 0;
   for (const TopicPartition& tp : partitions) {
-    auto tracker = trackers_.find(tp);
-    if (tracker == trackers_.end()) continue;
+    if (!trackers_.contains(tp)) continue;
     for (HeldRecord& held : scheduler_.TakePartition(tp)) {
       // Unchanged, due when it was due, to the same partition (so a key's
       // records stay in one partition), behind everything read so far.
-      const int64_t offset = held.source_offset;
-      OutgoingRecord out = RetryRecord(std::move(held), context_.options->retry.topic);
-      out.partition = tp.partition;
-      Emit(std::move(out), Emission::kHandBack, tracker->second, offset);
+      HandOff h = RetryHandOff(std::move(held), Emission::kHandBack);
+      h.record.partition = tp.partition;
+      Emit(std::move(h));
       ++handed_back;
     }
   }
@@ -786,9 +979,17 @@ bool Worker::AwaitCheckpoint(absl::Time deadline) {
   return checkpoint_mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
 }
 
-void Worker::CancelCheckpoint() {
+bool Worker::AwaitRebalanced(absl::Time deadline) {
   absl::MutexLock lock(&checkpoint_mu_);
-  checkpoint_ = Checkpoint::kCancelled;
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) {
+    return checkpoint_ != Checkpoint::kRequested && checkpoint_ != Checkpoint::kQuiesced;
+  };
+  return checkpoint_mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+}
+
+void Worker::ReleaseCheckpoint() {
+  absl::MutexLock lock(&checkpoint_mu_);
+  checkpoint_ = Checkpoint::kReleased;
 }
 
 void Worker::ServeCheckpoint() {
@@ -798,33 +999,39 @@ void Worker::ServeCheckpoint() {
     absl::MutexLock lock(&checkpoint_mu_);
     checkpoint = checkpoint_;
     deadline = checkpoint_deadline_;
-    if (checkpoint == Checkpoint::kCancelled) checkpoint_ = Checkpoint::kNone;
+    if (checkpoint == Checkpoint::kReleased) checkpoint_ = Checkpoint::kNone;
   }
-  if (checkpoint == Checkpoint::kCancelled && quiesced_) EndQuiesce("the group change was called off");
+  if (checkpoint == Checkpoint::kReleased && quiesced_) EndQuiesce("the group change is over");
   if (quiesced_ && absl::Now() - quiesced_since_ > kMaxQuiesce) {
-    EndQuiesce("no rebalance came");
+    EndQuiesce("nobody released it");
   }
   if (checkpoint != Checkpoint::kRequested) return;
-  // Quiesced, nothing is processed and every partition is paused until the
-  // rebalance: so the group's committed offsets, taken now, stay true
-  // whether or not it takes commits during the rebalance (the mock cluster
-  // does not; Kafka does).
   const std::vector<TopicPartition> all = Assigned();
   quiesced_ = true;
   // With nothing assigned (still joining, or no partition to spare), the
   // next assignment is the end of the rebalance: no revoke comes first.
   revoked_while_quiesced_ = all.empty();
   quiesced_since_ = absl::Now();
-  HandBack(all, deadline);
-  if (absl::Status s = CommitNow(CommitPoints(all), std::max(deadline, absl::Now() + kStopGrace / 2));
-      !s.ok()) {
-    LogWarning("thread ", id_, ": commit before the rebalance: ", s.message());
+  const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
+  // Hand held records back only while the group takes commits: a hand-back
+  // whose originals stay uncommitted would leave two live copies.
+  if (absl::Status s = CommitNow(CommitPoints(all), commit_deadline); !s.ok()) {
+    LogWarning("thread ", id_, ": commit before the rebalance: ", s.message(),
+               "; held records stay where they are");
+  } else {
+    HandBack(all, deadline);
+    if (absl::Status s = CommitNow(CommitPoints(all), commit_deadline); !s.ok()) {
+      LogWarning("thread ", id_, ": commit before the rebalance: ", s.message());
+    }
   }
   ReconcilePauses();
-  {
-    absl::MutexLock lock(&checkpoint_mu_);
-    if (checkpoint_ == Checkpoint::kRequested) checkpoint_ = Checkpoint::kNone;
-  }
+  absl::MutexLock lock(&checkpoint_mu_);
+  if (checkpoint_ == Checkpoint::kRequested) checkpoint_ = Checkpoint::kQuiesced;
+}
+
+void Worker::NoteRebalanced() {
+  absl::MutexLock lock(&checkpoint_mu_);
+  if (checkpoint_ == Checkpoint::kQuiesced) checkpoint_ = Checkpoint::kRebalanced;
 }
 
 void Worker::EndQuiesce(const char* why) {

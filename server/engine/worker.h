@@ -40,6 +40,7 @@
 #include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
 #include "server/engine/record.h"
+#include "server/engine/retry_headers.h"
 #include "server/engine/thread_stats.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
@@ -83,16 +84,20 @@ class Worker : public kafka::ConsumerListener {
   // Before the engine changes the retry group's membership (a rebalance on
   // purpose): asks a retry thread to hand its held records back to the
   // retry topic, wait for its hand-offs, commit, and then process nothing
-  // and keep its partitions paused until it has been through the rebalance
-  // (or the engine calls it off). Then the offsets it committed stay true
-  // even if the group refuses commits during the rebalance, and the next
-  // owner of a partition repeats nothing. The hand-backs and the commit
-  // end by `deadline`. Returns at once; any thread.
+  // and keep its partitions paused (polling on, so it takes part in the
+  // rebalance) until the engine releases it. Then the offsets it committed
+  // stay true even if the group refuses commits during the rebalance (the
+  // mock cluster does; Kafka takes them while a rebalance is prepared), and
+  // the next owner of a partition repeats nothing. The hand-backs and the
+  // commit end by `deadline`. Returns at once; any thread.
   void RequestCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   // Waits until the requested checkpoint is done (true) or `deadline`.
   bool AwaitCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
-  // The membership change did not happen: resume processing.
-  void CancelCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // Waits until the thread, checkpointed, has been through a rebalance:
+  // given up what it had and been assigned anew (true), or `deadline`.
+  bool AwaitRebalanced(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // Ends the checkpoint: the thread processes again. Any thread.
+  void ReleaseCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
 
 
   int id() const { return id_; }
@@ -108,15 +113,41 @@ class Worker : public kafka::ConsumerListener {
  private:
   // kHandBack: a held retry record returned unchanged to the retry topic.
   enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack };
-  enum class Checkpoint { kNone, kRequested, kCancelled };
+  // kRequested -> kQuiesced (served) -> kRebalanced (through a rebalance);
+  // kReleased (any time) -> kNone once the thread resumes.
+  enum class Checkpoint { kNone, kRequested, kQuiesced, kRebalanced, kReleased };
+  static const char* EmissionName(Emission kind);
+
+  // One record handed to Kafka for a source record's outcome.
+  struct HandOff {
+    OutgoingRecord record;
+    Emission kind = Emission::kOutput;
+    std::shared_ptr<CompletionTracker> tracker;
+    int64_t offset = 0;  // The source record's.
+    // The source record's coordinates, attempts and last error, for the
+    // dead-letter record that replaces a hand-off Kafka refuses for good.
+    RetryMetadata origin;
+    // 0: as made; 1: a dead-letter record fitted under message.max.bytes;
+    // 2: the smallest form (FitDeadLetter to kMinimalDeadLetterBytes).
+    int fit = 0;
+    // The first form of the record when it was replaced by a fitted one, so
+    // each fitting starts from the original sizes.
+    std::shared_ptr<const OutgoingRecord> unfitted;
+    // Failed once (or replayed): counted in its partition's failed
+    // hand-offs until it is acknowledged or dropped.
+    bool failed_before = false;
+    // Emitted in in-order mode: an acknowledgement that overtook the re-send
+    // of an earlier record of its partition is replayed after it.
+    bool in_order = false;
+  };
 
   // A hand-off whose produce failed, to be sent again by the worker.
   struct Redo {
-    OutgoingRecord record;
-    Emission kind;
-    std::shared_ptr<CompletionTracker> tracker;
-    int64_t offset;
+    HandOff hand_off;
     absl::Time not_before;
+    // Set when Kafka refused the record itself: it is replaced by a fitted
+    // dead-letter record saying why, rather than sent again as it was.
+    std::string refused;
   };
 
   // The stats plus what delivery reports hand back to the worker. Shared
@@ -134,10 +165,46 @@ class Worker : public kafka::ConsumerListener {
       }
     }
 
+    // Failed hand-offs of the partition `tracker` belongs to that are not
+    // yet acknowledged nor dropped.
+    int FailedHandOffs(const std::shared_ptr<CompletionTracker>& tracker) const
+        ABSL_LOCKS_EXCLUDED(redo_mu) {
+      absl::MutexLock lock(&redo_mu);
+      auto it = failed_hand_offs.find(tracker);
+      return it == failed_hand_offs.end() ? 0 : static_cast<int>(it->second.size());
+    }
+    void ForgetFailedHandOff(const HandOff& hand_off) ABSL_EXCLUSIVE_LOCKS_REQUIRED(redo_mu) {
+      if (!hand_off.failed_before) return;
+      auto it = failed_hand_offs.find(hand_off.tracker);
+      if (it == failed_hand_offs.end()) return;
+      if (auto at = it->second.find(hand_off.offset); at != it->second.end()) it->second.erase(at);
+      if (it->second.empty()) failed_hand_offs.erase(it);
+    }
+
+    // Marks the thread as failed for good, the reason as its last error
+    // (the first reason wins); the worker's loop sees it and stops.
+    void Fail(std::string reason) ABSL_LOCKS_EXCLUDED(redo_mu) {
+      {
+        absl::MutexLock lock(&redo_mu);
+        if (failed) return;
+        failed = true;
+      }
+      SetLastError(std::move(reason));
+    }
+    bool has_failed() const ABSL_LOCKS_EXCLUDED(redo_mu) {
+      absl::MutexLock lock(&redo_mu);
+      return failed;
+    }
+
     const int64_t resume_below;  // Back-pressure ends below this many in flight.
     absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
-    absl::Mutex redo_mu;         // Guards redo.
+    mutable absl::Mutex redo_mu; // Guards the fields below.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
+    // Per partition (its tracker), the source offsets of hand-offs that
+    // failed and are not yet acknowledged nor dropped.
+    std::map<std::shared_ptr<CompletionTracker>, std::multiset<int64_t>> failed_hand_offs
+        ABSL_GUARDED_BY(redo_mu);
+    bool failed ABSL_GUARDED_BY(redo_mu) = false;
     // An outage fails every record in flight at once: one line a second.
     LogThrottle redo_log{absl::Seconds(1)};
   };
@@ -151,13 +218,21 @@ class Worker : public kafka::ConsumerListener {
   void DeadLetter(const HeldRecord& held, std::string reason);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
-  void Emit(OutgoingRecord record, Emission kind, std::shared_ptr<CompletionTracker> tracker,
-            int64_t offset);
+  void Emit(HandOff hand_off);
+  // Called by a delivery report or a refused Produce(): decides between
+  // dropping, sending again, dead-lettering in a fitting form and failing.
+  static void OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
+                              const absl::Status& status);
+  static void OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off);
+  // The dead-letter record that replaces `hand_off`, refused by Kafka
+  // because of `why`, in the next smaller form.
+  HandOff FittedDeadLetter(HandOff hand_off, const std::string& why) const;
   // Processes held records that are due, and in-order records queued behind
   // a held record that completed, until `deadline`.
   void ProcessDue(absl::Time deadline);
-  // `held` as a record of the retry topic `topic`, with its retryd-* headers.
-  static OutgoingRecord RetryRecord(HeldRecord held, const std::string& topic);
+  // `held` as a hand-off of `kind` to the retry topic, with its retryd-*
+  // headers.
+  HandOff RetryHandOff(HeldRecord held, Emission kind) const;
   // In order: holds `held` until its due time, its state in the commits.
   void HoldInPlace(HeldRecord held);
   // If `held` is the record the committed metadata of its partition
@@ -167,6 +242,7 @@ class Worker : public kafka::ConsumerListener {
   // waits (until `deadline`) for every hand-off of those partitions.
   void HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline);
   void ServeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void NoteRebalanced() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   void EndQuiesce(const char* why);
   // Runs queued records of the partitions in `ready_` until one is held
   // again or `deadline` passes; returns whether it ran any.
@@ -174,6 +250,12 @@ class Worker : public kafka::ConsumerListener {
   // Brings a due time later than the longest backoff forward to it.
   void ClampDue(HeldRecord& held, int64_t now_ms);
   void DrainRedo(bool force);
+  // True once a hand-off failed beyond recovery or the producer hit a fatal
+  // error: the thread then stops without waiting for its hand-offs, and
+  // commits nothing past the record whose outcome was lost.
+  bool HandOffsBroken();
+  // In order: resumes partitions whose failed hand-offs are acknowledged.
+  void ReleaseRecovered();
   // At the back-pressure limit, waits a little for acknowledgements before
   // ReconcilePauses() resorts to pausing (which drops what was fetched).
   void WaitForAcks();
@@ -191,6 +273,10 @@ class Worker : public kafka::ConsumerListener {
   bool InOrder() const;
   // Held or waiting records of `tp` (their trackers entries never complete
   // while they are held).
+  int64_t HeldRecords(const TopicPartition& tp) const;
+  // HeldRecords() plus, in order, the failed hand-offs of `tp` not yet
+  // acknowledged: later records queue behind those too, so a re-sent record
+  // never lands after the ones that followed it.
   int64_t HeldCount(const TopicPartition& tp) const;
   // Waits until only held records are pending on every partition in `tps`,
   // re-sending failed hand-offs meanwhile, until `deadline`.

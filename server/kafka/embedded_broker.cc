@@ -50,6 +50,10 @@ void EmbeddedBroker::ClearRequestErrors(int16_t api_key) {
   rd_kafka_mock_clear_request_errors(cluster_, api_key);
 }
 
+void EmbeddedBroker::SetTopicError(const std::string& topic, int error) {
+  rd_kafka_mock_topic_set_error(cluster_, topic.c_str(), static_cast<rd_kafka_resp_err_t>(error));
+}
+
 absl::Status EmbeddedBroker::SetBrokerDown(int32_t broker_id) {
   const rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_down(cluster_, broker_id);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return absl::InvalidArgumentError(rd_kafka_err2str(err));

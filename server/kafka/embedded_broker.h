@@ -41,6 +41,10 @@ class EmbeddedBroker {
   // error codes returned, one per request, before normal service resumes.
   void PushRequestErrors(int16_t api_key, const std::vector<int>& errors);
   void ClearRequestErrors(int16_t api_key);
+  // Makes metadata answers report `error` (a Kafka error code) for `topic`,
+  // as for a deleted topic (3, UNKNOWN_TOPIC_OR_PART) or a forbidden one
+  // (29); 0 clears it. The mock cannot delete a topic.
+  void SetTopicError(const std::string& topic, int error);
   absl::Status SetBrokerDown(int32_t broker_id);
   absl::Status SetBrokerUp(int32_t broker_id);
 

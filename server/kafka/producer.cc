@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
 #include "server/kafka/properties.h"
@@ -16,6 +17,8 @@ struct Pending {
   DeliveryCallback done;
 };
 
+// The absl code says what the caller can do about the error (see
+// producer.h): send the record again, change the record, or stop.
 absl::Status KafkaError(rd_kafka_resp_err_t err, absl::string_view what) {
   const std::string message = absl::StrCat(what, ": ", rd_kafka_err2str(err));
   switch (err) {
@@ -27,11 +30,30 @@ absl::Status KafkaError(rd_kafka_resp_err_t err, absl::string_view what) {
     case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
     case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
       return absl::CancelledError(message);
+    // This record, as it is, can never be written: too large for the
+    // client's message.max.bytes (local) or the broker's limits, or refused
+    // by the broker's record validation. Sending it again cannot help.
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
       return absl::InvalidArgumentError(message);
+    // The topic is gone. librdkafka reports it only after its own retries
+    // (message.timeout.ms, or topic.metadata.propagation.max.ms for a topic
+    // the metadata says does not exist).
     case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
       return absl::NotFoundError(message);
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+      return absl::PermissionDeniedError(message);
+    case RD_KAFKA_RESP_ERR__FATAL:
+      return absl::InternalError(message);
     default:
       return absl::UnavailableError(message);
   }
@@ -58,6 +80,17 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   producer->rk_ = rk->release();
+  // The effective limit, whoever set it (librdkafka's default, or the
+  // operator's properties), so records can be fitted under it.
+  char value[32];
+  size_t value_size = sizeof(value);
+  if (rd_kafka_conf_get(rd_kafka_conf(producer->rk_), "message.max.bytes", value, &value_size) ==
+      RD_KAFKA_CONF_OK) {
+    int64_t max_bytes = 0;
+    if (absl::SimpleAtoi(value, &max_bytes) && max_bytes > 0) {
+      producer->max_message_bytes_ = max_bytes;
+    }
+  }
   producer->delivery_thread_ = std::thread([p = producer.get()] { p->DeliveryLoop(); });
   return producer;
 }
@@ -67,13 +100,19 @@ Producer::~Producer() { Close(absl::ZeroDuration()); }
 void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaque*/) {
   const auto* m = static_cast<const rd_kafka_message_t*>(message);
   auto* pending = static_cast<Pending*>(m->_private);
-  absl::Status status = m->err == RD_KAFKA_RESP_ERR_NO_ERROR
-                            ? absl::OkStatus()
-                            : KafkaError(m->err, absl::StrCat("delivery to ",
-                                                              rd_kafka_topic_name(m->rkt)));
+  auto* self = static_cast<Producer*>(rd_kafka_opaque(rk));
+  absl::Status status;
+  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // After a fatal error librdkafka purges what is queued and reports the
+    // records with a purge or the broker's error; the callback must learn
+    // that the producer itself is finished, not that one record failed.
+    status = self->FatalError();
+    if (status.ok()) {
+      status = KafkaError(m->err, absl::StrCat("delivery to ", rd_kafka_topic_name(m->rkt)));
+    }
+  }
   std::move(pending->done)(std::move(status));
   delete pending;
-  auto* self = static_cast<Producer*>(rd_kafka_opaque(rk));
   self->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -110,6 +149,7 @@ absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback do
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     rd_kafka_headers_destroy(headers);  // Not taken over on failure.
+    if (err == RD_KAFKA_RESP_ERR__FATAL) return FatalError();
     return KafkaError(err, absl::StrCat("produce to ", record.topic));
   }
   pending.release();  // Owned by librdkafka until OnDelivery.
@@ -171,7 +211,7 @@ absl::Status Producer::PrepareTopics(const std::vector<std::string>& topics,
 }
 
 absl::Status Producer::FatalError() const {
-  if (rk_ == nullptr) return absl::FailedPreconditionError("producer is closed");
+  if (rk_ == nullptr) return absl::OkStatus();  // Closed: nothing more can fail.
   char errstr[512];
   const rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof(errstr));
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();

@@ -32,6 +32,22 @@ struct ProducerOptions {
 // Called exactly once per record that Produce() accepted: with OK once the
 // record is acknowledged by all in-sync replicas, or with the error that made
 // librdkafka give it up (including a purge at Close()).
+//
+// Errors, from Produce() or in the callback, are classified by code so the
+// caller knows what it can do:
+//   INVALID_ARGUMENT   this record, as it is, can never be produced (larger
+//                      than message.max.bytes or the broker's limit, refused
+//                      by the broker's record validation): change it.
+//   NOT_FOUND          the topic or partition does not exist, after
+//   PERMISSION_DENIED  librdkafka's own retries; or producing to it is not
+//                      authorized. Not about this record: every record to
+//                      that topic fails the same way.
+//   INTERNAL           a fatal producer error (FatalError()): the producer is
+//                      unusable, nothing produced through it can succeed.
+//   CANCELLED          purged (Close(), or the queue flushed after a fatal
+//                      error: then the code is INTERNAL instead).
+//   anything else      transient (timed out, queue full, broker down): worth
+//                      sending again.
 using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
 class Producer {
@@ -66,8 +82,13 @@ class Producer {
   // the caller up to `timeout` in all. Not concurrently with or after Close().
   absl::Status PrepareTopics(const std::vector<std::string>& topics, absl::Duration timeout) const;
 
-  // A fatal producer error (e.g. the idempotent sequence is broken), or OK.
+  // A fatal producer error (e.g. the idempotent sequence is broken) as an
+  // INTERNAL error, or OK. Once set it stays.
   absl::Status FatalError() const;
+
+  // The effective message.max.bytes: librdkafka refuses (INVALID_ARGUMENT) a
+  // record whose key, value and headers, with per-record framing, exceed it.
+  int64_t max_message_bytes() const { return max_message_bytes_; }
 
  private:
   Producer() = default;
@@ -78,6 +99,7 @@ class Producer {
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> in_flight_{0};
+  int64_t max_message_bytes_ = 1000000;  // librdkafka's default; set once by Create().
   std::thread delivery_thread_;
 };
 

@@ -661,5 +661,30 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
 
+// A fatal error of the idempotent producer (a produce that timed out once,
+// then UNKNOWN_PRODUCER_ID: librdkafka cannot retry it without risking
+// duplicates) leaves no thread able to hand anything off: retryd says why
+// and exits with status 1 so that orchestration restarts it.
+TEST_F(RetrydE2eTest, FatalProducerErrorExits1) {
+  // One partition and records that all succeed: retryd's produce requests
+  // all go to one partition, so the first two meet the errors in turn.
+  const TestTopics topics = CreateTopics("fatal-exit", 1);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 20; ++i) keys.push_back(absl::StrCat("ok-", i));
+  ProduceKeys(topics.input, keys);
+  // Kafka protocol: API key 0 is Produce; 7 REQUEST_TIMED_OUT, 59
+  // UNKNOWN_PRODUCER_ID.
+  Broker().PushRequestErrors(0, {7, 59});
+  const std::string config = Path("fatal.textproto");
+  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+
+  RetrydProcess retryd(Path("run"), {"--config", config, "--summary_interval_s", "1"});
+  ASSERT_TRUE(retryd.started());
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 1));
+  Broker().ClearRequestErrors(0);
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("fatal producer error"));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("every primary thread failed"));
+}
+
 }  // namespace
 }  // namespace retryd

@@ -29,20 +29,11 @@ using ::retryd::testing::MissingKeys;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ProduceRetryRecord;
 using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
 using ::retryd::testing::TestEngineOptions;
 using ::retryd::testing::TestProcessor;
 using ::retryd::testing::WaitFor;
 using ::retryd::testing::WaitForOutcomes;
-
-std::unique_ptr<Engine> StartEngine(const EngineOptions& options, uint32_t latency_ms = 0) {
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, TestProcessor(latency_ms));
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return nullptr;
-  absl::Status started = (*engine)->Start();
-  EXPECT_TRUE(started.ok()) << started;
-  return started.ok() ? *std::move(engine) : nullptr;
-}
 
 // The largest `scheduled` gauge (records held until due, or queued behind a
 // held record) among `engine`'s threads of `role`.
@@ -238,7 +229,7 @@ TEST(LivenessTest, SlowProcessorKeepsItsGroupMembership) {
   EngineOptions options = TestEngineOptions(topics);
   options.retry.backoff.max_ms = 60000;
   options.kafka_properties["max.poll.interval.ms"] = "6000";
-  std::unique_ptr<Engine> engine = StartEngine(options, /*latency_ms=*/800);
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(/*latency_ms=*/800));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(90)));
   ASSERT_TRUE(WaitFor(

@@ -111,6 +111,17 @@ void ExpectEachKeyWhereItBelongs(const TestTopics& topics,
 }
 
 
+std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
+                                    std::unique_ptr<Processor> processor) {
+  if (processor == nullptr) processor = TestProcessor();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return nullptr;
+  absl::Status started = (*engine)->Start();
+  EXPECT_TRUE(started.ok()) << started;
+  return started.ok() ? *std::move(engine) : nullptr;
+}
+
 void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::string& key,
                         const RetryMetadata& meta) {
   kafka::ProducerOptions options;

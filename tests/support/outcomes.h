@@ -25,6 +25,11 @@ namespace retryd::testing {
 // succeeds; each call takes `latency_ms`.
 std::unique_ptr<Processor> TestProcessor(uint32_t latency_ms = 0);
 
+// Creates and starts an engine over `options` running `processor` (the
+// TestProcessor when null); null, with a test failure, if either fails.
+std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
+                                    std::unique_ptr<Processor> processor = nullptr);
+
 // `n` keys: every 13th perm-, every 7th flaky-, the rest ok-.
 std::vector<std::string> MixedKeys(int n);
 

@@ -1,0 +1,266 @@
+// Hand-offs that Kafka will not take: a record too large to produce, a topic
+// that is gone, a producer that hit a fatal error, produce errors that outlast
+// librdkafka's own retries. What a user sees: where the records end up, the
+// group's committed offset, the threads' state and last error.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/engine/engine.h"
+#include "server/engine/retry_headers.h"
+#include "server/processors/simulate.h"
+#include "retryd/v1/config.pb.h"
+#include "server/kafka/producer.h"
+#include "server/kafka/topics.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::Broker;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::HeaderValue;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// Kafka protocol API key and error codes.
+constexpr int16_t kProduce = 0;
+constexpr int kNotLeader = 6;
+constexpr int kRequestTimedOut = 7;
+constexpr int kUnknownTopicOrPartition = 3;
+constexpr int kUnknownProducerId = 59;
+
+class AcceptAll : public Processor {
+ public:
+  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
+};
+
+// Records of `topic` the group `group` has not committed, asked of the
+// cluster as an operator's tool would (without joining the group).
+int64_t UncommittedRecords(const std::string& group, const std::string& topic) {
+  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe =
+      kafka::GroupLagProbe::Create(Broker().bootstrap_servers(), {}, group, topic);
+  EXPECT_TRUE(probe.ok()) << probe.status();
+  if (!probe.ok()) return -1;
+  absl::StatusOr<int64_t> lag = (*probe)->Measure(absl::Seconds(10));
+  EXPECT_TRUE(lag.ok()) << lag.status();
+  return lag.ok() ? *lag : -1;
+}
+
+std::shared_ptr<const ThreadStats> Primary(const Engine& engine) {
+  for (const auto& s : engine.Threads()) {
+    if (s->role() == ThreadRole::kPrimary) return s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Keys(const std::vector<Record>& records) {
+  std::vector<std::string> keys;
+  for (const Record& r : records) keys.push_back(r.key.value_or("<null>"));
+  return keys;
+}
+
+TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
+  const testing::TestTopics topics = CreateTopics("oversize", 1);
+  // The broker takes it; retryd's producer, with librdkafka's default
+  // message.max.bytes of 1,000,000 (headers counted), cannot send it on.
+  kafka::ProducerOptions big_options;
+  big_options.bootstrap_servers = Broker().bootstrap_servers();
+  big_options.properties = {{"message.max.bytes", "2000000"}};
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
+      kafka::Producer::Create(big_options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  OutgoingRecord big;
+  big.topic = topics.input;
+  big.key = "big";
+  big.value = std::string(1000100, 'x');
+  big.headers = {{"h-app", "kept if it fits"}};
+  absl::Notification acked;
+  absl::Status delivered;
+  ASSERT_TRUE((*producer)
+                  ->Produce(big,
+                            [&](absl::Status s) {
+                              delivered = s;
+                              acked.Notify();
+                            })
+                  .ok());
+  ASSERT_TRUE(acked.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(delivered.ok()) << delivered;
+  (*producer)->Close(absl::Seconds(5));
+  std::vector<std::string> small;
+  for (int i = 0; i < 10; ++i) small.push_back(absl::StrCat("small-", i));
+  ProduceKeys(topics.input, small);
+
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 0;
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
+                      absl::Seconds(60)))
+      << "committed offset never reached the end; last error: " << Primary(*engine)->last_error();
+  EXPECT_TRUE(engine->ThreadFailure().ok()) << engine->ThreadFailure();
+  engine->Stop();
+
+  EXPECT_EQ(Keys(ReadAll(topics.output)), small);
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(dlq.size(), 1u);
+  const Record& dead = dlq[0];
+  EXPECT_EQ(dead.key, "big");
+  ASSERT_TRUE(dead.value.has_value());
+  EXPECT_LT(dead.value->size(), 1000000u);
+  EXPECT_GT(dead.value->size(), 990000u);
+  EXPECT_EQ(*dead.value, std::string(dead.value->size(), 'x'));
+  EXPECT_EQ(HeaderValue(dead, "h-app"), "kept if it fits");
+  EXPECT_EQ(HeaderValue(dead, std::string(kTruncatedHeader)),
+            absl::StrCat("original key=3 value=1000100 headers=1; kept key=3 value=",
+                         dead.value->size(), " headers=1"));
+  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalTopicHeader)), topics.input);
+  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalPartitionHeader)), "0");
+  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalOffsetHeader)), "0");
+  EXPECT_EQ(HeaderValue(dead, std::string(kAttemptHeader)), "1");
+  EXPECT_THAT(HeaderValue(dead, std::string(kErrorHeader)),
+              HasSubstr("output record refused by Kafka"));
+  EXPECT_THAT(HeaderValue(dead, std::string(kErrorHeader)), HasSubstr("too large"));
+}
+
+// The mock cannot delete a topic: its metadata says the output topic is
+// unknown, and produce requests fail with UNKNOWN_TOPIC_OR_PART.
+TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
+  const testing::TestTopics topics = CreateTopics("deleted", 1);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 0;
+  options.kafka_properties["message.timeout.ms"] = "3000";
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::string> before, after;
+  for (int i = 0; i < 5; ++i) before.push_back(absl::StrCat("before-", i));
+  for (int i = 0; i < 5; ++i) after.push_back(absl::StrCat("after-", i));
+  ProduceKeys(topics.input, before);
+  ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
+                      absl::Seconds(60)));
+
+  Broker().SetTopicError(topics.output, kUnknownTopicOrPartition);
+  Broker().PushRequestErrors(kProduce, std::vector<int>(50, kUnknownTopicOrPartition));
+  ProduceKeys(topics.input, after);  // Ahead of the injected errors: none of its own.
+  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; },
+                      absl::Seconds(60)))
+      << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
+      << Primary(*engine)->last_error();
+  Broker().ClearRequestErrors(kProduce);
+  Broker().SetTopicError(topics.output, 0);
+
+  EXPECT_THAT(Primary(*engine)->last_error(), HasSubstr(topics.output));
+  EXPECT_THAT(engine->ThreadFailure().message(), HasSubstr("failed"));
+  // Nothing past the first record whose output was lost is committed.
+  EXPECT_EQ(UncommittedRecords(options.group_id, topics.input), 5);
+  engine->Stop();
+}
+
+// A produce that times out once and then meets UNKNOWN_PRODUCER_ID is one
+// librdkafka cannot retry without risking duplicates or reordering: it raises
+// a fatal error and the idempotent producer is finished.
+TEST(HandOffTest, FatalProducerErrorFailsTheThreadWithoutCommittingPastIt) {
+  const testing::TestTopics topics = CreateTopics("fatal", 1);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 0;
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  ASSERT_NE(engine, nullptr);
+  ProduceKeys(topics.input, {"first"});
+  ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
+                      absl::Seconds(60)));
+
+  ProduceKeys(topics.input, {"second", "third"});
+  Broker().PushRequestErrors(kProduce, {kRequestTimedOut, kUnknownProducerId});
+  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; },
+                      absl::Seconds(60)))
+      << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
+      << Primary(*engine)->last_error();
+  Broker().ClearRequestErrors(kProduce);
+
+  EXPECT_THAT(Primary(*engine)->last_error(), HasSubstr("fatal"));
+  EXPECT_FALSE(engine->ThreadFailure().ok());
+  EXPECT_EQ(UncommittedRecords(options.group_id, topics.input), 2);
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::vector<std::string>{"first"});
+  engine->Stop();
+}
+
+// Produce errors last longer than message.timeout.ms: librdkafka gives the
+// records up and the worker sends them again itself. In order, a re-sent
+// record must still land before the records that followed it.
+TEST(HandOffTest, ResentHandOffsKeepPartitionOrderInOrderMode) {
+  const testing::TestTopics topics = CreateTopics("resend", 2);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back(absl::StrCat("k-", i));
+  ProduceKeys(topics.input, keys);
+
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  options.kafka_properties["message.timeout.ms"] = "1000";
+  // See BrokerFaultsLoseNothing: the mock does not check sequence numbers.
+  options.kafka_properties["max.in.flight.requests.per.connection"] = "1";
+  // 5 ms a record: records keep coming while the errors last.
+  v1::SimulateConfig slow;
+  slow.set_latency_ms(5);
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<SimulateProcessor>(slow));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return engine->Totals().consumed >= 20; }, absl::Seconds(60)));
+  // Each error costs librdkafka a retry backoff (100 ms): about 3 s of
+  // failures, three times message.timeout.ms.
+  Broker().PushRequestErrors(kProduce, std::vector<int>(30, kNotLeader));
+  ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
+                      absl::Seconds(90)));
+  Broker().ClearRequestErrors(kProduce);
+  const std::string last_error = Primary(*engine)->last_error();
+  engine->Stop();
+
+  // The engine's own re-send ran: librdkafka gave records up on timeout.
+  EXPECT_THAT(last_error, HasSubstr("timed out"));
+  // Records of one input partition spread over the output's partitions by
+  // key. Within each output partition, an input partition's records read as
+  // in order with replays: a record sent again is followed again by those
+  // that had got in ahead of it, as after a restart. So the last copy of
+  // each record comes in offset order (a re-sent record merely moved behind
+  // later ones would break that).
+  std::map<std::pair<int32_t, std::string>, std::vector<int64_t>> offsets;
+  const std::vector<Record> output = ReadAll(topics.output);
+  std::set<std::pair<std::string, int64_t>> seen;
+  int64_t copies = 0;
+  for (auto r = output.rbegin(); r != output.rend(); ++r) {
+    const std::string source = HeaderValue(*r, std::string(kOriginalPartitionHeader));
+    const int64_t offset = std::stoll(HeaderValue(*r, std::string(kOriginalOffsetHeader)));
+    if (seen.insert({source, offset}).second) {
+      offsets[{r->partition, source}].push_back(offset);
+    } else {
+      ++copies;
+    }
+  }
+  std::cout << "resend: " << copies << " records replayed in the output\n";
+  for (auto& [where, list] : offsets) std::reverse(list.begin(), list.end());
+  size_t total = 0;
+  for (const auto& [where, list] : offsets) {
+    total += list.size();
+    EXPECT_TRUE(std::is_sorted(list.begin(), list.end()))
+        << "input partition " << where.second << " out of order in output partition "
+        << where.first;
+  }
+  EXPECT_EQ(total, keys.size());
+}
+
+}  // namespace
+}  // namespace retryd
