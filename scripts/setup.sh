@@ -21,8 +21,9 @@ PACKAGES=(
   librdkafka-dev libabsl-dev libgtest-dev libgmock-dev
   kcat python3-kafka
   # The TLS tests make their certificates with it; scripts/thread_safety.sh
-  # (run by scripts/test.sh) compiles with clang.
-  openssl clang
+  # (run by scripts/test.sh) compiles with clang; scripts/format.sh --check
+  # (run by scripts/test.sh too) needs clang-format.
+  openssl clang clang-format
 )
 
 say() { printf 'setup.sh: %s\n' "$*"; }
