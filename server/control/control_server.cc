@@ -291,12 +291,16 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
   SetThreadName("control-health");
   std::optional<bool> reported;
   do {
+    // One timeout for the whole round, so that a round (and a Stop waiting
+    // for it) takes at most `timeout`, not one per request.
+    const absl::Time round_deadline = absl::Now() + timeout;
     const absl::Status probe = engine_.ProbeKafka(timeout);
     const EngineState state = engine_.state();
     // The retry backlog that status and metrics report is measured here,
     // off every request path.
-    if (probe.ok()) {
-      if (absl::StatusOr<int64_t> backlog = engine_.MeasureRetryBacklog(timeout); !backlog.ok()) {
+    if (const absl::Duration left = round_deadline - absl::Now();
+        probe.ok() && left > absl::ZeroDuration()) {
+      if (absl::StatusOr<int64_t> backlog = engine_.MeasureRetryBacklog(left); !backlog.ok()) {
         LogDebug("control: retry backlog not measured: ", backlog.status().message());
       }
     }

@@ -57,7 +57,6 @@ void MetricsWatcher::WriteNextOrFinish() {
   {
     absl::MutexLock lock(&mu_);
     if (stop_.has_value()) {
-      phase_ = Phase::kFinished;
       finish = *stop_;
     } else {
       PrepareWrite();
@@ -76,17 +75,17 @@ void MetricsWatcher::WriteNextOrFinish() {
 void MetricsWatcher::PrepareWrite() {
   builder_.Build(sampler_.Latest(), snapshot_);
   last_write_ = absl::Now();
-  phase_ = Phase::kWriting;
 }
 
 void MetricsWatcher::Stop(absl::Status why) {
   absl::MutexLock lock(&mu_);
-  if (stop_.has_value() || phase_ == Phase::kFinished) return;
+  if (stop_.has_value()) return;
   stop_ = std::move(why);
   // A write in flight ends in OnWriteDone, which finishes; a pending alarm
-  // fires at once (not fired) and OnAlarm finishes. The alarm's callback
-  // never runs on this thread, so holding mu_ here is safe.
-  if (phase_ == Phase::kWaiting) alarm_->Cancel();
+  // fires at once (not fired) and OnAlarm finishes; cancelling an alarm
+  // that already fired does nothing. The alarm's callback never runs on
+  // this thread, so holding mu_ here is safe.
+  if (alarm_ != nullptr) alarm_->Cancel();
 }
 
 void MetricsWatcher::OnCancel() { Stop(absl::CancelledError("the client cancelled the stream")); }
@@ -99,7 +98,6 @@ void MetricsWatcher::OnWriteDone(bool ok) {
       stop_ = absl::CancelledError("the stream broke: the client is gone");
     }
     if (!stop_.has_value()) {
-      phase_ = Phase::kWaiting;
       // A slow reader makes the due time pass: the next snapshot goes out at
       // once, built from the newest sample.
       const absl::Time due = std::max(last_write_ + interval_, absl::Now());
@@ -107,7 +105,6 @@ void MetricsWatcher::OnWriteDone(bool ok) {
       alarm_->Set(absl::ToChronoTime(due), [this](bool fired) { OnAlarm(fired); });
       return;
     }
-    phase_ = Phase::kFinished;
     finish = *stop_;
   }
   Finish(ToGrpcStatus(finish));

@@ -79,19 +79,12 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   void OnDone() override;
 
  private:
-  enum class Phase {
-    kStarting,  // In the constructor.
-    kWriting,   // A write is in flight.
-    kWaiting,   // The alarm is set for the next snapshot.
-    kFinished,  // Finish was called.
-  };
-
   ~MetricsWatcher() override = default;  // Only OnDone deletes.
 
   void OnAlarm(bool fired) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes the next snapshot, or finishes the call if it was stopped.
   void WriteNextOrFinish() ABSL_LOCKS_EXCLUDED(mu_);
-  // Builds the next snapshot into `snapshot_` and enters kWriting.
+  // Builds the next snapshot into `snapshot_`, to be written.
   void PrepareWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   WatcherRegistry& registry_;
@@ -99,14 +92,15 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   const absl::Duration interval_;
 
   absl::Mutex mu_;  // Guards the fields below; never held across two reactions.
-  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kStarting;
-  std::optional<absl::Status> stop_ ABSL_GUARDED_BY(mu_);  // Why to finish, once asked.
+  // Why to finish, once asked. Finish is called only after it is set, so a
+  // stream that has it finishes at its next reaction (or has finished).
+  std::optional<absl::Status> stop_ ABSL_GUARDED_BY(mu_);
   SnapshotBuilder builder_ ABSL_GUARDED_BY(mu_);
   // The message being written; left alone until its OnWriteDone.
   v1::MetricsSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   // A fresh alarm per wait: a fired alarm's callback may still be returning
-  // when the next wait begins.
+  // when the next wait begins. Null until the first wait.
   std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
 };
 
