@@ -32,6 +32,7 @@
 #include "server/control/control_config.h"
 #include "tests/control/control_client.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/retryd_process.h"
 
 namespace retryd::control {
 namespace {
@@ -42,8 +43,10 @@ using ::retryd::testing::Broker;
 using ::retryd::testing::Channel;
 using ::retryd::testing::ControlClient;
 using ::retryd::testing::EngineUnderTest;
+using ::retryd::testing::ExitedWith;
 using ::retryd::testing::MakeTempDir;
 using ::retryd::testing::ReadFileOrEmpty;
+using ::retryd::testing::RetrydProcess;
 using ::retryd::testing::WaitFor;
 using ::testing::Contains;
 using ::testing::HasSubstr;
@@ -469,60 +472,6 @@ TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
 
 // ---- retryd's main() -----------------------------------------------------------
 
-// The built retryd as a child process, its output in files.
-class RetrydProcess {
- public:
-  RetrydProcess(const std::string& dir, const std::vector<std::string>& args)
-      : stdout_path_(dir + "/stdout"), stderr_path_(dir + "/stderr") {
-    std::vector<std::string> argv_storage = {RETRYD_BINARY};
-    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // Only async-signal-safe calls between fork and exec: this process has
-    // gRPC's and the broker's threads.
-    const int out = open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    pid_ = fork();
-    if (pid_ == 0) {
-      if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    if (out >= 0) close(out);
-    if (err >= 0) close(err);
-  }
-  ~RetrydProcess() {
-    if (pid_ > 0 && !exit_status_.has_value()) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  std::string Stdout() const { return ReadFileOrEmpty(stdout_path_); }
-  std::string Stderr() const { return ReadFileOrEmpty(stderr_path_); }
-  void Signal(int sig) { kill(pid_, sig); }
-
-  // The exit code, or nullopt if it is still running after `timeout`.
-  std::optional<int> WaitExit(absl::Duration timeout) {
-    WaitFor(
-        [&] {
-          int status = 0;
-          if (!exit_status_.has_value() && waitpid(pid_, &status, WNOHANG) == pid_) {
-            exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-          }
-          return exit_status_.has_value();
-        },
-        timeout);
-    return exit_status_;
-  }
-
- private:
-  const std::string stdout_path_, stderr_path_;
-  pid_t pid_ = -1;
-  std::optional<int> exit_status_;
-};
-
 std::string WriteConfig(const std::string& dir, const std::string& extra) {
   const std::string path = dir + "/retryd.textproto";
   std::ofstream(path) << "group_id: \"control-main\"\n"
@@ -557,8 +506,9 @@ TEST(ControlMainTest, BadControlSettingsExit2) {
     ASSERT_EQ(mkdir(case_dir.c_str(), 0700), 0);
     std::vector<std::string> args = {"--config", WriteConfig(case_dir, c.config_extra)};
     args.insert(args.end(), c.flags.begin(), c.flags.end());
-    RetrydProcess retryd(case_dir, args);
-    EXPECT_EQ(retryd.WaitExit(absl::Seconds(30)), 2) << c.message << ": " << retryd.Stderr();
+    RetrydProcess retryd(case_dir + "/retryd", args);
+    EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(30)), 2))
+        << c.message << ": " << retryd.Stderr();
     EXPECT_THAT(retryd.Stderr(), HasSubstr(c.message));
     EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr("hunter2")));
   }
@@ -578,8 +528,8 @@ TEST(ControlMainTest, PortInUseExits1) {
   const std::string taken = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
 
   const std::string dir = MakeTempDir();
-  RetrydProcess retryd(dir, {"--config", WriteConfig(dir, ""), "--listen", taken});
-  EXPECT_EQ(retryd.WaitExit(absl::Seconds(90)), 1) << retryd.Stderr();
+  RetrydProcess retryd(dir + "/retryd", {"--config", WriteConfig(dir, ""), "--listen", taken});
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(90)), 1)) << retryd.Stderr();
   EXPECT_THAT(retryd.Stderr(), HasSubstr("cannot listen on " + taken));
   EXPECT_THAT(retryd.Stderr(), HasSubstr("already in use"));
 }
@@ -592,7 +542,7 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   const std::string config = WriteConfig(
       dir, "kafka { properties_from_env { key: \"sasl.password\" value: "
            "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
-  RetrydProcess retryd(dir, {"--config", config, "--listen", "127.0.0.1:0",
+  RetrydProcess retryd(dir + "/retryd", {"--config", config, "--listen", "127.0.0.1:0",
                              "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
   ASSERT_TRUE(WaitFor(
@@ -622,7 +572,7 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
                       absl::Seconds(60)));
 
   retryd.Signal(SIGTERM);
-  EXPECT_EQ(retryd.WaitExit(absl::Seconds(60)), 0) << retryd.Stderr();
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(60)), 0)) << retryd.Stderr();
   EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr("hunter2")));
 }
 

@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/retryd_process.h"
 #include "tests/support/test_cluster.h"
 
 namespace retryd {
@@ -47,13 +48,16 @@ namespace {
 
 using ::retryd::testing::Broker;
 using ::retryd::testing::CreateTopics;
+using ::retryd::testing::DescribeStatus;
+using ::retryd::testing::ExitedWith;
+using ::retryd::testing::kRetrydBinary;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
+using ::retryd::testing::RetrydProcess;
 using ::retryd::testing::TestTopics;
 using ::retryd::testing::WaitFor;
 using ::testing::HasSubstr;
 
-constexpr char kRetrydBinary[] = RETRYD_BINARY;
 constexpr char kSourceDir[] = RETRYD_SOURCE_DIR;
 
 // How long a stopping retryd may take: its shutdown_timeout_ms (10 s in the
@@ -85,112 +89,6 @@ std::string Tail(const std::string& text, size_t lines) {
   return text.substr(pos == 0 ? 0 : pos + 1);
 }
 
-std::string DescribeStatus(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
-  return absl::StrCat("wait status ", status);
-}
-
-::testing::AssertionResult ExitedWith(const std::optional<int>& status, int code) {
-  if (!status.has_value()) return ::testing::AssertionFailure() << "still running";
-  if (WIFEXITED(*status) && WEXITSTATUS(*status) == code) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << DescribeStatus(*status) << ", want exit status " << code;
-}
-
-// One run of the retryd binary. Its stdout and stderr go to
-// `<log_prefix>.stdout` and `<log_prefix>.stderr`. The destructor kills
-// (SIGKILL) and reaps it if it is still running. Used from the test's
-// thread only.
-class RetrydProcess {
- public:
-  RetrydProcess(const std::string& log_prefix, const std::vector<std::string>& args,
-                const std::string& binary = kRetrydBinary)
-      : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
-    std::vector<std::string> argv_strings = {binary};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    // librdkafka's debug lines (see ClusterConfig) are logged at debug level.
-    if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG");
-        binary == kRetrydBinary && d != nullptr && *d != 0) {
-      argv_strings.push_back("--verbose");
-    }
-    // Everything the child needs is prepared here: after fork() in a
-    // multi-threaded process it may only make async-signal-safe calls.
-    std::vector<char*> argv;
-    for (std::string& a : argv_strings) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int out = open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out < 0 || err < 0 || null < 0) {
-      ADD_FAILURE() << "cannot open log files " << log_prefix << ".*: " << std::strerror(errno);
-    } else {
-      const pid_t parent = getpid();
-      pid_ = fork();
-      if (pid_ == 0) {
-        // Dies with the test process, even if a timeout kills it with SIGKILL.
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        struct sigaction dfl = {};
-        dfl.sa_handler = SIG_DFL;
-        sigaction(SIGINT, &dfl, nullptr);
-        sigaction(SIGTERM, &dfl, nullptr);
-        sigaction(SIGPIPE, &dfl, nullptr);
-        if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
-        execv(argv[0], argv.data());
-        _exit(127);
-      }
-      if (pid_ < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
-    }
-    for (int fd : {out, err, null}) {
-      if (fd >= 0) close(fd);
-    }
-  }
-
-  ~RetrydProcess() {
-    if (pid_ <= 0 || status_.has_value()) return;
-    kill(pid_, SIGKILL);
-    if (!WaitExit(absl::Seconds(30)).has_value()) {
-      ADD_FAILURE() << "retryd pid " << pid_ << " survived SIGKILL for 30 s";
-    }
-  }
-
-  RetrydProcess(const RetrydProcess&) = delete;
-  RetrydProcess& operator=(const RetrydProcess&) = delete;
-
-  bool started() const { return pid_ > 0; }
-
-  // False once the process has exited (and then it is reaped).
-  bool Running() {
-    if (pid_ <= 0 || status_.has_value()) return false;
-    int status = 0;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) status_ = status;
-    return !status_.has_value();
-  }
-
-  void Signal(int sig) {
-    ASSERT_TRUE(Running()) << "retryd already " << DescribeStatus(*status_);
-    ASSERT_EQ(kill(pid_, sig), 0) << std::strerror(errno);
-  }
-
-  // The wait status once the process has exited, waiting at most `timeout`;
-  // nullopt if it is still running then.
-  std::optional<int> WaitExit(absl::Duration timeout) {
-    WaitFor([&] { return !Running(); }, timeout);
-    return status_;
-  }
-
-  std::string Stdout() const { return ReadFile(stdout_path_); }
-  std::string Stderr() const { return ReadFile(stderr_path_); }
-
- private:
-  const std::string stdout_path_;
-  const std::string stderr_path_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;  // Set once reaped.
-};
 
 // Keys as the engine integration test mixes them: perm- go to the
 // dead-letter topic, flaky- succeed on their third attempt, ok- at once.
