@@ -142,19 +142,28 @@ std::optional<UsageError> ParseStatus(CommandArgs& args, Invocation& invocation)
   return args.Error(absl::StrCat("takes no arguments, got '", arg, "'"));
 }
 
+// The positional N of `threads start` and `threads stop`, once.
+std::optional<UsageError> TakeCount(CommandArgs& args, const std::string& arg, bool& have_count,
+                                    Invocation& invocation) {
+  if (have_count) return args.Unexpected(arg);
+  const std::optional<int32_t> count = ParseCount(arg);
+  if (!count.has_value()) {
+    return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+  }
+  invocation.count = *count;
+  have_count = true;
+  return std::nullopt;
+}
+
 std::optional<UsageError> ParseThreadsStart(CommandArgs& args, Invocation& invocation) {
   invocation.command = Command::kThreadsStart;
   bool have_count = false;
   while (!args.done()) {
     const std::string& arg = args.take();
     if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
-    if (have_count) return args.Unexpected(arg);
-    const std::optional<int32_t> count = ParseCount(arg);
-    if (!count.has_value()) {
-      return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+    if (std::optional<UsageError> error = TakeCount(args, arg, have_count, invocation)) {
+      return error;
     }
-    invocation.count = *count;
-    have_count = true;
   }
   if (!have_count) return args.Error("missing N, the number of retry threads to start");
   return std::nullopt;
@@ -179,13 +188,9 @@ std::optional<UsageError> ParseThreadsStop(CommandArgs& args, Invocation& invoca
       }
       continue;
     }
-    if (have_count) return args.Unexpected(arg);
-    const std::optional<int32_t> count = ParseCount(arg);
-    if (!count.has_value()) {
-      return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+    if (std::optional<UsageError> error = TakeCount(args, arg, have_count, invocation)) {
+      return error;
     }
-    invocation.count = *count;
-    have_count = true;
   }
   if (have_count && !invocation.thread_ids.empty()) {
     return args.Error("give either N (how many) or --id (which), not both");

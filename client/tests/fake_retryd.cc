@@ -86,6 +86,19 @@ class FakeRetryd::ControlService : public v1::Control::CallbackService {
  public:
   explicit ControlService(FakeRetryd& fake) : fake_(fake) {}
 
+  // A mutating call: keeps the request where the test reads it (`seen`)
+  // and answers with the canned response, or the status the test set.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Canned(grpc::CallbackServerContext* context, const char* method,
+                                   const Request& request, Request FakeRetryd::*seen,
+                                   Response FakeRetryd::*canned, Response* response) {
+    grpc::Status status = fake_.Record(method, *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.*seen = request;
+    if (status.ok()) *response = fake_.*canned;
+    return Reply(context, status);
+  }
+
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest*,
                                       v1::GetStatusResponse* response) override {
@@ -100,31 +113,22 @@ class FakeRetryd::ControlService : public v1::Control::CallbackService {
   grpc::ServerUnaryReactor* StartRetryThreads(grpc::CallbackServerContext* context,
                                               const v1::StartRetryThreadsRequest* request,
                                               v1::StartRetryThreadsResponse* response) override {
-    grpc::Status status = fake_.Record("StartRetryThreads", *context);
-    absl::MutexLock lock(&fake_.mu_);
-    fake_.start_request_ = *request;
-    if (status.ok()) *response = fake_.start_response_;
-    return Reply(context, status);
+    return Canned(context, "StartRetryThreads", *request, &FakeRetryd::start_request_,
+                  &FakeRetryd::start_response_, response);
   }
 
   grpc::ServerUnaryReactor* StopRetryThreads(grpc::CallbackServerContext* context,
                                              const v1::StopRetryThreadsRequest* request,
                                              v1::StopRetryThreadsResponse* response) override {
-    grpc::Status status = fake_.Record("StopRetryThreads", *context);
-    absl::MutexLock lock(&fake_.mu_);
-    fake_.stop_request_ = *request;
-    if (status.ok()) *response = fake_.stop_response_;
-    return Reply(context, status);
+    return Canned(context, "StopRetryThreads", *request, &FakeRetryd::stop_request_,
+                  &FakeRetryd::stop_response_, response);
   }
 
   grpc::ServerUnaryReactor* SetInOrder(grpc::CallbackServerContext* context,
                                        const v1::SetInOrderRequest* request,
                                        v1::SetInOrderResponse* response) override {
-    grpc::Status status = fake_.Record("SetInOrder", *context);
-    absl::MutexLock lock(&fake_.mu_);
-    fake_.in_order_request_ = *request;
-    if (status.ok()) *response = fake_.in_order_response_;
-    return Reply(context, status);
+    return Canned(context, "SetInOrder", *request, &FakeRetryd::in_order_request_,
+                  &FakeRetryd::in_order_response_, response);
   }
 
   grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
