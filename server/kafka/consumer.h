@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/log_throttle.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 struct rd_kafka_s;
 

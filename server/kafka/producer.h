@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 struct rd_kafka_s;
 
