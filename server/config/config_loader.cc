@@ -1,10 +1,6 @@
 #include "server/config/config_loader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -28,6 +24,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/text_format.h"
 #include "server/common/listen_address.h"
+#include "server/common/read_file.h"
 #include "server/kafka/properties.h"
 
 namespace retryd {
@@ -40,40 +37,13 @@ using google::protobuf::Reflection;
 using google::protobuf::TextFormat;
 using ParseInfoTree = TextFormat::ParseInfoTree;
 
+// A config file is hand-written text; far past this it is the wrong file.
 constexpr size_t kMaxConfigBytes = 16 << 20;
+// A secret from kafka.properties_from_file: a password or a PEM key.
 constexpr size_t kMaxSecretBytes = 1 << 20;
 constexpr size_t kMaxTopicLength = 249;
 constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
 constexpr uint64_t kMaxLatencyMs = 60'000;
-
-// Reads at most `limit` bytes of the file at `path`. The status code follows
-// errno (NotFound, PermissionDenied, ...) and the message names the path.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t limit) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open \"", path, "\""));
-  }
-  std::string contents;
-  char buffer[64 * 1024];
-  for (;;) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      close(fd);
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot read \"", path, "\""));
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-    if (contents.size() > limit) {
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"", path, "\" is larger than ", limit, " bytes"));
-    }
-  }
-  close(fd);
-  return contents;
-}
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -460,7 +430,7 @@ class Validator {
         errors_.Add(line, path, "the file path must not be empty");
         continue;
       }
-      absl::StatusOr<std::string> contents = ReadWholeFile(file, kMaxSecretBytes);
+      absl::StatusOr<std::string> contents = ReadFileToString(file, kMaxSecretBytes);
       if (!contents.ok()) {
         errors_.Add(line, path, contents.status().message());
         continue;
@@ -715,7 +685,7 @@ absl::StatusOr<LoadedConfig> LoadConfigText(std::string_view text, std::string_v
 
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path,
                                             const ConfigOverrides& overrides) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path, kMaxConfigBytes);
+  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxConfigBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("config file: ", text.status().message()));
