@@ -334,55 +334,74 @@ class Validator {
     }
   }
 
-  std::map<std::string, std::string> CheckKafka(v1::KafkaConfig& kafka) {
+  // Checks the kafka section; returns the librdkafka properties of its three
+  // maps, resolved (values read from the environment and from files).
+  std::map<std::string, std::string> CheckKafka(const v1::KafkaConfig& kafka) {
     const Node node = root_.Child("kafka");
-    if (!kafka.bootstrap_servers().empty()) {
-      for (absl::string_view server : absl::StrSplit(kafka.bootstrap_servers(), ',')) {
-        if (absl::StripAsciiWhitespace(server).empty()) {
-          const std::string what =
-              "has an empty entry; use a comma-separated list of host:port, or leave it empty "
-              "for the embedded broker";
-          if (bootstrap_overridden_) {
-            errors_.Add(-1, "kafka.bootstrap_servers (set by --bootstrap_servers)", what);
-          } else {
-            Error(node, "bootstrap_servers", what);
-          }
-          break;
+    CheckBootstrapServers(node, kafka);
+    KafkaProperties properties;
+    CheckPlainProperties(node, kafka, properties);
+    CheckPropertiesFromEnv(node, kafka, properties);
+    CheckPropertiesFromFile(node, kafka, properties);
+    return std::move(properties.resolved);
+  }
+
+  void CheckBootstrapServers(const Node& node, const v1::KafkaConfig& kafka) {
+    if (kafka.bootstrap_servers().empty()) return;
+    for (absl::string_view server : absl::StrSplit(kafka.bootstrap_servers(), ',')) {
+      if (absl::StripAsciiWhitespace(server).empty()) {
+        const std::string what =
+            "has an empty entry; use a comma-separated list of host:port, or leave it empty "
+            "for the embedded broker";
+        if (bootstrap_overridden_) {
+          errors_.Add(-1, "kafka.bootstrap_servers (set by --bootstrap_servers)", what);
+        } else {
+          Error(node, "bootstrap_servers", what);
         }
+        return;
       }
     }
+  }
 
-    std::map<std::string, std::string> resolved;
-    std::map<std::string, std::string> where;  // Property -> map that set it.
-    // Checks a property name in `map_field`; false if it is unusable.
-    auto check_name = [&](absl::string_view map_field, const std::string& key) {
-      const std::string path = absl::StrCat(node.Path(map_field), "[", Quote(key), "]");
-      const int line = MapEntryLine(node, kafka, map_field, key);
-      if (key.empty()) {
-        errors_.Add(line, path, "the librdkafka property name must not be empty");
-        return false;
-      }
-      if (key == "bootstrap.servers") {
-        errors_.Add(line, path, "set the brokers with kafka.bootstrap_servers instead");
-        return false;
-      }
-      if (key == "group.id") {
-        errors_.Add(line, path, "set the consumer group with group_id instead");
-        return false;
-      }
-      if (auto [it, inserted] = where.emplace(key, node.Path(map_field)); !inserted) {
-        errors_.Add(line, path,
-                    absl::StrCat("also set in ", it->second, "; set each property in one place"));
-        return false;
-      }
-      return true;
-    };
+  // The properties of the kafka section's three maps, as they are checked.
+  struct KafkaProperties {
+    std::map<std::string, std::string> resolved;  // Property -> value.
+    std::map<std::string, std::string> where;     // Property -> map that set it.
+  };
 
+  // Checks a property name in `map_field`; false if it is unusable.
+  bool CheckPropertyName(const Node& node, const v1::KafkaConfig& kafka,
+                         absl::string_view map_field, const std::string& key,
+                         KafkaProperties& properties) {
+    const std::string path = absl::StrCat(node.Path(map_field), "[", Quote(key), "]");
+    const int line = MapEntryLine(node, kafka, map_field, key);
+    if (key.empty()) {
+      errors_.Add(line, path, "the librdkafka property name must not be empty");
+      return false;
+    }
+    if (key == "bootstrap.servers") {
+      errors_.Add(line, path, "set the brokers with kafka.bootstrap_servers instead");
+      return false;
+    }
+    if (key == "group.id") {
+      errors_.Add(line, path, "set the consumer group with group_id instead");
+      return false;
+    }
+    if (auto [it, inserted] = properties.where.emplace(key, node.Path(map_field)); !inserted) {
+      errors_.Add(line, path,
+                  absl::StrCat("also set in ", it->second, "; set each property in one place"));
+      return false;
+    }
+    return true;
+  }
+
+  void CheckPlainProperties(const Node& node, const v1::KafkaConfig& kafka,
+                            KafkaProperties& properties) {
     // Sorted, so that errors come in a stable order.
     const std::map<std::string, std::string> plain(kafka.properties().begin(),
                                                    kafka.properties().end());
     for (const auto& [key, value] : plain) {
-      if (!check_name("properties", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties", key, properties)) continue;
       if (kafka::IsSecretProperty(key)) {
         // The value is left out of the message: it is the secret.
         errors_.Add(MapEntryLine(node, kafka, "properties", key),
@@ -394,13 +413,16 @@ class Validator {
                                  "kafka.properties_from_file instead"));
         continue;
       }
-      resolved[key] = value;
+      properties.resolved[key] = value;
     }
+  }
 
+  void CheckPropertiesFromEnv(const Node& node, const v1::KafkaConfig& kafka,
+                              KafkaProperties& properties) {
     const std::map<std::string, std::string> from_env(kafka.properties_from_env().begin(),
                                                       kafka.properties_from_env().end());
     for (const auto& [key, variable] : from_env) {
-      if (!check_name("properties_from_env", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties_from_env", key, properties)) continue;
       const std::string path = absl::StrCat(node.Path("properties_from_env"), "[", Quote(key), "]");
       const int line = MapEntryLine(node, kafka, "properties_from_env", key);
       if (variable.empty()) {
@@ -415,14 +437,17 @@ class Validator {
         errors_.Add(line, path,
                     absl::StrCat("environment variable ", Quote(variable), " is empty"));
       } else {
-        resolved[key] = value;
+        properties.resolved[key] = value;
       }
     }
+  }
 
+  void CheckPropertiesFromFile(const Node& node, const v1::KafkaConfig& kafka,
+                               KafkaProperties& properties) {
     const std::map<std::string, std::string> from_file(kafka.properties_from_file().begin(),
                                                        kafka.properties_from_file().end());
     for (const auto& [key, file] : from_file) {
-      if (!check_name("properties_from_file", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties_from_file", key, properties)) continue;
       const std::string path =
           absl::StrCat(node.Path("properties_from_file"), "[", Quote(key), "]");
       const int line = MapEntryLine(node, kafka, "properties_from_file", key);
@@ -437,9 +462,8 @@ class Validator {
       }
       absl::string_view value = *contents;
       if (!absl::ConsumeSuffix(&value, "\r\n")) absl::ConsumeSuffix(&value, "\n");
-      resolved[key] = std::string(value);
+      properties.resolved[key] = std::string(value);
     }
-    return resolved;
   }
 
   // Records that `name` plays `role` (a field path); reports a topic with two
