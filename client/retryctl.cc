@@ -1,8 +1,6 @@
 #include "client/retryctl.h"
 
-#include <cerrno>
-#include <fstream>
-#include <sstream>
+#include <cstddef>
 #include <utility>
 #include <variant>
 
@@ -13,6 +11,7 @@
 #include "client/retryctl_format.h"
 #include "client/retryctl_help.h"
 #include "client/watch_table.h"
+#include "server/common/read_file.h"
 
 namespace retryd::retryctl {
 namespace {
@@ -57,15 +56,15 @@ int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostrea
 // The token is the file's content without surrounding whitespace (so a
 // trailing newline does not matter).
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::ErrnoToStatus(errno != 0 ? errno : ENOENT,
-                               absl::StrCat("--token-file: cannot read ", path));
+  // A token is one short line: a token file larger than this is the wrong file.
+  constexpr size_t kMaxTokenFileBytes = 64 << 10;
+  absl::StatusOr<std::string> contents = ReadFileToString(path, kMaxTokenFileBytes);
+  if (!contents.ok()) {
+    return absl::Status(
+        contents.status().code(),
+        absl::StrCat("--token-file: cannot read ", path, " (", contents.status().message(), ")"));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(contents.str()));
+  std::string token(absl::StripAsciiWhitespace(*contents));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " is empty"));
   }

@@ -1,14 +1,13 @@
 #include "client/retryd_client.h"
 
-#include <cerrno>
-#include <fstream>
-#include <sstream>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
+#include "server/common/read_file.h"
 
 namespace retryd {
 namespace {
@@ -27,17 +26,17 @@ absl::StatusOr<Response> ToStatusOr(const grpc::Status& status, Response respons
   return response;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno != 0 ? errno : ENOENT;
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot read ", what, " ", path));
+// A certificate chain or CA bundle: Debian's whole CA bundle is ~200 KiB.
+constexpr size_t kMaxPemFileBytes = 1 << 20;
+
+// `what` says which file it is, for the error.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
+  absl::StatusOr<std::string> contents = ReadFileToString(path, kMaxPemFileBytes);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(what, ": ", contents.status().message()));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", what, " ", path));
-  return contents.str();
+  return contents;
 }
 
 absl::Status CheckToken(const std::string& token) {
@@ -61,14 +60,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
   }
   grpc::SslCredentialsOptions ssl;
   if (!options.tls_ca_file.empty()) {
-    absl::StatusOr<std::string> roots = ReadFile(options.tls_ca_file, "TLS CA file");
+    absl::StatusOr<std::string> roots = ReadPemFile(options.tls_ca_file, "TLS CA file");
     if (!roots.ok()) return roots.status();
     ssl.pem_root_certs = *std::move(roots);
   }
   if (!options.tls_cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file, "TLS certificate file");
+    absl::StatusOr<std::string> cert = ReadPemFile(options.tls_cert_file, "TLS certificate file");
     if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "TLS key file");
+    absl::StatusOr<std::string> key = ReadPemFile(options.tls_key_file, "TLS key file");
     if (!key.ok()) return key.status();
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);

@@ -80,6 +80,99 @@ bool AllPrimariesFailed(const Engine& engine) {
   return any;
 }
 
+// The config, checked, with the command line's overrides applied.
+struct Configuration {
+  std::string path;
+  LoadedConfig loaded;
+  control::ControlServerOptions control_options;
+};
+
+// Loads the config named by --config and applies the flags that override
+// it. The control API's settings are checked (token and TLS files read)
+// here too, so a mistake there costs no broker or engine start-up. An
+// error's message is what retryd prints after "retryd: ".
+absl::StatusOr<Configuration> LoadConfiguration() {
+  Configuration out;
+  out.path = absl::GetFlag(FLAGS_config);
+  if (out.path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
+  ConfigOverrides overrides;
+  if (!absl::GetFlag(FLAGS_bootstrap_servers).empty()) {
+    overrides.bootstrap_servers = absl::GetFlag(FLAGS_bootstrap_servers);
+  }
+  absl::StatusOr<LoadedConfig> config = LoadConfigFile(out.path, overrides);
+  if (!config.ok()) return config.status();
+  out.loaded = *std::move(config);
+  if (const std::string listen = absl::GetFlag(FLAGS_listen); !listen.empty()) {
+    if (absl::Status s = control::ValidateListenAddress(listen); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--listen: ", s.message()));
+    }
+    out.loaded.proto.set_listen_address(listen);
+  }
+  absl::StatusOr<control::ControlServerOptions> control_options =
+      control::ControlServerOptionsFromConfig(out.loaded.proto);
+  if (!control_options.ok()) {
+    return absl::Status(control_options.status().code(),
+                        absl::StrCat(out.path, ": ", control_options.status().message()));
+  }
+  out.control_options = *std::move(control_options);
+  return out;
+}
+
+// Without kafka.bootstrap_servers, starts the embedded broker with every
+// topic, points `options` at it and returns it; otherwise checks that the
+// cluster has every topic and returns null.
+absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Config& config,
+                                                                  EngineOptions& options) {
+  if (!options.bootstrap_servers.empty()) {
+    if (absl::Status s = kafka::CheckTopicsExist(options.bootstrap_servers,
+                                                 options.kafka_properties, AllTopics(options),
+                                                 absl::Seconds(30));
+        !s.ok()) {
+      return s;
+    }
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> broker = kafka::EmbeddedBroker::Start(3);
+  if (!broker.ok()) return broker.status();
+  const int partitions = static_cast<int>(config.embedded().partitions());
+  for (const std::string& topic : AllTopics(options)) {
+    if (absl::Status s = (*broker)->CreateTopic(topic, partitions, 3); !s.ok()) return s;
+  }
+  options.bootstrap_servers = (*broker)->bootstrap_servers();
+  // The embedded broker delays every rebalance by the members' session
+  // timeout; the shortest a real broker accepts keeps joins to seconds.
+  options.kafka_properties.emplace("session.timeout.ms", "6000");
+  options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
+  LogWarning("no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
+             "everything is lost when retryd stops)");
+  LogWarning("embedded broker bootstrap: ", options.bootstrap_servers, " (e.g. kcat -b ",
+             options.bootstrap_servers, " -L); topics ", absl::StrJoin(AllTopics(options), ", "),
+             " with ", partitions, " partitions");
+  return broker;
+}
+
+// Waits for SIGINT or SIGTERM (blocked in `stop_signals`), printing a
+// summary every --summary_interval_s; returns the exit code: 0, or
+// kExitRuntime when every primary thread failed first.
+int RunUntilSignal(const sigset_t& stop_signals, const Engine& engine, const DemoLoad* demo) {
+  const int interval_s = absl::GetFlag(FLAGS_summary_interval_s);
+  for (;;) {
+    const timespec timeout{interval_s > 0 ? interval_s : 1, 0};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &timeout);
+    if (sig == SIGINT || sig == SIGTERM) {
+      LogInfo("signal ", sig, ": stopping gracefully");
+      return 0;
+    }
+    if (AllPrimariesFailed(engine)) {
+      LogError("every primary thread failed (", engine.ThreadFailure().message(), "); stopping");
+      return kExitRuntime;
+    }
+    if (interval_s > 0 && sig < 0 && errno == EAGAIN) {
+      PrintSummary(engine.Totals(), demo ? demo->produced() : -1);
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   // --help lists the flags of this file (Abseil's default looks for a file
   // named after the binary); --version prints the release.
@@ -98,37 +191,14 @@ int Main(int argc, char** argv) {
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
-  const std::string config_path = absl::GetFlag(FLAGS_config);
-  if (config_path.empty()) {
-    std::fprintf(stderr, "retryd: --config is required (see --help)\n");
+  absl::StatusOr<Configuration> configuration = LoadConfiguration();
+  if (!configuration.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(configuration.status().message()).c_str());
     return kExitUsage;
   }
-  ConfigOverrides overrides;
-  if (!absl::GetFlag(FLAGS_bootstrap_servers).empty()) {
-    overrides.bootstrap_servers = absl::GetFlag(FLAGS_bootstrap_servers);
-  }
-  absl::StatusOr<LoadedConfig> config = LoadConfigFile(config_path, overrides);
-  if (!config.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(config.status().message()).c_str());
-    return kExitUsage;
-  }
-  EngineOptions options = config->engine;
-  // The control API's settings are checked (token and TLS files read) before
-  // anything starts, so a mistake there costs no broker or engine start-up.
-  if (const std::string listen = absl::GetFlag(FLAGS_listen); !listen.empty()) {
-    if (absl::Status s = control::ValidateListenAddress(listen); !s.ok()) {
-      std::fprintf(stderr, "retryd: --listen: %s\n", std::string(s.message()).c_str());
-      return kExitUsage;
-    }
-    config->proto.set_listen_address(listen);
-  }
-  absl::StatusOr<control::ControlServerOptions> control_options =
-      control::ControlServerOptionsFromConfig(config->proto);
-  if (!control_options.ok()) {
-    std::fprintf(stderr, "retryd: %s: %s\n", config_path.c_str(),
-                 std::string(control_options.status().message()).c_str());
-    return kExitUsage;
-  }
+  const std::string& config_path = configuration->path;
+  const v1::Config& config = configuration->loaded.proto;
+  EngineOptions options = configuration->loaded.engine;
 
   // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
   // below); blocking them first means every thread started later inherits
@@ -139,40 +209,15 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  std::unique_ptr<kafka::EmbeddedBroker> broker;
-  if (options.bootstrap_servers.empty()) {
-    absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> started = kafka::EmbeddedBroker::Start(3);
-    if (!started.ok()) {
-      std::fprintf(stderr, "retryd: %s\n", std::string(started.status().message()).c_str());
-      return kExitRuntime;
-    }
-    broker = *std::move(started);
-    const int partitions = static_cast<int>(config->proto.embedded().partitions());
-    for (const std::string& topic : AllTopics(options)) {
-      if (absl::Status s = broker->CreateTopic(topic, partitions, 3); !s.ok()) {
-        std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
-        return kExitRuntime;
-      }
-    }
-    options.bootstrap_servers = broker->bootstrap_servers();
-    // The embedded broker delays every rebalance by the members' session
-    // timeout; the shortest a real broker accepts keeps joins to seconds.
-    options.kafka_properties.emplace("session.timeout.ms", "6000");
-    options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
-    LogWarning("no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
-               "everything is lost when retryd stops)");
-    LogWarning("embedded broker bootstrap: ", options.bootstrap_servers, " (e.g. kcat -b ",
-               options.bootstrap_servers, " -L); topics ", absl::StrJoin(AllTopics(options), ", "),
-               " with ", partitions, " partitions");
-  } else if (absl::Status s = kafka::CheckTopicsExist(options.bootstrap_servers,
-                                                      options.kafka_properties, AllTopics(options),
-                                                      absl::Seconds(30));
-             !s.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+  // Declared before the engine, so that it outlives it: it hosts the cluster
+  // the engine uses when kafka.bootstrap_servers is empty.
+  absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> broker = StartKafka(config, options);
+  if (!broker.ok()) {
+    std::fprintf(stderr, "retryd: %s\n", std::string(broker.status().message()).c_str());
     return kExitRuntime;
   }
 
-  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(config->proto.processor());
+  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(config.processor());
   if (!processor.ok()) {
     std::fprintf(stderr, "retryd: %s: processor: %s\n", config_path.c_str(),
                  std::string(processor.status().message()).c_str());
@@ -191,7 +236,7 @@ int Main(int argc, char** argv) {
     return kExitRuntime;
   }
   control::ControlServer control_server(**engine);
-  if (absl::Status s = control_server.Start(*std::move(control_options)); !s.ok()) {
+  if (absl::Status s = control_server.Start(std::move(configuration->control_options)); !s.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
     (*engine)->Stop();
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
@@ -217,25 +262,7 @@ int Main(int argc, char** argv) {
   }
   LogInfo("retryd running; Ctrl-C or SIGTERM stops it gracefully");
 
-  const int interval_s = absl::GetFlag(FLAGS_summary_interval_s);
-  int exit_code = 0;
-  for (;;) {
-    const timespec timeout{interval_s > 0 ? interval_s : 1, 0};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &timeout);
-    if (sig == SIGINT || sig == SIGTERM) {
-      LogInfo("signal ", sig, ": stopping gracefully");
-      break;
-    }
-    if (AllPrimariesFailed(**engine)) {
-      LogError("every primary thread failed (", (*engine)->ThreadFailure().message(),
-               "); stopping");
-      exit_code = kExitRuntime;
-      break;
-    }
-    if (interval_s > 0 && sig < 0 && errno == EAGAIN) {
-      PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);
-    }
-  }
+  const int exit_code = RunUntilSignal(stop_signals, **engine, demo.get());
   // The control API and the engine stop side by side, so that the whole
   // stop stays within shutdown_timeout_ms and a little more: the control
   // API's grace for calls in progress and its last Kafka probe would

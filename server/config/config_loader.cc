@@ -1,10 +1,6 @@
 #include "server/config/config_loader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -28,6 +24,7 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/text_format.h"
 #include "server/common/listen_address.h"
+#include "server/common/read_file.h"
 #include "server/kafka/properties.h"
 
 namespace retryd {
@@ -40,40 +37,13 @@ using google::protobuf::Reflection;
 using google::protobuf::TextFormat;
 using ParseInfoTree = TextFormat::ParseInfoTree;
 
+// A config file is hand-written text; far past this it is the wrong file.
 constexpr size_t kMaxConfigBytes = 16 << 20;
+// A secret from kafka.properties_from_file: a password or a PEM key.
 constexpr size_t kMaxSecretBytes = 1 << 20;
 constexpr size_t kMaxTopicLength = 249;
 constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
 constexpr uint64_t kMaxLatencyMs = 60'000;
-
-// Reads at most `limit` bytes of the file at `path`. The status code follows
-// errno (NotFound, PermissionDenied, ...) and the message names the path.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, size_t limit) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open \"", path, "\""));
-  }
-  std::string contents;
-  char buffer[64 * 1024];
-  for (;;) {
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      close(fd);
-      return absl::ErrnoToStatus(error, absl::StrCat("cannot read \"", path, "\""));
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-    if (contents.size() > limit) {
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"", path, "\" is larger than ", limit, " bytes"));
-    }
-  }
-  close(fd);
-  return contents;
-}
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -364,55 +334,74 @@ class Validator {
     }
   }
 
-  std::map<std::string, std::string> CheckKafka(v1::KafkaConfig& kafka) {
+  // Checks the kafka section; returns the librdkafka properties of its three
+  // maps, resolved (values read from the environment and from files).
+  std::map<std::string, std::string> CheckKafka(const v1::KafkaConfig& kafka) {
     const Node node = root_.Child("kafka");
-    if (!kafka.bootstrap_servers().empty()) {
-      for (absl::string_view server : absl::StrSplit(kafka.bootstrap_servers(), ',')) {
-        if (absl::StripAsciiWhitespace(server).empty()) {
-          const std::string what =
-              "has an empty entry; use a comma-separated list of host:port, or leave it empty "
-              "for the embedded broker";
-          if (bootstrap_overridden_) {
-            errors_.Add(-1, "kafka.bootstrap_servers (set by --bootstrap_servers)", what);
-          } else {
-            Error(node, "bootstrap_servers", what);
-          }
-          break;
+    CheckBootstrapServers(node, kafka);
+    KafkaProperties properties;
+    CheckPlainProperties(node, kafka, properties);
+    CheckPropertiesFromEnv(node, kafka, properties);
+    CheckPropertiesFromFile(node, kafka, properties);
+    return std::move(properties.resolved);
+  }
+
+  void CheckBootstrapServers(const Node& node, const v1::KafkaConfig& kafka) {
+    if (kafka.bootstrap_servers().empty()) return;
+    for (absl::string_view server : absl::StrSplit(kafka.bootstrap_servers(), ',')) {
+      if (absl::StripAsciiWhitespace(server).empty()) {
+        const std::string what =
+            "has an empty entry; use a comma-separated list of host:port, or leave it empty "
+            "for the embedded broker";
+        if (bootstrap_overridden_) {
+          errors_.Add(-1, "kafka.bootstrap_servers (set by --bootstrap_servers)", what);
+        } else {
+          Error(node, "bootstrap_servers", what);
         }
+        return;
       }
     }
+  }
 
-    std::map<std::string, std::string> resolved;
-    std::map<std::string, std::string> where;  // Property -> map that set it.
-    // Checks a property name in `map_field`; false if it is unusable.
-    auto check_name = [&](absl::string_view map_field, const std::string& key) {
-      const std::string path = absl::StrCat(node.Path(map_field), "[", Quote(key), "]");
-      const int line = MapEntryLine(node, kafka, map_field, key);
-      if (key.empty()) {
-        errors_.Add(line, path, "the librdkafka property name must not be empty");
-        return false;
-      }
-      if (key == "bootstrap.servers") {
-        errors_.Add(line, path, "set the brokers with kafka.bootstrap_servers instead");
-        return false;
-      }
-      if (key == "group.id") {
-        errors_.Add(line, path, "set the consumer group with group_id instead");
-        return false;
-      }
-      if (auto [it, inserted] = where.emplace(key, node.Path(map_field)); !inserted) {
-        errors_.Add(line, path,
-                    absl::StrCat("also set in ", it->second, "; set each property in one place"));
-        return false;
-      }
-      return true;
-    };
+  // The properties of the kafka section's three maps, as they are checked.
+  struct KafkaProperties {
+    std::map<std::string, std::string> resolved;  // Property -> value.
+    std::map<std::string, std::string> where;     // Property -> map that set it.
+  };
 
+  // Checks a property name in `map_field`; false if it is unusable.
+  bool CheckPropertyName(const Node& node, const v1::KafkaConfig& kafka,
+                         absl::string_view map_field, const std::string& key,
+                         KafkaProperties& properties) {
+    const std::string path = absl::StrCat(node.Path(map_field), "[", Quote(key), "]");
+    const int line = MapEntryLine(node, kafka, map_field, key);
+    if (key.empty()) {
+      errors_.Add(line, path, "the librdkafka property name must not be empty");
+      return false;
+    }
+    if (key == "bootstrap.servers") {
+      errors_.Add(line, path, "set the brokers with kafka.bootstrap_servers instead");
+      return false;
+    }
+    if (key == "group.id") {
+      errors_.Add(line, path, "set the consumer group with group_id instead");
+      return false;
+    }
+    if (auto [it, inserted] = properties.where.emplace(key, node.Path(map_field)); !inserted) {
+      errors_.Add(line, path,
+                  absl::StrCat("also set in ", it->second, "; set each property in one place"));
+      return false;
+    }
+    return true;
+  }
+
+  void CheckPlainProperties(const Node& node, const v1::KafkaConfig& kafka,
+                            KafkaProperties& properties) {
     // Sorted, so that errors come in a stable order.
     const std::map<std::string, std::string> plain(kafka.properties().begin(),
                                                    kafka.properties().end());
     for (const auto& [key, value] : plain) {
-      if (!check_name("properties", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties", key, properties)) continue;
       if (kafka::IsSecretProperty(key)) {
         // The value is left out of the message: it is the secret.
         errors_.Add(MapEntryLine(node, kafka, "properties", key),
@@ -424,13 +413,16 @@ class Validator {
                                  "kafka.properties_from_file instead"));
         continue;
       }
-      resolved[key] = value;
+      properties.resolved[key] = value;
     }
+  }
 
+  void CheckPropertiesFromEnv(const Node& node, const v1::KafkaConfig& kafka,
+                              KafkaProperties& properties) {
     const std::map<std::string, std::string> from_env(kafka.properties_from_env().begin(),
                                                       kafka.properties_from_env().end());
     for (const auto& [key, variable] : from_env) {
-      if (!check_name("properties_from_env", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties_from_env", key, properties)) continue;
       const std::string path = absl::StrCat(node.Path("properties_from_env"), "[", Quote(key), "]");
       const int line = MapEntryLine(node, kafka, "properties_from_env", key);
       if (variable.empty()) {
@@ -445,14 +437,17 @@ class Validator {
         errors_.Add(line, path,
                     absl::StrCat("environment variable ", Quote(variable), " is empty"));
       } else {
-        resolved[key] = value;
+        properties.resolved[key] = value;
       }
     }
+  }
 
+  void CheckPropertiesFromFile(const Node& node, const v1::KafkaConfig& kafka,
+                               KafkaProperties& properties) {
     const std::map<std::string, std::string> from_file(kafka.properties_from_file().begin(),
                                                        kafka.properties_from_file().end());
     for (const auto& [key, file] : from_file) {
-      if (!check_name("properties_from_file", key)) continue;
+      if (!CheckPropertyName(node, kafka, "properties_from_file", key, properties)) continue;
       const std::string path =
           absl::StrCat(node.Path("properties_from_file"), "[", Quote(key), "]");
       const int line = MapEntryLine(node, kafka, "properties_from_file", key);
@@ -460,16 +455,15 @@ class Validator {
         errors_.Add(line, path, "the file path must not be empty");
         continue;
       }
-      absl::StatusOr<std::string> contents = ReadWholeFile(file, kMaxSecretBytes);
+      absl::StatusOr<std::string> contents = ReadFileToString(file, kMaxSecretBytes);
       if (!contents.ok()) {
         errors_.Add(line, path, contents.status().message());
         continue;
       }
       absl::string_view value = *contents;
       if (!absl::ConsumeSuffix(&value, "\r\n")) absl::ConsumeSuffix(&value, "\n");
-      resolved[key] = std::string(value);
+      properties.resolved[key] = std::string(value);
     }
-    return resolved;
   }
 
   // Records that `name` plays `role` (a field path); reports a topic with two
@@ -715,7 +709,7 @@ absl::StatusOr<LoadedConfig> LoadConfigText(std::string_view text, std::string_v
 
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path,
                                             const ConfigOverrides& overrides) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path, kMaxConfigBytes);
+  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxConfigBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("config file: ", text.status().message()));

@@ -1,14 +1,12 @@
 #include "server/control/control_config.h"
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/read_file.h"
 
 namespace retryd::control {
 namespace {
@@ -19,23 +17,23 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("control.", field, ": ", what));
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& field, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
-    char buffer[256];
-    return Invalid(field, absl::StrCat("cannot read \"", path,
-                                       "\": ", strerror_r(error, buffer, sizeof buffer)));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return Invalid(field, absl::StrCat("cannot read \"", path, "\""));
-  return contents.str();
+// A token is one short line: a token file larger than this is the wrong
+// file. Generous next to kMaxTokenBytes, so CheckToken reports a long token.
+constexpr size_t kMaxTokenFileBytes = 64 << 10;
+// A certificate chain or CA bundle: Debian's whole CA bundle is ~200 KiB.
+constexpr size_t kMaxPemFileBytes = 1 << 20;
+
+// The file at `path`, named by config field `field`, read whole.
+absl::StatusOr<std::string> ReadFieldFile(const std::string& field, const std::string& path,
+                                          size_t max_bytes) {
+  absl::StatusOr<std::string> contents = ReadFileToString(path, max_bytes);
+  if (!contents.ok()) return Invalid(field, std::string(contents.status().message()));
+  return contents;
 }
 
 absl::StatusOr<std::string> ReadPem(const std::string& field, const std::string& path,
                                     const char* kind) {
-  absl::StatusOr<std::string> pem = ReadFile(field, path);
+  absl::StatusOr<std::string> pem = ReadFieldFile(field, path, kMaxPemFileBytes);
   if (!pem.ok()) return pem;
   if (!absl::StrContains(*pem, "-----BEGIN ")) {
     return Invalid(field,
@@ -83,7 +81,8 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
     return Invalid("auth_token_file", "set auth_token_file or auth_token_env, not both");
   }
   if (!control.auth_token_file().empty()) {
-    absl::StatusOr<std::string> token = ReadFile("auth_token_file", control.auth_token_file());
+    absl::StatusOr<std::string> token =
+        ReadFieldFile("auth_token_file", control.auth_token_file(), kMaxTokenFileBytes);
     if (!token.ok()) return token.status();
     StripOneNewline(*token);
     if (absl::Status s = CheckToken("auth_token_file",

@@ -11,7 +11,7 @@
 #include "retryd/v1/control.pb.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 #include "server/engine/thread_stats.h"
 
 namespace retryd::control {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd {
 

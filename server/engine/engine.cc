@@ -127,6 +127,7 @@ EngineState Engine::state() const {
 }
 
 absl::Status Engine::CheckRunning() const {
+  mu_.AssertHeld();
   if (state_ != EngineState::kRunning && state_ != EngineState::kDraining) {
     return absl::FailedPreconditionError(
         absl::StrCat("the engine is ", EngineStateName(state_), ", not running"));
@@ -134,7 +135,8 @@ absl::Status Engine::CheckRunning() const {
   return absl::OkStatus();
 }
 
-absl::Status Engine::BeginControl(absl::Time deadline, const Cancellation* cancel) {
+absl::StatusOr<Engine::ControlSlot> Engine::BeginControl(absl::Time deadline,
+                                                         const Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
   const FreeOrCancelled free_or_cancelled{&control_busy_, cancel};
   mu_.AwaitWithDeadline(absl::Condition(&free_or_cancelled), deadline);
@@ -147,13 +149,22 @@ absl::Status Engine::BeginControl(absl::Time deadline, const Cancellation* cance
         "another control operation was still in progress when the deadline passed");
   }
   if (absl::Status s = CheckRunning(); !s.ok()) return s;
+  return TakeControlLocked();
+}
+
+Engine::ControlSlot Engine::TakeControlLocked() {
+  mu_.AssertHeld();
   control_busy_ = true;
-  return absl::OkStatus();
+  return ControlSlot(this);
 }
 
 void Engine::EndControl() {
   absl::MutexLock lock(&mu_);
   control_busy_ = false;
+}
+
+Engine::ControlSlot::~ControlSlot() {
+  if (engine_ != nullptr) engine_->EndControl();
 }
 
 absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role) {
@@ -208,14 +219,13 @@ absl::Status Engine::Start() {
     // Held as a control operation, so that none interleaves with it; in the
     // background, because emptying a backlog may take long.
     absl::MutexLock lock(&mu_);
-    control_busy_ = true;
     state_ = EngineState::kDraining;
-    start_in_order_thread_ = std::thread([this] { StartInOrder(); });
+    start_in_order_thread_ = std::thread(&Engine::StartInOrder, this, TakeControlLocked());
   }
   return absl::OkStatus();
 }
 
-void Engine::StartInOrder() {
+void Engine::StartInOrder(ControlSlot control) {
   SetThreadName("in-order-start");
   LogInfo("engine: in_order is configured: input waits until the retry backlog an earlier run "
           "may have left is empty");
@@ -223,13 +233,13 @@ void Engine::StartInOrder() {
   // retry topic; input stays paused all the same, since a record left there
   // came before the input that follows it.
   absl::StatusOr<SetInOrderResult> result =
-      SwitchToInOrder(absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
+      SwitchToInOrder(control, absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
   if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
-  EndControl();
 }
 
 absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
-  if (absl::Status s = BeginControl(std::max(deadline, absl::Now())); !s.ok()) return s;
+  absl::StatusOr<ControlSlot> control = BeginControl(std::max(deadline, absl::Now()));
+  if (!control.ok()) return control.status();
   {
     absl::MutexLock lock(&mu_);
     absl::Status invalid;
@@ -242,10 +252,7 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
           "count must be between 1 and ", options_.retry.max_threads - running,
           ": retry.max_threads is ", options_.retry.max_threads, " and ", running, " run"));
     }
-    if (!invalid.ok()) {
-      control_busy_ = false;
-      return invalid;
-    }
+    if (!invalid.ok()) return invalid;
   }
   std::vector<Worker*> running;
   {
@@ -267,7 +274,6 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
     for (Worker* worker : running) worker->ReleaseCheckpoint();
     StopWorkers(started, /*graceful=*/true, StopDeadline());
     Retire(started);
-    EndControl();
     return failure;
   }
   std::vector<int> ids;
@@ -290,14 +296,14 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
                              absl::Milliseconds(SessionTimeoutMs()));
   for (const auto& s : stats) s->joined.WaitForNotificationWithDeadline(deadline);
   ReleaseRetryThreads(running, settle);
-  EndControl();
   return ids;
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
                                                           absl::Time deadline) {
   if (count < 1) return absl::InvalidArgumentError("count must be at least 1");
-  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  absl::StatusOr<ControlSlot> control = BeginControl(deadline);
+  if (!control.ok()) return control.status();
   std::vector<int> ids;
   {
     absl::MutexLock lock(&mu_);
@@ -305,13 +311,14 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool gracef
       ids.push_back((*it)->id());
     }
   }
-  return StopRetryThreadsLocked(std::move(ids), graceful, deadline);
+  return StopRetryThreadsInControl(*control, std::move(ids), graceful, deadline);
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,
                                                               bool graceful, absl::Time deadline) {
   if (ids.empty()) return absl::InvalidArgumentError("no thread ids given");
-  if (absl::Status s = BeginControl(deadline); !s.ok()) return s;
+  absl::StatusOr<ControlSlot> control = BeginControl(deadline);
+  if (!control.ok()) return control.status();
   std::vector<int> unknown;
   {
     absl::MutexLock lock(&mu_);
@@ -321,19 +328,18 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<
       if (!found) unknown.push_back(id);
     }
     if (!unknown.empty()) {
-      control_busy_ = false;
       return absl::NotFoundError(absl::StrCat(
           unknown.size() > 1 ? "threads " : "thread ", IdList(unknown),
           unknown.size() > 1 ? " are not running retry threads" : " is not a running retry thread"));
     }
   }
-  return StopRetryThreadsLocked(ids, graceful, deadline);
+  return StopRetryThreadsInControl(*control, ids, graceful, deadline);
 }
 
-// Requires BeginControl() to have succeeded; ends it.
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int> ids,
-                                                                bool graceful,
-                                                                absl::Time deadline) {
+absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const ControlSlot& control,
+                                                                   std::vector<int> ids,
+                                                                   bool graceful,
+                                                                   absl::Time deadline) {
   std::vector<std::unique_ptr<Worker>> stopping;
   // A thread stopped without grace leaves without committing; the others
   // still prepare for the rebalance its leaving causes.
@@ -365,7 +371,6 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsLocked(std::vector<int>
                                                          absl::Milliseconds(options_.shutdown_timeout_ms) +
                                                          absl::Milliseconds(SessionTimeoutMs())));
   LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
-  EndControl();
   return ids;
 }
 
@@ -382,35 +387,31 @@ absl::StatusOr<SetInOrderResult> Engine::SetInOrder(bool in_order, bool drain_re
   }
   // Outlives every wait below.
   const Cancellation::Subscription wake = WakeOnCancel(cancel);
-  if (absl::Status s = BeginControl(deadline, cancel); !s.ok()) return s;
+  absl::StatusOr<ControlSlot> control = BeginControl(deadline, cancel);
+  if (!control.ok()) return control.status();
   int running;
   {
     absl::MutexLock lock(&mu_);
     running = static_cast<int>(retries_.size());
   }
   if (in_order == this->in_order()) {
-    EndControl();
     return SetInOrderResult{in_order, {}, 0, {}};
   }
   if (!in_order) {
-    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder();
-    EndControl();
+    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder(*control);
     if (!started.ok()) return started.status();
     return SetInOrderResult{false, {}, 0, *std::move(started)};
   }
   if (running > 0 && !drain_retries) {
-    EndControl();
     return absl::FailedPreconditionError(absl::StrCat(
         running, " retry thread", running > 1 ? "s run" : " runs",
         "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or call "
         "SetInOrder with drain_retries to empty the retry backlog, stop them and switch"));
   }
-  absl::StatusOr<SetInOrderResult> result = SwitchToInOrder(deadline, drain_retries, cancel);
-  EndControl();
-  return result;
+  return SwitchToInOrder(*control, deadline, drain_retries, cancel);
 }
 
-absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder() {
+absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control) {
   int wanted = options_.retry.threads;
   // in_order configured forces retry.threads to 0, yet the retry topic
   // needs a reader once failures go there again.
@@ -480,7 +481,8 @@ void Engine::AbandonSwitch(int temporary) {
   LogInfo("engine: stopped temporary retry thread ", temporary);
 }
 
-absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(absl::Time deadline, bool drain,
+absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& control,
+                                                         absl::Time deadline, bool drain,
                                                          const Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -179,13 +180,32 @@ class Engine {
   int64_t SessionTimeoutMs() const;
   void Retire(std::vector<std::unique_ptr<Worker>>& workers) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Control operations run one at a time: Begin waits (up to `deadline`)
-  // until none is in progress and marks one; End clears the mark. The work
-  // between them runs without mu_ held.
+  // Control operations run one at a time. Each holds the control slot for
+  // its whole run: BeginControl waits (up to `deadline`) until no other
+  // holds it and hands it over as a ControlSlot, which frees it when
+  // destroyed, on every path. The work in between runs without mu_ held.
   // A cancelled `cancel` ends the wait too (CANCELLED).
-  absl::Status BeginControl(absl::Time deadline, const Cancellation* cancel = nullptr)
+  class ControlSlot {
+   public:
+    ControlSlot(ControlSlot&& other) noexcept : engine_(std::exchange(other.engine_, nullptr)) {}
+    ControlSlot& operator=(ControlSlot&&) = delete;
+    ~ControlSlot();
+
+   private:
+    friend class Engine;
+    // REQUIRES: engine->control_busy_ was set for this slot.
+    explicit ControlSlot(Engine* engine) : engine_(engine) {}
+    Engine* engine_;  // Null once moved from.
+  };
+  absl::StatusOr<ControlSlot> BeginControl(absl::Time deadline,
+                                           const Cancellation* cancel = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks the control slot taken and hands it over.
+  // REQUIRES: mu_ held, the slot free or just taken by a BeginControl.
+  ControlSlot TakeControlLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Only ~ControlSlot calls it.
   void EndControl() ABSL_LOCKS_EXCLUDED(mu_);
+  // REQUIRES: mu_ held.
   absl::Status CheckRunning() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every primary has paused its partitions (so none is halfway through a
   // record) and has no hand-off in flight: the retry topic cannot grow.
@@ -195,21 +215,30 @@ class Engine {
   absl::Time StopDeadline() const {
     return absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms);
   }
-  // The rest of StopRetryThreads*, once BeginControl succeeded; ends it.
-  // Waits until `deadline` at most for the remaining threads' rebalance.
-  absl::StatusOr<std::vector<int>> StopRetryThreadsLocked(std::vector<int> ids, bool graceful,
-                                                          absl::Time deadline);
-  // Requires BeginControl() to have succeeded. Pauses input, measures the
-  // retry backlog and, if it is empty (or `drain` has emptied it), stops the
-  // retry threads and switches in-order on; see SetInOrder.
-  absl::StatusOr<SetInOrderResult> SwitchToInOrder(absl::Time deadline, bool drain,
-                                                   const Cancellation* cancel);
+  // The rest of StopRetryThreads*. Waits until `deadline` at most for the
+  // remaining threads' rebalance.
+  // REQUIRES: `control` held (the whole time; the caller frees it after).
+  absl::StatusOr<std::vector<int>> StopRetryThreadsInControl(const ControlSlot& control,
+                                                             std::vector<int> ids, bool graceful,
+                                                             absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Pauses input, measures the retry backlog and, if it is empty (or `drain`
+  // has emptied it), stops the retry threads and switches in-order on; see
+  // SetInOrder.
+  // REQUIRES: `control` held.
+  absl::StatusOr<SetInOrderResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
+                                                   bool drain, const Cancellation* cancel)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Rolls a SwitchToInOrder back: input resumed, `temporary` (a retry
   // thread it started, or 0) stopped, state RUNNING again.
+  // REQUIRES: the control slot held (by the SwitchToInOrder it rolls back).
   void AbandonSwitch(int temporary) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder();
-  // Start()'s background check of the backlog when in_order is configured.
-  void StartInOrder();
+  // REQUIRES: `control` held.
+  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder(const ControlSlot& control)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Start()'s background check of the backlog when in_order is configured;
+  // frees `control`, which Start() took for it, when done.
+  void StartInOrder(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes waits on mu_ whose condition reads `cancel` when it is cancelled.
   Cancellation::Subscription WakeOnCancel(Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -224,6 +253,7 @@ class Engine {
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   EngineState state_ ABSL_GUARDED_BY(mu_) = EngineState::kCreated;
+  // The control slot is taken (see ControlSlot).
   bool control_busy_ ABSL_GUARDED_BY(mu_) = false;
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::unique_ptr<Worker>> primaries_ ABSL_GUARDED_BY(mu_);

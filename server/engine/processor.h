@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd {
 

@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd {
 

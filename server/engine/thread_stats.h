@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/engine/latency_histogram.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd {
 

@@ -52,24 +52,6 @@ kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, 
 
 }  // namespace
 
-const char* ThreadRoleName(ThreadRole role) {
-  return role == ThreadRole::kPrimary ? "primary" : "retry";
-}
-
-const char* ThreadStateName(ThreadState state) {
-  switch (state) {
-    case ThreadState::kStarting: return "STARTING";
-    case ThreadState::kRunning: return "RUNNING";
-    case ThreadState::kIdle: return "IDLE";
-    case ThreadState::kWaitingBackoff: return "WAITING_BACKOFF";
-    case ThreadState::kPaused: return "PAUSED";
-    case ThreadState::kStopping: return "STOPPING";
-    case ThreadState::kStopped: return "STOPPED";
-    case ThreadState::kFailed: return "FAILED";
-  }
-  return "UNKNOWN";
-}
-
 Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),

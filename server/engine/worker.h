@@ -39,7 +39,7 @@
 #include "server/engine/options.h"
 #include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 #include "server/engine/retry_headers.h"
 #include "server/engine/thread_stats.h"
 #include "server/kafka/consumer.h"

@@ -120,12 +120,13 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
       });
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
-  consumer->rk_ = rk->release();
-  rd_kafka_poll_set_consumer(consumer->rk_);
+  consumer->rk_ = *std::move(rk);
+  rd_kafka_poll_set_consumer(consumer->rk_.get());
   std::vector<TopicPartition> subscription;
   for (const std::string& topic : options.topics) subscription.push_back({topic, RD_KAFKA_PARTITION_UA});
   ListPtr topics = ToList(subscription);
-  if (absl::Status s = ErrorStatus(rd_kafka_subscribe(consumer->rk_, topics.get()), "subscribe");
+  if (absl::Status s =
+          ErrorStatus(rd_kafka_subscribe(consumer->rk_.get(), topics.get()), "subscribe");
       !s.ok()) {
     return s;
   }
@@ -189,12 +190,13 @@ void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void*
 }
 
 absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
-  rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  rd_kafka_message_t* m =
+      rd_kafka_consumer_poll(rk_.get(), static_cast<int>(absl::ToInt64Milliseconds(timeout)));
   if (m == nullptr) return std::nullopt;
   std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(m, rd_kafka_message_destroy);
   if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return ToRecord(m);
   char errstr[512];
-  if (rd_kafka_fatal_error(rk_, errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  if (rd_kafka_fatal_error(rk_.get(), errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::InternalError(absl::StrCat("fatal consumer error: ", errstr));
   }
   switch (m->err) {
@@ -205,10 +207,10 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
-      LogError(rd_kafka_name(rk_), ": ", rd_kafka_message_errstr(m));
+      LogError(rd_kafka_name(rk_.get()), ": ", rd_kafka_message_errstr(m));
       break;
     default:
-      LogWarning(rd_kafka_name(rk_), ": ", rd_kafka_message_errstr(m));
+      LogWarning(rd_kafka_name(rk_.get()), ": ", rd_kafka_message_errstr(m));
       break;
   }
   return std::nullopt;
@@ -217,7 +219,7 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
 absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {
   if (offsets.empty()) return absl::OkStatus();
   ListPtr list = ToCommitList(offsets);
-  rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list.get(), async ? 1 : 0);
+  rd_kafka_resp_err_t err = rd_kafka_commit(rk_.get(), list.get(), async ? 1 : 0);
   if (!async && err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     // A synchronous commit also reports per-partition errors.
     for (int i = 0; i < list->cnt; ++i) {
@@ -236,7 +238,8 @@ absl::StatusOr<CommitOffsets> Consumer::Committed(const std::vector<TopicPartiti
   if (partitions.empty()) return out;
   ListPtr list = ToList(partitions);
   const rd_kafka_resp_err_t err = rd_kafka_committed(
-      rk_, list.get(), static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+      rk_.get(), list.get(),
+      static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(err, "committed offsets");
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
@@ -251,8 +254,9 @@ absl::Status Consumer::CommitWithin(const CommitOffsets& offsets, absl::Time dea
   ListPtr list = ToCommitList(offsets);
   // The answer comes to a queue of our own, waited on only until `deadline`;
   // destroying the queue disowns an answer that comes later.
-  QueuePtr queue(rd_kafka_queue_new(rk_));
-  rd_kafka_resp_err_t err = rd_kafka_commit_queue(rk_, list.get(), queue.get(), nullptr, nullptr);
+  QueuePtr queue(rd_kafka_queue_new(rk_.get()));
+  rd_kafka_resp_err_t err =
+      rd_kafka_commit_queue(rk_.get(), list.get(), queue.get(), nullptr, nullptr);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(err, "commit");
   while (absl::Now() < deadline) {
     EventPtr event(rd_kafka_queue_poll(queue.get(), PollSliceMs(deadline)));
@@ -279,23 +283,23 @@ absl::Status Consumer::CommitWithin(const CommitOffsets& offsets, absl::Time dea
 
 absl::Status Consumer::Pause(const std::vector<TopicPartition>& partitions) {
   ListPtr list = ToList(partitions);
-  return ErrorStatus(rd_kafka_pause_partitions(rk_, list.get()), "pause");
+  return ErrorStatus(rd_kafka_pause_partitions(rk_.get(), list.get()), "pause");
 }
 
 absl::Status Consumer::Resume(const std::vector<TopicPartition>& partitions) {
   ListPtr list = ToList(partitions);
-  return ErrorStatus(rd_kafka_resume_partitions(rk_, list.get()), "resume");
+  return ErrorStatus(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
 }
 
 int64_t Consumer::Lag(const std::vector<TopicPartition>& partitions) {
   if (partitions.empty()) return 0;
   ListPtr list = ToList(partitions);
-  if (rd_kafka_position(rk_, list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+  if (rd_kafka_position(rk_.get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
   int64_t lag = 0;
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
     int64_t low = -1, high = -1;
-    if (rd_kafka_get_watermark_offsets(rk_, p.topic, p.partition, &low, &high) !=
+    if (rd_kafka_get_watermark_offsets(rk_.get(), p.topic, p.partition, &low, &high) !=
             RD_KAFKA_RESP_ERR_NO_ERROR ||
         high < 0) {
       continue;
@@ -314,9 +318,9 @@ absl::Status Consumer::Close(absl::Time deadline) {
   // served here until the consumer is closed or `deadline` passes.
   absl::Status status;
   {
-    QueuePtr queue(rd_kafka_queue_new(rk_));
-    status = ErrorStatus(rd_kafka_consumer_close_queue(rk_, queue.get()), "close");
-    while (status.ok() && !rd_kafka_consumer_closed(rk_)) {
+    QueuePtr queue(rd_kafka_queue_new(rk_.get()));
+    status = ErrorStatus(rd_kafka_consumer_close_queue(rk_.get(), queue.get()), "close");
+    while (status.ok() && !rd_kafka_consumer_closed(rk_.get())) {
       if (absl::Now() >= deadline) {
         status = absl::DeadlineExceededError(
             "could not leave the consumer group in time; abandoning the consumer (the group "
@@ -335,23 +339,23 @@ absl::Status Consumer::Close(absl::Time deadline) {
     // group to terminate, which with a commit or a leave still waiting for
     // the coordinator lasts until session.timeout.ms after the close began
     // (45 s by default), far past any stop deadline. Its threads are the
-    // price, paid only when a stop meets an unreachable broker.
-    rk_ = nullptr;
+    // price, paid only when a stop meets an unreachable broker: the handle
+    // is leaked on purpose, never destroyed.
+    rk_.release();
     return status;
   }
   if (!status.ok()) {
     Abandon();
     return status;
   }
-  rd_kafka_destroy(rk_);
-  rk_ = nullptr;
+  rk_.reset();  // Closed: destroying it no longer waits for the group.
   return status;
 }
 
 void Consumer::Abandon() {
   if (rk_ == nullptr) return;
-  rd_kafka_destroy_flags(rk_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-  rk_ = nullptr;
+  // Not HandleDeleter's rd_kafka_destroy(), which would close the consumer.
+  rd_kafka_destroy_flags(rk_.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 }  // namespace retryd::kafka

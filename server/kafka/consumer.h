@@ -18,9 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/log_throttle.h"
-#include "server/engine/record.h"
-
-struct rd_kafka_s;
+#include "server/kafka/handle.h"
+#include "server/model/record.h"
 
 namespace retryd::kafka {
 
@@ -114,7 +113,8 @@ class Consumer {
   static void OnCommitted(rd_kafka_s* rk, int err, void* offsets, void* opaque);
 
   ConsumerListener* const listener_;
-  rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create().
+  // Set once by Create(); null once Close() or Abandon() let go of it.
+  HandlePtr rk_;
   // A rebalance fails every commit in flight at once: one line a second.
   LogThrottle commit_failure_log_{absl::Seconds(1)};
 };

@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedBroker>> EmbeddedBroker::Start(int broker
   rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(rk->get(), brokers);
   if (cluster == nullptr) return absl::InternalError("cannot start the embedded broker");
   std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker());
-  broker->rk_ = rk->release();
+  broker->rk_ = *std::move(rk);
   broker->cluster_ = cluster;
   broker->bootstrap_servers_ = rd_kafka_mock_cluster_bootstraps(cluster);
   broker->broker_count_ = brokers;
@@ -25,8 +25,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedBroker>> EmbeddedBroker::Start(int broker
 }
 
 EmbeddedBroker::~EmbeddedBroker() {
-  rd_kafka_mock_cluster_destroy(cluster_);
-  rd_kafka_destroy(rk_);
+  rd_kafka_mock_cluster_destroy(cluster_);  // Before rk_, which hosts it.
 }
 
 absl::Status EmbeddedBroker::CreateTopic(const std::string& topic, int partitions,

@@ -15,8 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-
-struct rd_kafka_s;
+#include "server/kafka/handle.h"
 struct rd_kafka_mock_cluster_s;
 
 namespace retryd::kafka {
@@ -51,7 +50,7 @@ class EmbeddedBroker {
  private:
   EmbeddedBroker() = default;
 
-  rd_kafka_s* rk_ = nullptr;                  // Owned; hosts the cluster.
+  HandlePtr rk_;                                // Hosts the cluster.
   rd_kafka_mock_cluster_s* cluster_ = nullptr;  // Owned.
   std::string bootstrap_servers_;
   int broker_count_ = 0;

@@ -4,7 +4,7 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd::kafka {
 

@@ -79,13 +79,13 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions
   rd_kafka_conf_set_opaque(conf->get(), producer.get());
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
   if (!rk.ok()) return rk.status();
-  producer->rk_ = rk->release();
+  producer->rk_ = *std::move(rk);
   // The effective limit, whoever set it (librdkafka's default, or the
   // operator's properties), so records can be fitted under it.
   char value[32];
   size_t value_size = sizeof(value);
-  if (rd_kafka_conf_get(rd_kafka_conf(producer->rk_), "message.max.bytes", value, &value_size) ==
-      RD_KAFKA_CONF_OK) {
+  if (rd_kafka_conf_get(rd_kafka_conf(producer->rk_.get()), "message.max.bytes", value,
+                        &value_size) == RD_KAFKA_CONF_OK) {
     int64_t max_bytes = 0;
     if (absl::SimpleAtoi(value, &max_bytes) && max_bytes > 0) {
       producer->max_message_bytes_ = max_bytes;
@@ -120,7 +120,7 @@ void Producer::DeliveryLoop() {
   SetThreadName("producer-dr");
   while (!stop_.load(std::memory_order_acquire)) {
     // Blocks until a delivery report arrives or 100 ms pass (to see stop_).
-    rd_kafka_poll(rk_, 100);
+    rd_kafka_poll(rk_.get(), 100);
   }
 }
 
@@ -142,7 +142,7 @@ absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback do
   const size_t value_size = record.value ? record.value->size() : 0;
   const int32_t partition = record.partition < 0 ? RD_KAFKA_PARTITION_UA : record.partition;
   const rd_kafka_resp_err_t err = rd_kafka_producev(
-      rk_, RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+      rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_size),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_OPAQUE(pending.get()), RD_KAFKA_V_END);
@@ -157,7 +157,7 @@ absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback do
 }
 
 absl::Status Producer::Flush(absl::Duration timeout) {
-  const rd_kafka_resp_err_t err = rd_kafka_flush(rk_, absl::ToInt64Milliseconds(timeout));
+  const rd_kafka_resp_err_t err = rd_kafka_flush(rk_.get(), absl::ToInt64Milliseconds(timeout));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaError(err, "flush");
   return absl::OkStatus();
 }
@@ -168,17 +168,16 @@ void Producer::Close(absl::Duration flush_timeout) {
     LogWarning("producer close: ", s.message(), "; failing ", in_flight(), " unacknowledged records");
   }
   if (const rd_kafka_resp_err_t err =
-          rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+          rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
       err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     LogWarning("producer close: purge: ", rd_kafka_err2str(err));
   }
   stop_.store(true, std::memory_order_release);
   if (delivery_thread_.joinable()) delivery_thread_.join();
   // Serve the purge reports so every callback runs exactly once.
-  for (int i = 0; i < 100 && in_flight() > 0; ++i) rd_kafka_poll(rk_, 100);
+  for (int i = 0; i < 100 && in_flight() > 0; ++i) rd_kafka_poll(rk_.get(), 100);
   if (in_flight() > 0) LogError("producer close: ", in_flight(), " records never reported");
-  rd_kafka_destroy(rk_);
-  rk_ = nullptr;
+  rk_.reset();
 }
 
 absl::Status Producer::Ping(absl::Duration timeout) const {
@@ -187,8 +186,9 @@ absl::Status Producer::Ping(absl::Duration timeout) const {
   }
   const rd_kafka_metadata_t* metadata = nullptr;
   // No topic and all_topics=0: a request for the broker list only.
-  const rd_kafka_resp_err_t err = rd_kafka_metadata(
-      rk_, /*all_topics=*/0, nullptr, &metadata, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_metadata(rk_.get(), /*all_topics=*/0, nullptr, &metadata,
+                        static_cast<int>(absl::ToInt64Milliseconds(timeout)));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaError(err, "metadata request");
   rd_kafka_metadata_destroy(metadata);
   return absl::OkStatus();
@@ -202,7 +202,7 @@ absl::Status Producer::PrepareTopics(const std::vector<std::string>& topics,
   // One deadline for all of them: start-up waits `timeout` at most.
   const absl::Time deadline = absl::Now() + timeout;
   for (const std::string& topic : topics) {
-    if (absl::StatusOr<int> partitions = PartitionCount(rk_, topic, deadline - absl::Now());
+    if (absl::StatusOr<int> partitions = PartitionCount(rk_.get(), topic, deadline - absl::Now());
         !partitions.ok()) {
       return partitions.status();
     }
@@ -213,7 +213,7 @@ absl::Status Producer::PrepareTopics(const std::vector<std::string>& topics,
 absl::Status Producer::FatalError() const {
   if (rk_ == nullptr) return absl::OkStatus();  // Closed: nothing more can fail.
   char errstr[512];
-  const rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, errstr, sizeof(errstr));
+  const rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_.get(), errstr, sizeof(errstr));
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("fatal producer error: ", errstr));
 }

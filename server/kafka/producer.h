@@ -10,16 +10,15 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/engine/record.h"
-
-struct rd_kafka_s;
+#include "server/kafka/handle.h"
+#include "server/model/record.h"
 
 namespace retryd::kafka {
 
@@ -95,7 +94,7 @@ class Producer {
   void DeliveryLoop();
   static void OnDelivery(rd_kafka_s* rk, const void* message, void* opaque);
 
-  rd_kafka_s* rk_ = nullptr;  // Owned; set once by Create(), destroyed in Close().
+  HandlePtr rk_;  // Set once by Create(), destroyed in Close().
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> in_flight_{0};

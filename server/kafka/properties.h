@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/kafka/handle.h"
 
 namespace retryd::kafka {
 
@@ -22,11 +23,6 @@ struct ConfDeleter {
   void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
 };
 using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
-
-struct HandleDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
 
 // The librdkafka settings whose values are secrets: passwords, private keys
 // and client secrets. The one list retryd keeps; the config loader refuses

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd::kafka {
 

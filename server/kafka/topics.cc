@@ -71,22 +71,20 @@ absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
-  return std::unique_ptr<GroupLagProbe>(new GroupLagProbe(rk->release(), group_id, topic));
+  return std::unique_ptr<GroupLagProbe>(new GroupLagProbe(*std::move(rk), group_id, topic));
 }
-
-GroupLagProbe::~GroupLagProbe() { rd_kafka_destroy(rk_); }
 
 absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(
     absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<int> partitions = PartitionCount(rk_, topic_, timeout);
+  absl::StatusOr<int> partitions = PartitionCount(rk_.get(), topic_, timeout);
   if (!partitions.ok()) return partitions.status();
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
       list(rd_kafka_topic_partition_list_new(*partitions), rd_kafka_topic_partition_list_destroy);
   for (int p = 0; p < *partitions; ++p) {
     rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
   }
-  const rd_kafka_resp_err_t err = rd_kafka_committed(rk_, list.get(), RemainingMs(deadline));
+  const rd_kafka_resp_err_t err = rd_kafka_committed(rk_.get(), list.get(), RemainingMs(deadline));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::UnavailableError(
         absl::StrCat("committed offsets of ", group_id_, ": ", rd_kafka_err2str(err)));
@@ -107,7 +105,7 @@ absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
   for (const auto& [partition, offset] : *committed) {
     int64_t low = 0, high = 0;
     const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk_, topic_.c_str(), partition, &low, &high, RemainingMs(deadline));
+        rk_.get(), topic_.c_str(), partition, &low, &high, RemainingMs(deadline));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       return absl::UnavailableError(
           absl::StrCat("watermarks of ", topic_, "/", partition, ": ", rd_kafka_err2str(err)));

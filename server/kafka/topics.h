@@ -6,13 +6,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-
-struct rd_kafka_s;
+#include "server/kafka/handle.h"
 
 namespace retryd::kafka {
 
@@ -35,7 +35,6 @@ class GroupLagProbe {
   static absl::StatusOr<std::unique_ptr<GroupLagProbe>> Create(
       const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
       const std::string& group_id, const std::string& topic);
-  ~GroupLagProbe();
 
   GroupLagProbe(const GroupLagProbe&) = delete;
   GroupLagProbe& operator=(const GroupLagProbe&) = delete;
@@ -48,10 +47,10 @@ class GroupLagProbe {
   absl::StatusOr<std::map<int32_t, int64_t>> Committed(absl::Duration timeout) const;
 
  private:
-  GroupLagProbe(rd_kafka_s* rk, std::string group_id, std::string topic)
-      : rk_(rk), group_id_(std::move(group_id)), topic_(std::move(topic)) {}
+  GroupLagProbe(HandlePtr rk, std::string group_id, std::string topic)
+      : rk_(std::move(rk)), group_id_(std::move(group_id)), topic_(std::move(topic)) {}
 
-  rd_kafka_s* const rk_;  // Owned.
+  const HandlePtr rk_;
   const std::string group_id_;
   const std::string topic_;
 };

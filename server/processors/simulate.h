@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/processor.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 
 namespace retryd {
 

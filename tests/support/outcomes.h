@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
 #include "server/engine/processor.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 #include "server/engine/retry_headers.h"
 #include "tests/support/test_cluster.h"
 

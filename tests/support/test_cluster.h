@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "server/engine/engine.h"
 #include "server/engine/options.h"
-#include "server/engine/record.h"
+#include "server/model/record.h"
 #include "server/kafka/embedded_broker.h"
 
 namespace retryd::testing {

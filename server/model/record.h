@@ -1,9 +1,10 @@
-// Records as the engine sees them: plain values, no librdkafka types.
+// The record model shared by server/kafka and server/engine: plain values, no
+// librdkafka types. It sits below both so that the layers point one way.
 //
 // Key, value and header values are optional because Kafka distinguishes a
 // null field from an empty one, and retryd keeps both byte for byte.
-#ifndef RETRYD_SERVER_ENGINE_RECORD_H_
-#define RETRYD_SERVER_ENGINE_RECORD_H_
+#ifndef RETRYD_SERVER_MODEL_RECORD_H_
+#define RETRYD_SERVER_MODEL_RECORD_H_
 
 #include <cstdint>
 #include <optional>
@@ -57,4 +58,4 @@ struct OutgoingRecord {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_RECORD_H_
+#endif  // RETRYD_SERVER_MODEL_RECORD_H_

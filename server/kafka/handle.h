@@ -1,0 +1,21 @@
+// The owning handle of a librdkafka client, declared without
+// <librdkafka/rdkafka.h> so that server/kafka's public headers can hold one
+// as a private member. Only server/kafka/ uses it.
+#ifndef RETRYD_SERVER_KAFKA_HANDLE_H_
+#define RETRYD_SERVER_KAFKA_HANDLE_H_
+
+#include <memory>
+
+struct rd_kafka_s;  // rd_kafka_t
+
+namespace retryd::kafka {
+
+// rd_kafka_destroy(): for a consumer, that closes it first (leaves the group).
+struct HandleDeleter {
+  void operator()(rd_kafka_s* rk) const;
+};
+using HandlePtr = std::unique_ptr<rd_kafka_s, HandleDeleter>;
+
+}  // namespace retryd::kafka
+
+#endif  // RETRYD_SERVER_KAFKA_HANDLE_H_
