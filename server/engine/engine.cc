@@ -44,13 +44,9 @@ constexpr absl::Duration kKeepRetired = absl::Minutes(2);
 
 // Adds one thread's counts to `t` (not the backlog: see RetryBacklog()).
 void AddCounts(const ThreadStats& s, EngineTotals& t) {
-  const int64_t processed = s.processed.load(std::memory_order_relaxed);
-  if (s.role() == ThreadRole::kPrimary) t.consumed += processed;
-  t.processed += processed;
-  t.succeeded += s.succeeded.load(std::memory_order_relaxed);
-  t.failed_attempts += s.failed_attempts.load(std::memory_order_relaxed);
-  t.sent_to_retry += s.sent_to_retry.load(std::memory_order_relaxed);
-  t.dead_lettered += s.dead_lettered.load(std::memory_order_relaxed);
+  const Counters counts = s.counters.Read();
+  if (s.role() == ThreadRole::kPrimary) t.consumed += counts.processed;
+  t += counts;
   t.in_flight += s.in_flight.load(std::memory_order_relaxed);
 }
 

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/cancellation.h"
+#include "server/engine/counters.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -34,13 +35,8 @@
 namespace retryd {
 
 // Sums over every thread the engine ran, stopped ones included.
-struct EngineTotals {
-  int64_t consumed = 0;         // Records the primary threads processed (first attempts).
-  int64_t processed = 0;        // Processor calls, all threads.
-  int64_t succeeded = 0;
-  int64_t failed_attempts = 0;
-  int64_t sent_to_retry = 0;
-  int64_t dead_lettered = 0;
+struct EngineTotals : Counters {
+  int64_t consumed = 0;  // Records the primary threads processed (first attempts).
   int64_t in_flight = 0;
   // Retry records not yet done: the retry group's committed lag on the retry
   // topic, as last measured (MeasureRetryBacklog); before any measurement,

@@ -14,18 +14,12 @@ constexpr absl::Duration kHistory = absl::Minutes(1);
 
 ThreadSample Read(const ThreadStats& s) {
   ThreadSample t;
+  static_cast<Counters&>(t) = s.counters.Read();
   t.id = s.id();
   t.role = s.role();
   t.state = s.state();
   t.state_since_ms = s.state_since_ms();
   t.partitions = s.partitions();
-  t.processed = s.processed.load(std::memory_order_relaxed);
-  t.succeeded = s.succeeded.load(std::memory_order_relaxed);
-  t.failed_attempts = s.failed_attempts.load(std::memory_order_relaxed);
-  t.sent_to_retry = s.sent_to_retry.load(std::memory_order_relaxed);
-  t.dead_lettered = s.dead_lettered.load(std::memory_order_relaxed);
-  t.due_clamped = s.due_clamped.load(std::memory_order_relaxed);
-  t.backpressure_waits = s.backpressure_waits.load(std::memory_order_relaxed);
   t.in_flight = s.in_flight.load(std::memory_order_relaxed);
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);
