@@ -724,6 +724,7 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
 
 EngineTotals Engine::Totals() const {
   std::vector<std::shared_ptr<const ThreadStats>> all = Threads();
+  const int64_t retry_backlog = RetryBacklog(all);
   EngineTotals t;
   {
     absl::MutexLock lock(&mu_);
@@ -731,18 +732,18 @@ EngineTotals Engine::Totals() const {
     for (const Retired& r : retired_) all.push_back(r.stats);
   }
   for (const auto& s : all) AddCounts(*s, t);
-  t.retry_backlog = RetryBacklog();
+  t.retry_backlog = retry_backlog;
   return t;
 }
 
-int64_t Engine::RetryBacklog() const {
+int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
   if (const int64_t measured = measured_retry_backlog_.load(std::memory_order_relaxed);
       measured >= 0) {
     return measured;
   }
   // Not measured yet: what the running retry threads know of.
   int64_t backlog = 0;
-  for (const auto& s : Threads()) {
+  for (const auto& s : running) {
     if (s->role() == ThreadRole::kRetry) {
       backlog += s->lag.load(std::memory_order_relaxed) +
                  s->scheduled.load(std::memory_order_relaxed);

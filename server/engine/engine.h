@@ -152,7 +152,8 @@ class Engine {
   // first failed thread and why (its last error).
   absl::Status ThreadFailure() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
-  int64_t RetryBacklog() const;
+  // `running` is Threads(), which a caller reads once for both.
+  int64_t RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const;
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
