@@ -16,10 +16,8 @@ struct RateColumn {
   int64_t (v1::ThreadMetrics::*count)() const;
 };
 constexpr RateColumn kRateColumns[] = {
-    {"PROC/s", &v1::ThreadMetrics::processed},
-    {"OK/s", &v1::ThreadMetrics::succeeded},
-    {"FAIL/s", &v1::ThreadMetrics::failed_attempts},
-    {"RETRY/s", &v1::ThreadMetrics::sent_to_retry},
+    {"PROC/s", &v1::ThreadMetrics::processed},       {"OK/s", &v1::ThreadMetrics::succeeded},
+    {"FAIL/s", &v1::ThreadMetrics::failed_attempts}, {"RETRY/s", &v1::ThreadMetrics::sent_to_retry},
     {"DLQ/s", &v1::ThreadMetrics::dead_lettered},
 };
 

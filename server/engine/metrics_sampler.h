@@ -34,7 +34,7 @@ struct ThreadSample : Counters {
   ThreadState state = ThreadState::kStarting;
   int64_t state_since_ms = 0;
   std::vector<TopicPartition> partitions;
-  int64_t in_flight = 0, scheduled = 0, lag = 0;  // Gauges.
+  int64_t in_flight = 0, scheduled = 0, lag = 0;        // Gauges.
   LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
   std::string last_error;
   int64_t last_error_ms = 0;
