@@ -10,6 +10,17 @@
 namespace retryd::retryctl {
 namespace {
 
+// A rate column: its header and the cumulative count it is the rate of.
+struct RateColumn {
+  const char* header;
+  int64_t (v1::ThreadMetrics::*count)() const;
+};
+constexpr RateColumn kRateColumns[] = {
+    {"PROC/s", &v1::ThreadMetrics::processed},       {"OK/s", &v1::ThreadMetrics::succeeded},
+    {"FAIL/s", &v1::ThreadMetrics::failed_attempts}, {"RETRY/s", &v1::ThreadMetrics::sent_to_retry},
+    {"DLQ/s", &v1::ThreadMetrics::dead_lettered},
+};
+
 std::string FormatRate(double per_second) {
   if (per_second < 1000) return absl::StrFormat("%.1f", per_second);
   return absl::StrFormat("%.0f", per_second);
@@ -45,45 +56,48 @@ std::string WatchTable::Render(const v1::MetricsSnapshot& snapshot, size_t width
   rows.reserve(threads.size() + 1);
   std::vector<std::string> errors;
   errors.reserve(threads.size() + 1);
-  rows.push_back(
-      absl::StrFormat("%4s %-7s %-15s %8s %5s %8s %8s %8s %8s %8s %6s %6s %8s %7s %7s %7s", "ID",
-                      "ROLE", "STATE", "IN-STATE", "PARTS", "PROC/s", "OK/s", "FAIL/s", "RETRY/s",
-                      "DLQ/s", "INFL", "SCHED", "LAG", "P50ms", "P99ms", "MAXms"));
+  std::string header =
+      absl::StrFormat("%4s %-7s %-15s %8s %5s", "ID", "ROLE", "STATE", "IN-STATE", "PARTS");
+  for (const RateColumn& column : kRateColumns) {
+    absl::StrAppendFormat(&header, " %8s", column.header);
+  }
+  absl::StrAppendFormat(&header, " %6s %6s %8s %7s %7s %7s", "INFL", "SCHED", "LAG", "P50ms",
+                        "P99ms", "MAXms");
+  rows.push_back(std::move(header));
   errors.push_back("LAST ERROR");
 
   for (const v1::ThreadMetrics* thread : threads) {
-    const Counts counts{snapshot.time_unix_ms(), thread->processed(),
-                        thread->succeeded(),     thread->failed_attempts(),
-                        thread->sent_to_retry(), thread->dead_lettered()};
-    current[thread->thread_id()] = counts;
+    Counts counts{snapshot.time_unix_ms(), {}};
+    for (const RateColumn& column : kRateColumns) {
+      counts.values.push_back((thread->*column.count)());
+    }
 
     // Rates need the same thread in the previous snapshot, time that moved
     // forward, and counts that did not go back (a restarted thread).
-    std::string rate[5] = {"-", "-", "-", "-", "-"};
+    std::vector<std::string> rates(counts.values.size(), "-");
     const auto previous = previous_.find(thread->thread_id());
     if (previous != previous_.end() && counts.time_unix_ms > previous->second.time_unix_ms) {
       const Counts& before = previous->second;
       const double seconds =
           static_cast<double>(counts.time_unix_ms - before.time_unix_ms) / 1000.0;
-      const int64_t now_values[5] = {counts.processed, counts.succeeded, counts.failed_attempts,
-                                     counts.sent_to_retry, counts.dead_lettered};
-      const int64_t before_values[5] = {before.processed, before.succeeded, before.failed_attempts,
-                                        before.sent_to_retry, before.dead_lettered};
-      for (int i = 0; i < 5; ++i) {
-        if (now_values[i] >= before_values[i]) {
-          rate[i] = FormatRate(static_cast<double>(now_values[i] - before_values[i]) / seconds);
+      for (size_t i = 0; i < rates.size(); ++i) {
+        if (counts.values[i] >= before.values[i]) {
+          rates[i] = FormatRate(static_cast<double>(counts.values[i] - before.values[i]) / seconds);
         }
       }
     }
 
     const v1::LatencySummary& latency = thread->processing_latency();
-    rows.push_back(absl::StrFormat(
-        "%4d %-7s %-15s %8s %5d %8s %8s %8s %8s %8s %6d %6d %8d %7s %7s %7s", thread->thread_id(),
-        RoleName(thread->role()), ThreadStateName(thread->state()),
-        FormatElapsed(thread->time_in_state_ms()), thread->assigned_partitions_size(), rate[0],
-        rate[1], rate[2], rate[3], rate[4], thread->in_flight(), thread->scheduled(), thread->lag(),
-        FormatMs(latency, latency.p50_ms()), FormatMs(latency, latency.p99_ms()),
-        FormatMs(latency, latency.max_ms())));
+    std::string row =
+        absl::StrFormat("%4d %-7s %-15s %8s %5d", thread->thread_id(), RoleName(thread->role()),
+                        ThreadStateName(thread->state()), FormatElapsed(thread->time_in_state_ms()),
+                        thread->assigned_partitions_size());
+    for (const std::string& rate : rates) absl::StrAppendFormat(&row, " %8s", rate);
+    absl::StrAppendFormat(&row, " %6d %6d %8d %7s %7s %7s", thread->in_flight(),
+                          thread->scheduled(), thread->lag(), FormatMs(latency, latency.p50_ms()),
+                          FormatMs(latency, latency.p99_ms()), FormatMs(latency, latency.max_ms()));
+    rows.push_back(std::move(row));
+    current[thread->thread_id()] = std::move(counts);
 
     std::string error;
     if (!thread->last_error().empty()) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
@@ -40,14 +41,10 @@ class WatchTable {
   std::string Render(const v1::MetricsSnapshot& snapshot, size_t width = 0);
 
  private:
-  // The cumulative counts a rate is computed from.
+  // The cumulative counts the rates are computed from, one per rate column.
   struct Counts {
     int64_t time_unix_ms = 0;
-    int64_t processed = 0;
-    int64_t succeeded = 0;
-    int64_t failed_attempts = 0;
-    int64_t sent_to_retry = 0;
-    int64_t dead_lettered = 0;
+    std::vector<int64_t> values;
   };
 
   const WatchTableOptions options_;

@@ -71,13 +71,25 @@ void ToProto(const std::vector<TopicPartition>& partitions,
   }
 }
 
+void ToProto(const Counters& counters, google::protobuf::Message& out) {
+  // By name, so that the protos keep their flat fields and a new counter
+  // needs no code here.
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Descriptor& descriptor = *out.GetDescriptor();
+  const google::protobuf::Reflection& reflection = *out.GetReflection();
+  for (const CounterField& counter : kCounterFields) {
+    const FieldDescriptor* field = descriptor.FindFieldByName(counter.name);
+    if (field == nullptr || field->is_repeated() ||
+        field->cpp_type() != FieldDescriptor::CPPTYPE_INT64) {
+      continue;
+    }
+    reflection.SetInt64(&out, field, counters.*counter.member);
+  }
+}
+
 void ToProto(const EngineTotals& totals, v1::Totals& out) {
+  ToProto(static_cast<const Counters&>(totals), out);
   out.set_consumed(totals.consumed);
-  out.set_processed(totals.processed);
-  out.set_succeeded(totals.succeeded);
-  out.set_failed_attempts(totals.failed_attempts);
-  out.set_sent_to_retry(totals.sent_to_retry);
-  out.set_dead_lettered(totals.dead_lettered);
   out.set_in_flight(totals.in_flight);
 }
 

@@ -6,9 +6,11 @@
 
 #include <vector>
 
+#include "google/protobuf/message.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/control.pb.h"
+#include "server/engine/counters.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
 #include "server/model/record.h"
@@ -24,6 +26,9 @@ v1::EngineState ToProto(EngineState state);
 void ToProto(const LatencySummary& summary, v1::LatencySummary& out);
 void ToProto(const std::vector<TopicPartition>& partitions,
              google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);
+// Sets each counter that `out` has a field for: the int64 field of the
+// counter's name (kCounterFields). The others are not part of that message.
+void ToProto(const Counters& counters, google::protobuf::Message& out);
 void ToProto(const EngineTotals& totals, v1::Totals& out);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
 

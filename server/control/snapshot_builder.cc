@@ -61,13 +61,7 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   m->set_state(ToProto(thread.state));
   m->set_time_in_state_ms(std::max<int64_t>(0, current_->time_ms - thread.state_since_ms));
   ToProto(thread.partitions, *m->mutable_assigned_partitions());
-  m->set_processed(thread.processed);
-  m->set_succeeded(thread.succeeded);
-  m->set_failed_attempts(thread.failed_attempts);
-  m->set_sent_to_retry(thread.sent_to_retry);
-  m->set_dead_lettered(thread.dead_lettered);
-  m->set_due_clamped(thread.due_clamped);
-  m->set_backpressure_waits(thread.backpressure_waits);
+  ToProto(static_cast<const Counters&>(thread), *m);
   m->set_in_flight(thread.in_flight);
   m->set_scheduled(thread.scheduled);
   m->set_lag(thread.lag);

@@ -44,13 +44,9 @@ constexpr absl::Duration kKeepRetired = absl::Minutes(2);
 
 // Adds one thread's counts to `t` (not the backlog: see RetryBacklog()).
 void AddCounts(const ThreadStats& s, EngineTotals& t) {
-  const int64_t processed = s.processed.load(std::memory_order_relaxed);
-  if (s.role() == ThreadRole::kPrimary) t.consumed += processed;
-  t.processed += processed;
-  t.succeeded += s.succeeded.load(std::memory_order_relaxed);
-  t.failed_attempts += s.failed_attempts.load(std::memory_order_relaxed);
-  t.sent_to_retry += s.sent_to_retry.load(std::memory_order_relaxed);
-  t.dead_lettered += s.dead_lettered.load(std::memory_order_relaxed);
+  const Counters counts = s.counters.Read();
+  if (s.role() == ThreadRole::kPrimary) t.consumed += counts.processed;
+  t += counts;
   t.in_flight += s.in_flight.load(std::memory_order_relaxed);
 }
 
@@ -730,6 +726,7 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
 
 EngineTotals Engine::Totals() const {
   std::vector<std::shared_ptr<const ThreadStats>> all = Threads();
+  const int64_t retry_backlog = RetryBacklog(all);
   EngineTotals t;
   {
     absl::MutexLock lock(&mu_);
@@ -737,18 +734,18 @@ EngineTotals Engine::Totals() const {
     for (const Retired& r : retired_) all.push_back(r.stats);
   }
   for (const auto& s : all) AddCounts(*s, t);
-  t.retry_backlog = RetryBacklog();
+  t.retry_backlog = retry_backlog;
   return t;
 }
 
-int64_t Engine::RetryBacklog() const {
+int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
   if (const int64_t measured = measured_retry_backlog_.load(std::memory_order_relaxed);
       measured >= 0) {
     return measured;
   }
   // Not measured yet: what the running retry threads know of.
   int64_t backlog = 0;
-  for (const auto& s : Threads()) {
+  for (const auto& s : running) {
     if (s->role() == ThreadRole::kRetry) {
       backlog += s->lag.load(std::memory_order_relaxed) +
                  s->scheduled.load(std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/cancellation.h"
+#include "server/engine/counters.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -35,13 +36,8 @@
 namespace retryd {
 
 // Sums over every thread the engine ran, stopped ones included.
-struct EngineTotals {
-  int64_t consumed = 0;         // Records the primary threads processed (first attempts).
-  int64_t processed = 0;        // Processor calls, all threads.
-  int64_t succeeded = 0;
-  int64_t failed_attempts = 0;
-  int64_t sent_to_retry = 0;
-  int64_t dead_lettered = 0;
+struct EngineTotals : Counters {
+  int64_t consumed = 0;  // Records the primary threads processed (first attempts).
   int64_t in_flight = 0;
   // Retry records not yet done: the retry group's committed lag on the retry
   // topic, as last measured (MeasureRetryBacklog); before any measurement,
@@ -157,7 +153,8 @@ class Engine {
   // first failed thread and why (its last error).
   absl::Status ThreadFailure() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
-  int64_t RetryBacklog() const;
+  // `running` is Threads(), which a caller reads once for both.
+  int64_t RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const;
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,

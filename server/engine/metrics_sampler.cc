@@ -14,18 +14,12 @@ constexpr absl::Duration kHistory = absl::Minutes(1);
 
 ThreadSample Read(const ThreadStats& s) {
   ThreadSample t;
+  static_cast<Counters&>(t) = s.counters.Read();
   t.id = s.id();
   t.role = s.role();
   t.state = s.state();
   t.state_since_ms = s.state_since_ms();
   t.partitions = s.partitions();
-  t.processed = s.processed.load(std::memory_order_relaxed);
-  t.succeeded = s.succeeded.load(std::memory_order_relaxed);
-  t.failed_attempts = s.failed_attempts.load(std::memory_order_relaxed);
-  t.sent_to_retry = s.sent_to_retry.load(std::memory_order_relaxed);
-  t.dead_lettered = s.dead_lettered.load(std::memory_order_relaxed);
-  t.due_clamped = s.due_clamped.load(std::memory_order_relaxed);
-  t.backpressure_waits = s.backpressure_waits.load(std::memory_order_relaxed);
   t.in_flight = s.in_flight.load(std::memory_order_relaxed);
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);
@@ -76,12 +70,16 @@ void MetricsSampler::SampleOnce() {
     tick_max.by_thread[stats->id()] = {stats->processing_latency.TakeMaxMs(),
                                        stats->end_to_end_latency.TakeMaxMs()};
   };
-  for (const auto& stats : engine_.Threads()) add(stats);
-  sample->retry_backlog = engine_.RetryBacklog();
+  const std::vector<std::shared_ptr<const ThreadStats>> running = engine_.Threads();
+  for (const auto& stats : running) add(stats);
+  sample->retry_backlog = engine_.RetryBacklog(running);
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
 
   absl::MutexLock lock(&mu_);
   latest_ = std::move(sample);
+  // MaxOver() searches maxima_ by time: should the clock step back, the
+  // ticks now in the future go.
+  while (!maxima_.empty() && maxima_.back().time_ms > tick_max.time_ms) maxima_.pop_back();
   maxima_.push_back(std::move(tick_max));
   const int64_t horizon = maxima_.back().time_ms - absl::ToInt64Milliseconds(kHistory);
   while (!maxima_.empty() && maxima_.front().time_ms < horizon) maxima_.pop_front();
@@ -95,10 +93,12 @@ std::shared_ptr<const EngineSample> MetricsSampler::Latest() const {
 MaxLatencies MetricsSampler::MaxOver(int thread_id, int64_t from_ms, int64_t to_ms) const {
   MaxLatencies out;
   absl::MutexLock lock(&mu_);
-  for (const TickMax& tick : maxima_) {
-    if (tick.time_ms <= from_ms || tick.time_ms > to_ms) continue;
-    auto it = tick.by_thread.find(thread_id);
-    if (it == tick.by_thread.end()) continue;
+  // maxima_ is in time order: start at the first tick after from_ms.
+  auto first = std::upper_bound(maxima_.begin(), maxima_.end(), from_ms,
+                                [](int64_t ms, const TickMax& tick) { return ms < tick.time_ms; });
+  for (auto tick = first; tick != maxima_.end() && tick->time_ms <= to_ms; ++tick) {
+    auto it = tick->by_thread.find(thread_id);
+    if (it == tick->by_thread.end()) continue;
     out.processing_ms = std::max(out.processing_ms, it->second.processing_ms);
     out.end_to_end_ms = std::max(out.end_to_end_ms, it->second.end_to_end_ms);
   }

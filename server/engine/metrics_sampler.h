@@ -20,21 +20,21 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "server/engine/counters.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
 #include "server/engine/thread_stats.h"
 
 namespace retryd {
 
-struct ThreadSample {
+// Counters are cumulative.
+struct ThreadSample : Counters {
   int id = 0;
   ThreadRole role = ThreadRole::kPrimary;
   ThreadState state = ThreadState::kStarting;
   int64_t state_since_ms = 0;
   std::vector<TopicPartition> partitions;
-  int64_t processed = 0, succeeded = 0, failed_attempts = 0, sent_to_retry = 0,
-          dead_lettered = 0, due_clamped = 0, backpressure_waits = 0;  // Cumulative.
-  int64_t in_flight = 0, scheduled = 0, lag = 0;  // Gauges.
+  int64_t in_flight = 0, scheduled = 0, lag = 0;        // Gauges.
   LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
   std::string last_error;
   int64_t last_error_ms = 0;

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/engine/counters.h"
 #include "server/engine/latency_histogram.h"
 #include "server/model/record.h"
 
@@ -85,19 +86,7 @@ class ThreadStats {
   // assignment, possibly empty) or the thread has exited.
   absl::Notification joined;
 
-  // Cumulative counts.
-  std::atomic<int64_t> processed{0};       // Processor calls.
-  std::atomic<int64_t> succeeded{0};       // Calls that returned OK (output acknowledged).
-  std::atomic<int64_t> failed_attempts{0}; // Calls that returned a failure.
-  std::atomic<int64_t> sent_to_retry{0};   // Records acknowledged by the retry topic.
-  std::atomic<int64_t> dead_lettered{0};   // Records acknowledged by the DLQ.
-  std::atomic<int64_t> commits{0};         // Successful offset commits.
-  // Retry records due later than retry.backoff.max_ms from when they were
-  // read, brought forward to that.
-  std::atomic<int64_t> due_clamped{0};
-  // Times the thread had max_in_flight hand-offs unacknowledged and stopped
-  // to wait for acknowledgements (pausing its partitions if they were slow).
-  std::atomic<int64_t> backpressure_waits{0};
+  AtomicCounters counters;  // Cumulative.
   // Gauges.
   std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};  // Records held until their due time.

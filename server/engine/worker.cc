@@ -243,7 +243,7 @@ void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
   if (held.due_ms <= latest) return;
   const int64_t was = held.due_ms;
   held.due_ms = latest;
-  sink_->due_clamped.fetch_add(1, std::memory_order_relaxed);
+  sink_->counters.Add(&Counters::due_clamped);
   if (int64_t held_back = 0; clamp_log_.Allow(absl::Now(), &held_back)) {
     LogWarning("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
                held.source_offset, " was due at ", was, " ms, more than retry.backoff.max_ms (",
@@ -258,25 +258,25 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
 }
 
 void Worker::Attempt(HeldRecord held) {
-  sink_->processed.fetch_add(1, std::memory_order_relaxed);
+  sink_->counters.Add(&Counters::processed);
   const absl::Time started = absl::Now();
   Outcome outcome = context_.processor->Process(held.record, held.attempt);
   const absl::Time finished = absl::Now();  // One clock read for both latencies.
   sink_->processing_latency.Record(finished - started);
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
-      sink_->succeeded.fetch_add(1, std::memory_order_relaxed);
+      sink_->counters.Add(&Counters::succeeded);
       RecordEndToEnd(held, finished);
       OnSuccess(held);
       return;
     case Outcome::Kind::kPermanent:
-      sink_->failed_attempts.fetch_add(1, std::memory_order_relaxed);
+      sink_->counters.Add(&Counters::failed_attempts);
       sink_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
-      sink_->failed_attempts.fetch_add(1, std::memory_order_relaxed);
+      sink_->counters.Add(&Counters::failed_attempts);
       sink_->SetLastError(outcome.reason);
       OnRetriableFailure(std::move(held), std::move(outcome.reason));
       return;
@@ -475,10 +475,10 @@ void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand
   }
   hand_off.tracker->Complete(hand_off.offset);
   if (hand_off.kind == Emission::kRetry) {
-    sink->sent_to_retry.fetch_add(1, std::memory_order_relaxed);
+    sink->counters.Add(&Counters::sent_to_retry);
   }
   if (hand_off.kind == Emission::kDeadLetter) {
-    sink->dead_lettered.fetch_add(1, std::memory_order_relaxed);
+    sink->counters.Add(&Counters::dead_lettered);
   }
   sink->HandOffDone();
 }
@@ -696,7 +696,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
 void Worker::WaitForAcks() {
   constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
   if (sink_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
-  sink_->backpressure_waits.fetch_add(1, std::memory_order_relaxed);
+  sink_->counters.Add(&Counters::backpressure_waits);
   const Sink* sink = sink_.get();
   const std::atomic<bool>* stop = &stop_requested_;
   auto relieved = [sink, stop] {
@@ -780,7 +780,7 @@ absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time d
 
 void Worker::NoteCommitted(const kafka::CommitOffsets& offsets) {
   for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
-  sink_->commits.fetch_add(1, std::memory_order_relaxed);
+  sink_->counters.Add(&Counters::commits);
 }
 
 void Worker::Commit() {

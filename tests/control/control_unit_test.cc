@@ -1,6 +1,6 @@
 // Unit tests of the control plane's pieces that need no server: status
-// mapping, the bearer-token check, the snapshot builder, the executor and
-// the control config.
+// mapping, the bearer-token check, counters into protos, the snapshot
+// builder, the executor and the control config.
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -15,6 +15,7 @@
 #include "server/control/auth.h"
 #include "server/control/blocking_executor.h"
 #include "server/control/control_config.h"
+#include "server/control/proto_convert.h"
 #include "server/control/snapshot_builder.h"
 #include "server/control/status.h"
 #include "tests/control/control_test_util.h"
@@ -225,6 +226,42 @@ TEST(SnapshotBuilderTest, FiltersByIdAndIgnoresUnknownIds) {
 }
 
 // ---- BlockingExecutor --------------------------------------------------------
+
+// The protos take the counters by field name: a counter renamed on one
+// side only would silently read 0.
+TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
+  EngineTotals totals;
+  totals.processed = 1;
+  totals.succeeded = 2;
+  totals.failed_attempts = 3;
+  totals.sent_to_retry = 4;
+  totals.dead_lettered = 5;
+  totals.due_clamped = 6;
+  totals.backpressure_waits = 7;
+  totals.consumed = 8;
+  totals.in_flight = 9;
+
+  v1::ThreadMetrics thread;
+  ToProto(static_cast<const Counters&>(totals), thread);
+  EXPECT_EQ(thread.processed(), 1);
+  EXPECT_EQ(thread.succeeded(), 2);
+  EXPECT_EQ(thread.failed_attempts(), 3);
+  EXPECT_EQ(thread.sent_to_retry(), 4);
+  EXPECT_EQ(thread.dead_lettered(), 5);
+  EXPECT_EQ(thread.due_clamped(), 6);
+  EXPECT_EQ(thread.backpressure_waits(), 7);
+  EXPECT_EQ(thread.in_flight(), 0) << "a gauge, not a counter";
+
+  v1::Totals out;
+  ToProto(totals, out);
+  EXPECT_EQ(out.consumed(), 8);
+  EXPECT_EQ(out.processed(), 1);
+  EXPECT_EQ(out.succeeded(), 2);
+  EXPECT_EQ(out.failed_attempts(), 3);
+  EXPECT_EQ(out.sent_to_retry(), 4);
+  EXPECT_EQ(out.dead_lettered(), 5);
+  EXPECT_EQ(out.in_flight(), 9);
+}
 
 TEST(BlockingExecutorTest, RunsTasksAndBoundsTheQueue) {
   BlockingExecutor executor("test-exec", /*threads=*/1, /*max_queued=*/1);

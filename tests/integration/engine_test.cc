@@ -113,7 +113,7 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
   ProduceKeys(topics.input, keys);
   auto backpressure_waits = [&] {
     int64_t n = 0;
-    for (const auto& s : (*engine)->Threads()) n += s->backpressure_waits.load();
+    for (const auto& s : (*engine)->Threads()) n += s->counters.Read().backpressure_waits;
     return n;
   };
   // Back-pressure engaged: a thread hit the limit and waited.

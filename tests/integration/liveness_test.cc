@@ -198,7 +198,7 @@ TEST(LivenessTest, FarFutureRetryRecordIsBroughtForward) {
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"ok-far"}, absl::Seconds(60)));
   int64_t clamped = 0;
-  for (const auto& s : engine->Threads()) clamped += s->due_clamped.load();
+  for (const auto& s : engine->Threads()) clamped += s->counters.Read().due_clamped;
   EXPECT_EQ(clamped, 1);
   engine->Stop();
 

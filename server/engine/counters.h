@@ -1,0 +1,103 @@
+// The cumulative per-thread counters, declared once: `Counters` is the plain
+// value (a sample, a sum), `kCounterFields` names its members
+// for everything that handles them one by one (summing, reading the atomics,
+// filling the protos by field name), and `AtomicCounters` is what a worker
+// counts into.
+//
+// A new counter is a member of `Counters` and an entry of `kCounterFields`
+// (the build fails if one is missing), plus a field of the same name in the
+// protos that report it (retryd.v1.ThreadMetrics, retryd.v1.Totals).
+//
+// Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
+// readers never wait for a worker).
+#ifndef RETRYD_SERVER_ENGINE_COUNTERS_H_
+#define RETRYD_SERVER_ENGINE_COUNTERS_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace retryd {
+
+struct Counters {
+  int64_t processed = 0;        // Processor calls.
+  int64_t succeeded = 0;        // Calls that returned OK (output acknowledged).
+  int64_t failed_attempts = 0;  // Calls that returned a failure.
+  int64_t sent_to_retry = 0;    // Records acknowledged by the retry topic.
+  int64_t dead_lettered = 0;    // Records acknowledged by the DLQ.
+  int64_t commits = 0;          // Successful offset commits.
+  // Retry records due later than retry.backoff.max_ms from when they were
+  // read, brought forward to that.
+  int64_t due_clamped = 0;
+  // Times the thread had max_in_flight hand-offs unacknowledged and stopped
+  // to wait for acknowledgements (pausing its partitions if they were slow).
+  int64_t backpressure_waits = 0;
+
+  Counters& operator+=(const Counters& other);
+};
+
+struct CounterField {
+  const char* name;  // Also the name of its field in the protos.
+  int64_t Counters::*member;
+};
+
+inline constexpr CounterField kCounterFields[] = {
+    {"processed", &Counters::processed},
+    {"succeeded", &Counters::succeeded},
+    {"failed_attempts", &Counters::failed_attempts},
+    {"sent_to_retry", &Counters::sent_to_retry},
+    {"dead_lettered", &Counters::dead_lettered},
+    {"commits", &Counters::commits},
+    {"due_clamped", &Counters::due_clamped},
+    {"backpressure_waits", &Counters::backpressure_waits},
+};
+inline constexpr size_t kCounterCount = std::size(kCounterFields);
+
+// Where `member` is in kCounterFields; kCounterCount if it is not.
+constexpr size_t CounterIndex(int64_t Counters::*member) {
+  for (size_t i = 0; i < kCounterCount; ++i) {
+    if (kCounterFields[i].member == member) return i;
+  }
+  return kCounterCount;
+}
+
+namespace counters_internal {
+// Every member listed once: with the size check, no member is left out.
+constexpr bool EachListedOnce() {
+  for (size_t i = 0; i < kCounterCount; ++i) {
+    if (CounterIndex(kCounterFields[i].member) != i) return false;
+  }
+  return true;
+}
+}  // namespace counters_internal
+static_assert(sizeof(Counters) == kCounterCount * sizeof(int64_t) &&
+                  counters_internal::EachListedOnce(),
+              "every member of Counters needs its one entry in kCounterFields");
+
+inline Counters& Counters::operator+=(const Counters& other) {
+  for (const CounterField& f : kCounterFields) this->*f.member += other.*f.member;
+  return *this;
+}
+
+class AtomicCounters {
+ public:
+  void Add(int64_t Counters::*member, int64_t n = 1) {
+    values_[CounterIndex(member)].fetch_add(n, std::memory_order_relaxed);
+  }
+  // Each counter is read on its own: the whole need not be one instant.
+  Counters Read() const {
+    Counters out;
+    for (size_t i = 0; i < kCounterCount; ++i) {
+      out.*kCounterFields[i].member = values_[i].load(std::memory_order_relaxed);
+    }
+    return out;
+  }
+
+ private:
+  std::array<std::atomic<int64_t>, kCounterCount> values_{};
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_COUNTERS_H_
