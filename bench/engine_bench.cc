@@ -131,9 +131,9 @@ int Main(int argc, char** argv) {
   auto row = [&](const std::string& name, const Timing& t) {
     std::printf("%-34s %9.3f %11.0f %10.2f %8.3f..%-8.3f\n", name.c_str(), t.median,
                 records / t.median, t.median / baseline.median, t.fastest, t.slowest);
-    csv << '"' << name << "\"," << records << "," << repeat << "," << t.median << ","
-        << t.fastest << "," << t.slowest << "," << records / t.median << ","
-        << t.median / baseline.median << "\n";
+    csv << '"' << name << "\"," << records << "," << repeat << "," << t.median << "," << t.fastest
+        << "," << t.slowest << "," << records / t.median << "," << t.median / baseline.median
+        << "\n";
   };
   row("baseline: produce + plain read", baseline);
   int failed = 0;

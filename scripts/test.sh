@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds retryd (via scripts/setup.sh), runs the whole test suite, then
-# compiles the code again under clang's thread-safety analysis
-# (scripts/thread_safety.sh). Exits non-zero if either fails.
+# Builds retryd (via scripts/setup.sh), runs the whole test suite, checks
+# the formatting (scripts/format.sh --check), then compiles the code again
+# under clang's thread-safety analysis (scripts/thread_safety.sh). Exits
+# non-zero if any of them fails.
 #
 #   scripts/test.sh [extra ctest args...]     e.g. scripts/test.sh -L unit
 #
@@ -27,7 +28,13 @@ if ((rc != 0)); then
   exit "$rc"
 fi
 
-echo "test.sh: tests passed; checking lock annotations"
+echo "test.sh: tests passed; checking the formatting"
+if ! bash "$ROOT/scripts/format.sh" --check; then
+  echo "test.sh: FAILED (formatting: run scripts/format.sh)" >&2
+  exit 1
+fi
+
+echo "test.sh: checking lock annotations"
 if ! bash "$ROOT/scripts/thread_safety.sh"; then
   echo "test.sh: FAILED (thread-safety analysis)" >&2
   exit 1

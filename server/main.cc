@@ -61,10 +61,9 @@ std::vector<std::string> AllTopics(const EngineOptions& o) {
 }
 
 void PrintSummary(const EngineTotals& t, int64_t demo_produced) {
-  std::string line = absl::StrCat("consumed=", t.consumed, " succeeded=", t.succeeded,
-                                  " sent_to_retry=", t.sent_to_retry,
-                                  " dead_lettered=", t.dead_lettered, " backlog=", t.retry_backlog,
-                                  " in_flight=", t.in_flight);
+  std::string line = absl::StrCat(
+      "consumed=", t.consumed, " succeeded=", t.succeeded, " sent_to_retry=", t.sent_to_retry,
+      " dead_lettered=", t.dead_lettered, " backlog=", t.retry_backlog, " in_flight=", t.in_flight);
   if (demo_produced >= 0) absl::StrAppend(&line, " demo_produced=", demo_produced);
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -124,9 +123,9 @@ absl::StatusOr<Configuration> LoadConfiguration() {
 absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Config& config,
                                                                   EngineOptions& options) {
   if (!options.bootstrap_servers.empty()) {
-    if (absl::Status s = kafka::CheckTopicsExist(options.bootstrap_servers,
-                                                 options.kafka_properties, AllTopics(options),
-                                                 absl::Seconds(30));
+    if (absl::Status s =
+            kafka::CheckTopicsExist(options.bootstrap_servers, options.kafka_properties,
+                                    AllTopics(options), absl::Seconds(30));
         !s.ok()) {
       return s;
     }
@@ -143,8 +142,9 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   // timeout; the shortest a real broker accepts keeps joins to seconds.
   options.kafka_properties.emplace("session.timeout.ms", "6000");
   options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
-  LogWarning("no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
-             "everything is lost when retryd stops)");
+  LogWarning(
+      "no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
+      "everything is lost when retryd stops)");
   LogWarning("embedded broker bootstrap: ", options.bootstrap_servers, " (e.g. kcat -b ",
              options.bootstrap_servers, " -L); topics ", absl::StrJoin(AllTopics(options), ", "),
              " with ", partitions, " partitions");
@@ -223,13 +223,11 @@ int Main(int argc, char** argv) {
                  std::string(processor.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, *std::move(processor));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, *std::move(processor));
   if (!engine.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(engine.status().message()).c_str());
     // A Kafka property the engine cannot use is a config error.
-    return engine.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
-                                                                        : kExitRuntime;
+    return engine.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
   if (absl::Status s = (*engine)->Start(); !s.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());

@@ -6,9 +6,8 @@
 #ifndef RETRYD_SERVER_COMMON_LOGGING_H_
 #define RETRYD_SERVER_COMMON_LOGGING_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace retryd {
 

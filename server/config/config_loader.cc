@@ -409,7 +409,8 @@ class Validator {
                     absl::StrCat("holds a secret, which kafka.properties would show to every "
                                  "GetStatus caller; name an environment variable in "
                                  "kafka.properties_from_env (e.g. properties_from_env { key: ",
-                                 Quote(key), " value: \"KAFKA_SECRET\" }) or a file in "
+                                 Quote(key),
+                                 " value: \"KAFKA_SECRET\" }) or a file in "
                                  "kafka.properties_from_file instead"));
         continue;
       }

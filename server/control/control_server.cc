@@ -315,7 +315,7 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
         LogInfo("control: health SERVING (engine ", EngineStateName(state), ", Kafka answers)");
       } else {
         LogWarning("control: health NOT_SERVING: ",
-                   !probe.ok()    ? absl::StrCat("Kafka did not answer: ", probe.message())
+                   !probe.ok()     ? absl::StrCat("Kafka did not answer: ", probe.message())
                    : !threads.ok() ? std::string(threads.message())
                                    : absl::StrCat("the engine is ", EngineStateName(state)));
       }

@@ -13,8 +13,8 @@
 #include "server/engine/counters.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
-#include "server/model/record.h"
 #include "server/engine/thread_stats.h"
+#include "server/model/record.h"
 
 namespace retryd::control {
 

@@ -42,7 +42,7 @@ void DemoLoad::Run() {
   for (int64_t n = 0; !stop_.HasBeenNotified();) {
     for (int i = 0; i < per_tick; ++i, ++n) {
       const double u = unit(rng);
-      const char* kind = u < options_.poison_fraction                            ? "perm-"
+      const char* kind = u < options_.poison_fraction                             ? "perm-"
                          : u < options_.poison_fraction + options_.flaky_fraction ? "flaky-"
                                                                                   : "ok-";
       OutgoingRecord record;

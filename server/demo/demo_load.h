@@ -27,8 +27,8 @@ struct DemoLoadOptions {
   std::map<std::string, std::string> kafka_properties;
   std::string topic;
   int records_per_second = 200;
-  double flaky_fraction = 0.05;  // Keys "flaky-N".
-  double poison_fraction = 0.02; // Keys "perm-N".
+  double flaky_fraction = 0.05;   // Keys "flaky-N".
+  double poison_fraction = 0.02;  // Keys "perm-N".
   uint64_t seed = 1;
 };
 

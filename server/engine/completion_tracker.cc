@@ -15,9 +15,8 @@ bool CompletionTracker::Begin(int64_t offset) {
 
 bool CompletionTracker::Complete(int64_t offset) {
   absl::MutexLock lock(&mu_);
-  auto it =
-      std::lower_bound(entries_.begin(), entries_.end(), offset,
-                       [](const Entry& e, int64_t o) { return e.offset < o; });
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
+                             [](const Entry& e, int64_t o) { return e.offset < o; });
   if (it == entries_.end() || it->offset != offset || it->done) return false;
   it->done = true;
   --pending_;
@@ -40,15 +39,12 @@ bool CompletionTracker::DrainedLocked() const { return pending_ == 0; }
 
 bool CompletionTracker::AwaitDrained(absl::Time deadline) const {
   absl::ReaderMutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline(
-      absl::Condition(this, &CompletionTracker::DrainedLocked), deadline);
+  return mu_.AwaitWithDeadline(absl::Condition(this, &CompletionTracker::DrainedLocked), deadline);
 }
 
-bool CompletionTracker::AwaitPendingAtMost(int64_t n,
-                                           absl::Time deadline) const {
+bool CompletionTracker::AwaitPendingAtMost(int64_t n, absl::Time deadline) const {
   absl::ReaderMutexLock lock(&mu_);
-  auto at_most = [this, n]()
-                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return pending_ <= n; };
+  auto at_most = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pending_ <= n; };
   return mu_.AwaitWithDeadline(absl::Condition(&at_most), deadline);
 }
 

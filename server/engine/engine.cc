@@ -77,11 +77,16 @@ struct NotDrainingOrCancelled {
 
 const char* EngineStateName(EngineState state) {
   switch (state) {
-    case EngineState::kCreated: return "CREATED";
-    case EngineState::kRunning: return "RUNNING";
-    case EngineState::kDraining: return "DRAINING";
-    case EngineState::kStopping: return "STOPPING";
-    case EngineState::kStopped: return "STOPPED";
+    case EngineState::kCreated:
+      return "CREATED";
+    case EngineState::kRunning:
+      return "RUNNING";
+    case EngineState::kDraining:
+      return "DRAINING";
+    case EngineState::kStopping:
+      return "STOPPING";
+    case EngineState::kStopped:
+      return "STOPPED";
   }
   return "UNKNOWN";
 }
@@ -97,9 +102,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
       kafka::Producer::Create(producer_options);
   if (!producer.ok()) return producer.status();
-  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> retry_lag = kafka::GroupLagProbe::Create(
-      options.bootstrap_servers, options.kafka_properties,
-      absl::StrCat(options.group_id, ".retry"), options.retry.topic);
+  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> retry_lag =
+      kafka::GroupLagProbe::Create(options.bootstrap_servers, options.kafka_properties,
+                                   absl::StrCat(options.group_id, ".retry"), options.retry.topic);
   if (!retry_lag.ok()) return retry_lag.status();
   return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
                                             *std::move(producer), *std::move(retry_lag)));
@@ -223,8 +228,9 @@ absl::Status Engine::Start() {
 
 void Engine::StartInOrder(ControlSlot control) {
   SetThreadName("in-order-start");
-  LogInfo("engine: in_order is configured: input waits until the retry backlog an earlier run "
-          "may have left is empty");
+  LogInfo(
+      "engine: in_order is configured: input waits until the retry backlog an earlier run "
+      "may have left is empty");
   // in_order_ is on from the start, so the primaries add nothing to the
   // retry topic; input stays paused all the same, since a record left there
   // came before the input that follows it.
@@ -324,9 +330,10 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<
       if (!found) unknown.push_back(id);
     }
     if (!unknown.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          unknown.size() > 1 ? "threads " : "thread ", IdList(unknown),
-          unknown.size() > 1 ? " are not running retry threads" : " is not a running retry thread"));
+      return absl::NotFoundError(
+          absl::StrCat(unknown.size() > 1 ? "threads " : "thread ", IdList(unknown),
+                       unknown.size() > 1 ? " are not running retry threads"
+                                          : " is not a running retry thread"));
     }
   }
   return StopRetryThreadsInControl(*control, ids, graceful, deadline);
@@ -363,9 +370,9 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const Control
     absl::MutexLock lock(&mu_);
     for (const auto& worker : retries_) remaining.push_back(worker.get());
   }
-  ReleaseRetryThreads(remaining, std::min(deadline, absl::Now() +
-                                                         absl::Milliseconds(options_.shutdown_timeout_ms) +
-                                                         absl::Milliseconds(SessionTimeoutMs())));
+  ReleaseRetryThreads(
+      remaining, std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms) +
+                                        absl::Milliseconds(SessionTimeoutMs())));
   LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
   return ids;
 }
@@ -441,8 +448,9 @@ absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& c
   if (!ids.empty()) {
     LogInfo("engine: in-order mode off; started retry threads ", IdList(ids));
   } else if (wanted == 0 && options_.retry.threads == 0) {
-    LogWarning("engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
-               "until retry threads are started");
+    LogWarning(
+        "engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
+        "until retry threads are started");
   } else {
     LogInfo("engine: in-order mode off");
   }
@@ -497,8 +505,9 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
     }
     if (cancel != nullptr && cancel->cancelled()) {
       AbandonSwitch(temporary);
-      LogWarning("engine: the switch to in-order mode was cancelled by its caller; input resumed, "
-                 "in-order mode stays off");
+      LogWarning(
+          "engine: the switch to in-order mode was cancelled by its caller; input resumed, "
+          "in-order mode stays off");
       return absl::CancelledError(
           "the call was cancelled: input resumed, in-order mode stays off, nothing changed");
     }
@@ -512,7 +521,8 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
         if (!drain) {
           AbandonSwitch(temporary);
           return absl::FailedPreconditionError(absl::StrCat(
-              "the retry topic holds a backlog of ", lag, " records that in-order mode would "
+              "the retry topic holds a backlog of ", lag,
+              " records that in-order mode would "
               "strand there (no retry thread reads it in order). Call SetInOrder with "
               "drain_retries to empty it first, or start retry threads and let them empty it"));
         }
@@ -520,10 +530,11 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
           absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
           if (!worker.ok()) {
             AbandonSwitch(temporary);
-            return absl::Status(worker.status().code(),
-                                absl::StrCat("no retry thread could start to empty the retry "
-                                             "backlog of ", lag, " records (",
-                                             worker.status().message(), "); nothing changed"));
+            return absl::Status(
+                worker.status().code(),
+                absl::StrCat("no retry thread could start to empty the retry "
+                             "backlog of ",
+                             lag, " records (", worker.status().message(), "); nothing changed"));
           }
           temporary = (*worker)->id();
           absl::MutexLock lock(&mu_);
@@ -578,8 +589,8 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
     if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
   }
   if (initial_lag > 0 || !ids.empty()) {
-    LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ",
-            IdList(ids), "; in-order mode on");
+    LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ", IdList(ids),
+            "; in-order mode on");
   } else {
     LogInfo("engine: retry backlog empty; in-order mode on");
   }
@@ -636,9 +647,8 @@ void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
   absl::MutexLock lock(&mu_);
   for (const auto& worker : workers) retired_.push_back({worker->stats(), now});
   workers.clear();
-  auto old = std::partition(retired_.begin(), retired_.end(), [&](const Retired& r) {
-    return now - r.stopped_at < kKeepRetired;
-  });
+  auto old = std::partition(retired_.begin(), retired_.end(),
+                            [&](const Retired& r) { return now - r.stopped_at < kKeepRetired; });
   for (auto it = old; it != retired_.end(); ++it) AddCounts(*it->stats, retired_totals_);
   retired_.erase(old, retired_.end());
 }
@@ -658,7 +668,8 @@ void Engine::Stop() {
     state_ = EngineState::kStopping;
     // A control operation in progress finishes first: it owns the workers
     // it took out of the lists.
-    mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &control_busy_));
+    mu_.Await(absl::Condition(
+        +[](bool* busy) { return !*busy; }, &control_busy_));
     primaries.swap(primaries_);
     retries.swap(retries_);
     start_in_order.swap(start_in_order_thread_);
@@ -747,8 +758,8 @@ int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats
   int64_t backlog = 0;
   for (const auto& s : running) {
     if (s->role() == ThreadRole::kRetry) {
-      backlog += s->lag.load(std::memory_order_relaxed) +
-                 s->scheduled.load(std::memory_order_relaxed);
+      backlog +=
+          s->lag.load(std::memory_order_relaxed) + s->scheduled.load(std::memory_order_relaxed);
     }
   }
   return backlog;

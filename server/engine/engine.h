@@ -46,7 +46,7 @@ struct EngineTotals : Counters {
 };
 
 enum class EngineState {
-  kCreated,   // Not started.
+  kCreated,  // Not started.
   kRunning,
   // Input paused while the switch to in-order checks, or empties, the retry
   // backlog (SetInOrder(true), or Start() with in_order configured).
@@ -95,13 +95,13 @@ class Engine {
   // some perhaps still STARTING). FAILED_PRECONDITION while in order or not
   // running; INVALID_ARGUMENT if count < 1 or the total would pass
   // retry.max_threads (the message names the cap).
-  absl::StatusOr<std::vector<int>> StartRetryThreads(
-      int count, absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<std::vector<int>> StartRetryThreads(int count,
+                                                     absl::Time deadline = absl::InfiniteFuture());
 
   // Stops the `count` most recently started retry threads (all of them if
   // fewer run); returns their ids. INVALID_ARGUMENT if count < 1.
-  absl::StatusOr<std::vector<int>> StopRetryThreads(
-      int count, bool graceful, absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<std::vector<int>> StopRetryThreads(int count, bool graceful,
+                                                    absl::Time deadline = absl::InfiniteFuture());
 
   // Stops the retry threads `ids`; NOT_FOUND (naming them) if any is not a
   // running retry thread, and then stops none.

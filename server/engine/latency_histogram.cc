@@ -41,8 +41,7 @@ double LatencyHistogram::TakeMaxMs() {
   return static_cast<double>(max_micros_.exchange(0, std::memory_order_relaxed)) / 1000.0;
 }
 
-LatencySummary LatencyHistogram::Summarize(const Counts& now, const Counts& before,
-                                           double max_ms) {
+LatencySummary LatencyHistogram::Summarize(const Counts& now, const Counts& before, double max_ms) {
   LatencySummary s;
   Counts delta;
   for (int i = 0; i < kBuckets; ++i) {

@@ -32,7 +32,8 @@ ThreadSample Read(const ThreadStats& s) {
 
 }  // namespace
 
-MetricsSampler::MetricsSampler(Engine& engine, absl::Duration tick) : engine_(engine), tick_(tick) {}
+MetricsSampler::MetricsSampler(Engine& engine, absl::Duration tick)
+    : engine_(engine), tick_(tick) {}
 
 MetricsSampler::~MetricsSampler() { Stop(); }
 

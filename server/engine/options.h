@@ -18,28 +18,28 @@ struct BackoffOptions {
 };
 
 struct RetryOptions {
-  std::string topic;              // Retry topic; required.
-  int threads = 1;                // Retry threads started with the engine.
-  int max_threads = 16;           // Cap for runtime starts.
-  int max_attempts = 5;           // Attempts in all, the primary's included.
-  int lookahead = 1000;           // Records held per partition before pausing it.
+  std::string topic;     // Retry topic; required.
+  int threads = 1;       // Retry threads started with the engine.
+  int max_threads = 16;  // Cap for runtime starts.
+  int max_attempts = 5;  // Attempts in all, the primary's included.
+  int lookahead = 1000;  // Records held per partition before pausing it.
   BackoffOptions backoff;
-  uint64_t seed = 0;              // Jitter seed; 0 picks one at random.
+  uint64_t seed = 0;  // Jitter seed; 0 picks one at random.
 };
 
 struct EngineOptions {
-  std::string bootstrap_servers;                 // Required.
+  std::string bootstrap_servers;                        // Required.
   std::map<std::string, std::string> kafka_properties;  // Passed to librdkafka.
-  std::string group_id;                          // Required.
-  std::vector<std::string> input_topics;         // At least one.
-  std::string output_topic;                      // Empty: successes produce nothing.
-  std::string dead_letter_topic;                 // Required.
+  std::string group_id;                                 // Required.
+  std::vector<std::string> input_topics;                // At least one.
+  std::string output_topic;                             // Empty: successes produce nothing.
+  std::string dead_letter_topic;                        // Required.
   int primary_threads = 1;
   bool in_order = false;
   RetryOptions retry;
-  int commit_interval_ms = 1000;   // How often watermarks are committed.
-  int max_in_flight = 10000;       // Per thread: records awaiting an ack.
-  int shutdown_timeout_ms = 30000; // Graceful stop: wait this long for acks.
+  int commit_interval_ms = 1000;    // How often watermarks are committed.
+  int max_in_flight = 10000;        // Per thread: records awaiting an ack.
+  int shutdown_timeout_ms = 30000;  // Graceful stop: wait this long for acks.
 };
 
 }  // namespace retryd

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace retryd {

@@ -34,28 +34,24 @@ std::string Quote(absl::string_view value) {
 // Strictly decimal: SimpleAtoi alone would also accept '+' and surrounding
 // whitespace, which no retryd writer produces, so such a value means the
 // header was written by something else.
-absl::StatusOr<int64_t> ParseInt(absl::string_view name,
-                                 absl::string_view value) {
-  const absl::string_view digits =
-      absl::StartsWith(value, "-") ? value.substr(1) : value;
-  const bool decimal = !digits.empty() &&
-                       std::all_of(digits.begin(), digits.end(),
-                                   [](char c) { return c >= '0' && c <= '9'; });
+absl::StatusOr<int64_t> ParseInt(absl::string_view name, absl::string_view value) {
+  const absl::string_view digits = absl::StartsWith(value, "-") ? value.substr(1) : value;
+  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
   int64_t result = 0;
   if (!decimal) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header ", name, " is not a decimal integer: ", Quote(value)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("header ", name, " is not a decimal integer: ", Quote(value)));
   }
   if (!absl::SimpleAtoi(value, &result)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header ", name, " does not fit in 64 bits: ", Quote(value)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("header ", name, " does not fit in 64 bits: ", Quote(value)));
   }
   return result;
 }
 
-absl::StatusOr<int64_t> ParseIntInRange(absl::string_view name,
-                                        absl::string_view value, int64_t min,
-                                        int64_t max) {
+absl::StatusOr<int64_t> ParseIntInRange(absl::string_view name, absl::string_view value,
+                                        int64_t min, int64_t max) {
   absl::StatusOr<int64_t> parsed = ParseInt(name, value);
   if (!parsed.ok()) return parsed.status();
   if (*parsed < min || *parsed > max) {
@@ -63,50 +59,45 @@ absl::StatusOr<int64_t> ParseIntInRange(absl::string_view name,
                             ? absl::StrCat(">= ", min)
                             : absl::StrCat("in [", min, ", ", max, "]");
     return absl::InvalidArgumentError(
-        absl::StrCat("header ", name, " is out of range: ", *parsed,
-                     " (must be ", range, ")"));
+        absl::StrCat("header ", name, " is out of range: ", *parsed, " (must be ", range, ")"));
   }
   return parsed;
 }
 
 absl::Status ValidateTopic(absl::string_view name, absl::string_view topic) {
   if (topic.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header ", name, " is empty"));
+    return absl::InvalidArgumentError(absl::StrCat("header ", name, " is empty"));
   }
   if (topic.size() > kMaxTopicLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header ", name, " is longer than ", kMaxTopicLength,
-                     " characters: ", topic.size()));
+    return absl::InvalidArgumentError(absl::StrCat("header ", name, " is longer than ",
+                                                   kMaxTopicLength, " characters: ", topic.size()));
   }
   for (char c : topic) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "header ", name,
-          " is not a valid topic name (only [A-Za-z0-9._-]): ", Quote(topic)));
+          "header ", name, " is not a valid topic name (only [A-Za-z0-9._-]): ", Quote(topic)));
     }
   }
   // Kafka refuses these two names, so no record can have come from them.
   if (topic == "." || topic == "..") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header ", name, " is not a valid topic name: ", Quote(topic)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("header ", name, " is not a valid topic name: ", Quote(topic)));
   }
   return absl::OkStatus();
 }
 
 // The headers ParseRetryHeaders reads, in the order it checks them, so the
 // error reported for a record with several problems is always the same one.
-constexpr std::array<std::string_view, 8> kParsedHeaders = {
-    kAttemptHeader,
-    kDueMsHeader,
-    kFirstFailureMsHeader,
-    kOriginalTopicHeader,
-    kOriginalPartitionHeader,
-    kOriginalOffsetHeader,
-    kOriginalTimestampMsHeader,
-    kErrorHeader};
+constexpr std::array<std::string_view, 8> kParsedHeaders = {kAttemptHeader,
+                                                            kDueMsHeader,
+                                                            kFirstFailureMsHeader,
+                                                            kOriginalTopicHeader,
+                                                            kOriginalPartitionHeader,
+                                                            kOriginalOffsetHeader,
+                                                            kOriginalTimestampMsHeader,
+                                                            kErrorHeader};
 
 }  // namespace
 
@@ -162,16 +153,14 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
           absl::StrCat("header ", name, " appears ", count[i], " times"));
     }
     if (!found[i]->value.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("header ", name, " has a null value"));
+      return absl::InvalidArgumentError(absl::StrCat("header ", name, " has a null value"));
     }
     value[i] = *found[i]->value;
   }
 
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   RetryMetadata m;
-  absl::StatusOr<int64_t> n =
-      ParseIntInRange(Av(kAttemptHeader), value[0], 1, kMaxAttempt);
+  absl::StatusOr<int64_t> n = ParseIntInRange(Av(kAttemptHeader), value[0], 1, kMaxAttempt);
   if (!n.ok()) return n.status();
   m.attempt = static_cast<int>(*n);
 
@@ -183,8 +172,7 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   if (!n.ok()) return n.status();
   m.first_failure_ms = *n;
 
-  if (absl::Status s = ValidateTopic(Av(kOriginalTopicHeader), value[3]);
-      !s.ok()) {
+  if (absl::Status s = ValidateTopic(Av(kOriginalTopicHeader), value[3]); !s.ok()) {
     return s;
   }
   m.original_topic = std::string(value[3]);
@@ -214,8 +202,7 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
   // the sequence would not fit.
   size_t cut = max_bytes;
   size_t lead = max_bytes;
-  while (lead > 0 && max_bytes - lead < 3 &&
-         is_continuation(static_cast<unsigned char>(s[lead]))) {
+  while (lead > 0 && max_bytes - lead < 3 && is_continuation(static_cast<unsigned char>(s[lead]))) {
     --lead;
   }
   if (lead != max_bytes) {
@@ -265,8 +252,8 @@ OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes
   out.topic = dead_letter.topic;
   out.partition = dead_letter.partition;
   Headers original;
-  size_t used = kRecordFramingBytes + kTruncatedHeader.size() + kTruncatedHeaderBytes +
-                kHeaderFramingBytes;
+  size_t used =
+      kRecordFramingBytes + kTruncatedHeader.size() + kTruncatedHeaderBytes + kHeaderFramingBytes;
   for (const Header& h : dead_letter.headers) {
     if (h.key == kTruncatedHeader) continue;  // Fitted before: sized afresh below.
     if (absl::StartsWith(h.key, Av(kRetrydHeaderPrefix))) {

@@ -27,16 +27,11 @@ inline constexpr std::string_view kRetrydHeaderPrefix = "retryd-";
 
 inline constexpr std::string_view kAttemptHeader = "retryd-attempt";
 inline constexpr std::string_view kDueMsHeader = "retryd-due-ms";
-inline constexpr std::string_view kFirstFailureMsHeader =
-    "retryd-first-failure-ms";
-inline constexpr std::string_view kOriginalTopicHeader =
-    "retryd-original-topic";
-inline constexpr std::string_view kOriginalPartitionHeader =
-    "retryd-original-partition";
-inline constexpr std::string_view kOriginalOffsetHeader =
-    "retryd-original-offset";
-inline constexpr std::string_view kOriginalTimestampMsHeader =
-    "retryd-original-timestamp-ms";
+inline constexpr std::string_view kFirstFailureMsHeader = "retryd-first-failure-ms";
+inline constexpr std::string_view kOriginalTopicHeader = "retryd-original-topic";
+inline constexpr std::string_view kOriginalPartitionHeader = "retryd-original-partition";
+inline constexpr std::string_view kOriginalOffsetHeader = "retryd-original-offset";
+inline constexpr std::string_view kOriginalTimestampMsHeader = "retryd-original-timestamp-ms";
 inline constexpr std::string_view kErrorHeader = "retryd-error";
 // Only on a dead-letter record cut to fit (FitDeadLetter): the original and
 // the kept sizes, so nothing mistakes it for the record itself.

@@ -8,14 +8,22 @@ const char* ThreadRoleName(ThreadRole role) {
 
 const char* ThreadStateName(ThreadState state) {
   switch (state) {
-    case ThreadState::kStarting: return "STARTING";
-    case ThreadState::kRunning: return "RUNNING";
-    case ThreadState::kIdle: return "IDLE";
-    case ThreadState::kWaitingBackoff: return "WAITING_BACKOFF";
-    case ThreadState::kPaused: return "PAUSED";
-    case ThreadState::kStopping: return "STOPPING";
-    case ThreadState::kStopped: return "STOPPED";
-    case ThreadState::kFailed: return "FAILED";
+    case ThreadState::kStarting:
+      return "STARTING";
+    case ThreadState::kRunning:
+      return "RUNNING";
+    case ThreadState::kIdle:
+      return "IDLE";
+    case ThreadState::kWaitingBackoff:
+      return "WAITING_BACKOFF";
+    case ThreadState::kPaused:
+      return "PAUSED";
+    case ThreadState::kStopping:
+      return "STOPPING";
+    case ThreadState::kStopped:
+      return "STOPPED";
+    case ThreadState::kFailed:
+      return "FAILED";
   }
   return "UNKNOWN";
 }

@@ -97,7 +97,8 @@ bool Worker::InOrder() const {
 
 int64_t Worker::HeldRecords(const TopicPartition& tp) const {
   int64_t n = static_cast<int64_t>(scheduler_.CountFor(tp));
-  if (auto it = waiting_.find(tp); it != waiting_.end()) n += static_cast<int64_t>(it->second.size());
+  if (auto it = waiting_.find(tp); it != waiting_.end())
+    n += static_cast<int64_t>(it->second.size());
   return n;
 }
 
@@ -306,10 +307,14 @@ RetryMetadata OriginOf(const HeldRecord& held) {
 
 const char* Worker::EmissionName(Emission kind) {
   switch (kind) {
-    case Emission::kOutput: return "output";
-    case Emission::kRetry: return "retry";
-    case Emission::kDeadLetter: return "dead-letter";
-    case Emission::kHandBack: return "hand-back";
+    case Emission::kOutput:
+      return "output";
+    case Emission::kRetry:
+      return "retry";
+    case Emission::kDeadLetter:
+      return "dead-letter";
+    case Emission::kHandBack:
+      return "hand-back";
   }
   return "unknown";
 }
@@ -535,9 +540,9 @@ void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off
   // A refused record is logged when it is replaced (DrainRedo).
   if (int64_t held_back = 0;
       !absl::IsInvalidArgument(status) && sink->redo_log.Allow(now, &held_back)) {
-    LogWarning("thread ", sink->id(), ": ", EmissionName(kind), " hand-off to ", topic,
-               " failed (", status.message(), "); sending it again (", waiting,
-               " waiting to be sent again)", LogThrottle::HeldBackNote(held_back));
+    LogWarning("thread ", sink->id(), ": ", EmissionName(kind), " hand-off to ", topic, " failed (",
+               status.message(), "); sending it again (", waiting, " waiting to be sent again)",
+               LogThrottle::HeldBackNote(held_back));
   }
 }
 
@@ -553,8 +558,8 @@ Worker::HandOff Worker::FittedDeadLetter(HandOff hand_off, const std::string& wh
     }
     meta.due_ms = NowMs();
     if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
-    const std::string refused = absl::StrCat(EmissionName(hand_off.kind),
-                                             " record refused by Kafka (", why, ")");
+    const std::string refused =
+        absl::StrCat(EmissionName(hand_off.kind), " record refused by Kafka (", why, ")");
     meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
     auto unfitted = std::make_shared<OutgoingRecord>();
     unfitted->topic = context_.options->dead_letter_topic;
@@ -804,8 +809,7 @@ void Worker::Commit() {
 void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
   for (const kafka::PartitionOffset& o : offsets) {
     // Forget it was committed, unless a later commit already went out.
-    if (auto it = committed_.find(o.tp);
-        it != committed_.end() && it->second.offset == o.offset) {
+    if (auto it = committed_.find(o.tp); it != committed_.end() && it->second.offset == o.offset) {
       it->second.offset = -1;
     }
   }

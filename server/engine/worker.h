@@ -39,11 +39,11 @@
 #include "server/engine/options.h"
 #include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
-#include "server/model/record.h"
 #include "server/engine/retry_headers.h"
 #include "server/engine/thread_stats.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
+#include "server/model/record.h"
 
 namespace retryd {
 
@@ -98,7 +98,6 @@ class Worker : public kafka::ConsumerListener {
   bool AwaitRebalanced(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
   // Ends the checkpoint: the thread processes again. Any thread.
   void ReleaseCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
-
 
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
@@ -196,9 +195,9 @@ class Worker : public kafka::ConsumerListener {
       return failed;
     }
 
-    const int64_t resume_below;  // Back-pressure ends below this many in flight.
-    absl::Mutex flight_mu;       // Guards nothing; wakes a worker in WaitForAcks.
-    mutable absl::Mutex redo_mu; // Guards the fields below.
+    const int64_t resume_below;   // Back-pressure ends below this many in flight.
+    absl::Mutex flight_mu;        // Guards nothing; wakes a worker in WaitForAcks.
+    mutable absl::Mutex redo_mu;  // Guards the fields below.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
     // Per partition (its tracker), the source offsets of hand-offs that
     // failed and are not yet acknowledged nor dropped.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -62,7 +61,8 @@ absl::Status ErrorStatus(rd_kafka_resp_err_t err, absl::string_view what) {
 
 absl::Status ErrorStatus(rd_kafka_error_t* error, absl::string_view what) {
   if (error == nullptr) return absl::OkStatus();
-  absl::Status status = absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_error_string(error)));
+  absl::Status status =
+      absl::UnavailableError(absl::StrCat(what, ": ", rd_kafka_error_string(error)));
   rd_kafka_error_destroy(error);
   return status;
 }
@@ -109,21 +109,20 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
   std::unique_ptr<Consumer> consumer(new Consumer(listener));
   rd_kafka_conf_set_opaque(conf->get(), consumer.get());
   rd_kafka_conf_set_rebalance_cb(
-      conf->get(), [](rd_kafka_t* rk, rd_kafka_resp_err_t err,
-                      rd_kafka_topic_partition_list_t* partitions, void* opaque) {
-        OnRebalance(rk, err, partitions, opaque);
-      });
+      conf->get(),
+      [](rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
+         void* opaque) { OnRebalance(rk, err, partitions, opaque); });
   rd_kafka_conf_set_offset_commit_cb(
-      conf->get(), [](rd_kafka_t* rk, rd_kafka_resp_err_t err,
-                      rd_kafka_topic_partition_list_t* offsets, void* opaque) {
-        OnCommitted(rk, err, offsets, opaque);
-      });
+      conf->get(),
+      [](rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
+         void* opaque) { OnCommitted(rk, err, offsets, opaque); });
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   consumer->rk_ = *std::move(rk);
   rd_kafka_poll_set_consumer(consumer->rk_.get());
   std::vector<TopicPartition> subscription;
-  for (const std::string& topic : options.topics) subscription.push_back({topic, RD_KAFKA_PARTITION_UA});
+  for (const std::string& topic : options.topics)
+    subscription.push_back({topic, RD_KAFKA_PARTITION_UA});
   ListPtr topics = ToList(subscription);
   if (absl::Status s =
           ErrorStatus(rd_kafka_subscribe(consumer->rk_.get(), topics.get()), "subscribe");
@@ -193,7 +192,8 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
   rd_kafka_message_t* m =
       rd_kafka_consumer_poll(rk_.get(), static_cast<int>(absl::ToInt64Milliseconds(timeout)));
   if (m == nullptr) return std::nullopt;
-  std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(m, rd_kafka_message_destroy);
+  std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(
+      m, rd_kafka_message_destroy);
   if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return ToRecord(m);
   char errstr[512];
   if (rd_kafka_fatal_error(rk_.get(), errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -56,7 +56,6 @@ struct ConsumerOptions {
   std::string client_id = "retryd";
 };
 
-
 class Consumer {
  public:
   // Creates the consumer and subscribes. `listener` must outlive it.

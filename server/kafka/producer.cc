@@ -165,7 +165,8 @@ absl::Status Producer::Flush(absl::Duration timeout) {
 void Producer::Close(absl::Duration flush_timeout) {
   if (closed_.exchange(true) || rk_ == nullptr) return;
   if (absl::Status s = Flush(flush_timeout); !s.ok()) {
-    LogWarning("producer close: ", s.message(), "; failing ", in_flight(), " unacknowledged records");
+    LogWarning("producer close: ", s.message(), "; failing ", in_flight(),
+               " unacknowledged records");
   }
   if (const rd_kafka_resp_err_t err =
           rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);

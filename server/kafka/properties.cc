@@ -22,9 +22,14 @@ namespace {
 // kafka.properties. sasl.oauthbearer.client.secret is a secret it does not
 // flag. sasl.jaas.config and ssl.truststore.password are the Java client's.
 constexpr std::array<absl::string_view, 8> kSecretProperties = {
-    "sasl.password",      "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
-    "ssl.key.password",   "ssl.key.pem",                    "ssl.keystore.password",
-    "sasl.jaas.config",   "ssl.truststore.password",
+    "sasl.password",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "sasl.jaas.config",
+    "ssl.truststore.password",
 };
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_'; }
@@ -82,8 +87,7 @@ std::string RedactLogLine(absl::string_view line) {
   // but the "=", ":" or space that introduces its value goes.
   size_t cut = absl::string_view::npos;
   for (absl::string_view name : kSecretProperties) {
-    for (size_t at = line.find(name); at != absl::string_view::npos;
-         at = line.find(name, at + 1)) {
+    for (size_t at = line.find(name); at != absl::string_view::npos; at = line.find(name, at + 1)) {
       const size_t end = at + name.size();
       if ((at > 0 && IsNameChar(line[at - 1])) || (end < line.size() && IsNameChar(line[end]))) {
         continue;
@@ -105,9 +109,11 @@ absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "kafka property \"partition.assignment.strategy\": cooperative-sticky is not usable with "
-      "librdkafka ", VersionString(librdkafka_version),
+      "librdkafka ",
+      VersionString(librdkafka_version),
       ": it aborts the process when a consumer closes before its first assignment (librdkafka "
-      "issue 4312, fixed in ", VersionString(kFixedIn),
+      "issue 4312, fixed in ",
+      VersionString(kFixedIn),
       "), as a retry thread stopped while it joins does; use \"range,roundrobin\" (the default) "
       "or \"roundrobin\""));
 }
@@ -138,17 +144,18 @@ absl::StatusOr<int> PartitionCount(rd_kafka_t* rk, const std::string& topic,
                                    absl::Duration timeout) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
   if (rkt == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("topic handle for ", topic, ": ",
-                                                   rd_kafka_err2str(rd_kafka_last_error())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topic handle for ", topic, ": ", rd_kafka_err2str(rd_kafka_last_error())));
   }
   const rd_kafka_metadata_t* metadata = nullptr;
-  const rd_kafka_resp_err_t err = rd_kafka_metadata(
-      rk, /*all_topics=*/0, rkt, &metadata,
-      static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_metadata(rk, /*all_topics=*/0, rkt, &metadata,
+                        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
   // librdkafka keeps the topic and its metadata after the handle goes.
   rd_kafka_topic_destroy(rkt);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::UnavailableError(absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
+    return absl::UnavailableError(
+        absl::StrCat("metadata for ", topic, ": ", rd_kafka_err2str(err)));
   }
   const int partitions = metadata->topic_cnt == 1 ? metadata->topics[0].partition_cnt : 0;
   const rd_kafka_resp_err_t topic_err =

@@ -14,16 +14,18 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
                                               const std::string& topic, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   auto remaining_ms = [&] {
-    return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    return static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
   };
   Properties user = properties;
   user.emplace("client.id", "retryd-topic-reader");
-  absl::StatusOr<ConfPtr> conf = MakeConf(
-      bootstrap_servers, user,
-      {{"enable.auto.commit", "false"}, {"enable.partition.eof", "false"},
-       {"group.id", "retryd-topic-reader"},
-       // A position that went out of range is reported, never skipped over.
-       {"auto.offset.reset", "error"}});
+  absl::StatusOr<ConfPtr> conf =
+      MakeConf(bootstrap_servers, user,
+               {{"enable.auto.commit", "false"},
+                {"enable.partition.eof", "false"},
+                {"group.id", "retryd-topic-reader"},
+                // A position that went out of range is reported, never skipped over.
+                {"auto.offset.reset", "error"}});
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();

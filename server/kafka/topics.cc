@@ -31,9 +31,9 @@ absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   const rd_kafka_metadata_t* metadata = nullptr;
-  const rd_kafka_resp_err_t err = rd_kafka_metadata(
-      rk->get(), /*all_topics=*/1, nullptr, &metadata,
-      static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_metadata(rk->get(), /*all_topics=*/1, nullptr, &metadata,
+                        static_cast<int>(absl::ToInt64Milliseconds(timeout)));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::UnavailableError(absl::StrCat("cannot read topic metadata from ",
                                                bootstrap_servers, ": ", rd_kafka_err2str(err)));
@@ -50,11 +50,12 @@ absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
     if (!present.contains(topic)) missing.push_back(topic);
   }
   if (!missing.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "topic", missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
-        missing.size() > 1 ? " do" : " does", " not exist on ", bootstrap_servers,
-        "; create ", missing.size() > 1 ? "them" : "it", " (retryd does not create topics on a "
-        "real cluster)"));
+    return absl::NotFoundError(
+        absl::StrCat("topic", missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
+                     missing.size() > 1 ? " do" : " does", " not exist on ", bootstrap_servers,
+                     "; create ", missing.size() > 1 ? "them" : "it",
+                     " (retryd does not create topics on a "
+                     "real cluster)"));
   }
   return absl::OkStatus();
 }
@@ -66,21 +67,20 @@ absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
   user.emplace("client.id", "retryd-lag-probe");
   // A consumer handle that never subscribes reads the group's offsets
   // without becoming a member.
-  absl::StatusOr<ConfPtr> conf = MakeConf(bootstrap_servers, user,
-                                          {{"group.id", group_id}, {"enable.auto.commit", "false"}});
+  absl::StatusOr<ConfPtr> conf =
+      MakeConf(bootstrap_servers, user, {{"group.id", group_id}, {"enable.auto.commit", "false"}});
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   return std::unique_ptr<GroupLagProbe>(new GroupLagProbe(*std::move(rk), group_id, topic));
 }
 
-absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(
-    absl::Duration timeout) const {
+absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<int> partitions = PartitionCount(rk_.get(), topic_, timeout);
   if (!partitions.ok()) return partitions.status();
-  std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
-      list(rd_kafka_topic_partition_list_new(*partitions), rd_kafka_topic_partition_list_destroy);
+  std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)> list(
+      rd_kafka_topic_partition_list_new(*partitions), rd_kafka_topic_partition_list_destroy);
   for (int p = 0; p < *partitions; ++p) {
     rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
   }

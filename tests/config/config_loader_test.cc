@@ -515,15 +515,14 @@ kafka {
 // every GetStatus answer: refused, pointing to the two secret maps, without
 // repeating the value.
 TEST(ConfigLoaderTest, SecretsAreRefusedInPlainProperties) {
-  for (const char* key :
-       {"sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
-        "ssl.key.pem", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
-        "ssl.truststore.password"}) {
+  for (const char* key : {"sasl.password", "sasl.jaas.config", "ssl.key.password",
+                          "ssl.keystore.password", "ssl.key.pem", "sasl.oauthbearer.client.secret",
+                          "sasl.oauthbearer.config", "ssl.truststore.password"}) {
     SCOPED_TRACE(key);
-    const std::string error = ErrorOf(WithBase(absl::StrCat(
-        "kafka {\n  properties { key: \"security.protocol\" value: \"SASL_SSL\" }\n"
-        "  properties { key: \"",
-        key, "\" value: \"hunter2-in-the-file\" }\n}")));
+    const std::string error = ErrorOf(WithBase(
+        absl::StrCat("kafka {\n  properties { key: \"security.protocol\" value: \"SASL_SSL\" }\n"
+                     "  properties { key: \"",
+                     key, "\" value: \"hunter2-in-the-file\" }\n}")));
     EXPECT_THAT(error, HasSubstr(absl::StrCat("test.textproto:3: kafka.properties[\"", key,
                                               "\"]: holds a secret")));
     EXPECT_THAT(error, HasSubstr("kafka.properties_from_env"));

@@ -286,8 +286,8 @@ TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
   EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
   const int64_t consumed = engine_->engine->Totals().consumed;
   testing::ProduceKeys(engine_->topics.input, {"ok-after-cancelled-drain"});
-  EXPECT_TRUE(WaitFor([&] { return engine_->engine->Totals().consumed > consumed; },
-                      absl::Seconds(30)))
+  EXPECT_TRUE(
+      WaitFor([&] { return engine_->engine->Totals().consumed > consumed; }, absl::Seconds(30)))
       << "input does not flow again";
 }
 

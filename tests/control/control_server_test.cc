@@ -539,11 +539,12 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   // A secret from the environment: GetStatus names the variable only.
   ASSERT_EQ(setenv("RETRYD_TEST_KAFKA_PASSWORD", "hunter2-from-env", 1), 0);
   absl::Cleanup unset = [] { unsetenv("RETRYD_TEST_KAFKA_PASSWORD"); };
-  const std::string config = WriteConfig(
-      dir, "kafka { properties_from_env { key: \"sasl.password\" value: "
-           "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
+  const std::string config =
+      WriteConfig(dir,
+                  "kafka { properties_from_env { key: \"sasl.password\" value: "
+                  "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
   RetrydProcess retryd(dir + "/retryd", {"--config", config, "--listen", "127.0.0.1:0",
-                             "--summary_interval_s", "0"});
+                                         "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
   ASSERT_TRUE(WaitFor(
       [&] {

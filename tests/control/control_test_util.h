@@ -50,7 +50,6 @@ struct EngineUnderTest {
 std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
                                              int max_threads);
 
-
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());

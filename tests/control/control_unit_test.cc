@@ -344,8 +344,8 @@ TEST_F(ControlConfigTest, ReadsTheTokenFromAFileOrTheEnvironment) {
 // Beyond loopback the config must name a token or mutual TLS, or opt in;
 // unix sockets and loopback names are local.
 TEST_F(ControlConfigTest, RemoteListenAddressNeedsAuthenticationOrTheOptIn) {
-  for (const char* local : {"127.0.0.1:0", "127.1.2.3:0", "[::1]:0", "localhost:0",
-                            "unix:/run/retryd.sock"}) {
+  for (const char* local :
+       {"127.0.0.1:0", "127.1.2.3:0", "[::1]:0", "localhost:0", "unix:/run/retryd.sock"}) {
     config_.set_listen_address(local);
     EXPECT_TRUE(Load().ok()) << local << ": " << Load();
   }

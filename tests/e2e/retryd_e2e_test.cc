@@ -89,7 +89,6 @@ std::string Tail(const std::string& text, size_t lines) {
   return text.substr(pos == 0 ? 0 : pos + 1);
 }
 
-
 // Keys as the engine integration test mixes them: perm- go to the
 // dead-letter topic, flaky- succeed on their third attempt, ok- at once.
 std::vector<std::string> MixedKeys(int n, const std::string& tag = "") {
@@ -153,8 +152,7 @@ std::string First(const std::vector<std::string>& v, size_t n = 10) {
 
 // A config on Broker() over `topics` in group `group`: fast commits and
 // backoff, one retry thread, the simulate processor with `latency_ms`.
-std::string ClusterConfig(const TestTopics& topics, const std::string& group,
-                          uint32_t latency_ms) {
+std::string ClusterConfig(const TestTopics& topics, const std::string& group, uint32_t latency_ms) {
   std::string debug;
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
   if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG"); d != nullptr && *d != 0) {
@@ -164,19 +162,31 @@ std::string ClusterConfig(const TestTopics& topics, const std::string& group,
       "# Written by retryd_e2e_test.\n"
       "listen_address: \"127.0.0.1:0\"\n"
       "kafka {\n"
-      "  bootstrap_servers: \"", Broker().bootstrap_servers(), "\"\n"
+      "  bootstrap_servers: \"",
+      Broker().bootstrap_servers(),
+      "\"\n"
       "  properties { key: \"session.timeout.ms\" value: \"6000\" }\n"
       "  properties { key: \"heartbeat.interval.ms\" value: \"1000\" }\n",
       debug,
       "}\n"
-      "group_id: \"", group, "\"\n"
-      "input_topics: \"", topics.input, "\"\n"
-      "output_topic: \"", topics.output, "\"\n"
-      "dead_letter_topic: \"", topics.dlq, "\"\n"
+      "group_id: \"",
+      group,
+      "\"\n"
+      "input_topics: \"",
+      topics.input,
+      "\"\n"
+      "output_topic: \"",
+      topics.output,
+      "\"\n"
+      "dead_letter_topic: \"",
+      topics.dlq,
+      "\"\n"
       "commit_interval_ms: 200\n"
       "shutdown_timeout_ms: 10000\n"
       "retry {\n"
-      "  topic: \"", topics.retry, "\"\n"
+      "  topic: \"",
+      topics.retry,
+      "\"\n"
       "  threads: 1\n"
       "  seed: 42\n"
       "  backoff { initial_ms: 20 max_ms: 200 }\n"
@@ -184,7 +194,9 @@ std::string ClusterConfig(const TestTopics& topics, const std::string& group,
       "processor {\n"
       "  simulate {\n"
       "    seed: 7\n"
-      "    latency_ms: ", latency_ms, "\n"
+      "    latency_ms: ",
+      latency_ms,
+      "\n"
       "    rule { key_prefix: \"perm-\" permanent: true }\n"
       "    rule { key_prefix: \"flaky-\" fail_attempts: 2 }\n"
       "  }\n"
@@ -197,8 +209,8 @@ class RetrydE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* tmp = std::getenv("TMPDIR");
-    std::string templ = absl::StrCat(tmp != nullptr && *tmp != 0 ? tmp : "/tmp",
-                                     "/retryd-e2e-XXXXXX");
+    std::string templ =
+        absl::StrCat(tmp != nullptr && *tmp != 0 ? tmp : "/tmp", "/retryd-e2e-XXXXXX");
     ASSERT_NE(mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
     dir_ = templ;
   }
@@ -245,7 +257,8 @@ TEST_F(RetrydE2eTest, CrashRecovery) {
     ASSERT_TRUE(WaitFor([&] { return !first.Running() || ReadAll(topics.output).size() >= 600; },
                         absl::Seconds(120)))
         << "fewer than 600 records in the output after 120 s";
-    ASSERT_TRUE(first.Running()) << "retryd " << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(first.Running()) << "retryd "
+                                 << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
     first.Signal(SIGKILL);
     const std::optional<int> status = first.WaitExit(absl::Seconds(30));
     ASSERT_TRUE(status.has_value()) << "retryd survived SIGKILL for 30 s";
@@ -269,7 +282,8 @@ TEST_F(RetrydE2eTest, CrashRecovery) {
           return after.Missing(keys).empty();
         },
         absl::Seconds(180));
-    ASSERT_TRUE(second.Running()) << "retryd " << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(second.Running()) << "retryd "
+                                  << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
     ASSERT_TRUE(all_done) << "after 180 s, keys missing: " << First(after.Missing(keys));
     second.Signal(SIGTERM);
     EXPECT_TRUE(ExitedWith(second.WaitExit(kExitTimeout), 0));
@@ -309,7 +323,8 @@ TEST_F(RetrydE2eTest, GracefulStopCommits) {
           return first_run.Missing(keys).empty();
         },
         absl::Seconds(120));
-    ASSERT_TRUE(first.Running()) << "retryd " << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(first.Running()) << "retryd "
+                                 << DescribeStatus(*first.WaitExit(absl::ZeroDuration()));
     ASSERT_TRUE(all_done) << "after 120 s, keys missing: " << First(first_run.Missing(keys));
     first.Signal(SIGTERM);
     ASSERT_TRUE(ExitedWith(first.WaitExit(kExitTimeout), 0));
@@ -327,7 +342,8 @@ TEST_F(RetrydE2eTest, GracefulStopCommits) {
         [&] { return !second.Running() || Keys(ReadAll(topics.output)).contains("ok-last"); },
         absl::Seconds(120)))
         << "ok-last not in the output after 120 s";
-    ASSERT_TRUE(second.Running()) << "retryd " << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
+    ASSERT_TRUE(second.Running()) << "retryd "
+                                  << DescribeStatus(*second.WaitExit(absl::ZeroDuration()));
     second.Signal(SIGTERM);
     EXPECT_TRUE(ExitedWith(second.WaitExit(kExitTimeout), 0));
   }
@@ -335,9 +351,8 @@ TEST_F(RetrydE2eTest, GracefulStopCommits) {
 
   // What the second run added, beyond the first run's records.
   std::multiset<std::string> added_output, added_dlq;
-  std::set_difference(second_run.output.begin(), second_run.output.end(),
-                      first_run.output.begin(), first_run.output.end(),
-                      std::inserter(added_output, added_output.end()));
+  std::set_difference(second_run.output.begin(), second_run.output.end(), first_run.output.begin(),
+                      first_run.output.end(), std::inserter(added_output, added_output.end()));
   std::set_difference(second_run.dlq.begin(), second_run.dlq.end(), first_run.dlq.begin(),
                       first_run.dlq.end(), std::inserter(added_dlq, added_dlq.end()));
   EXPECT_THAT(added_output, ::testing::ElementsAre("ok-last"))
@@ -446,15 +461,15 @@ TEST_F(RetrydE2eTest, DemoRuns) {
     for (int64_t consumed : ConsumedCounts(retryd.Stdout())) n += consumed > 0;
     return n;
   };
-  ASSERT_TRUE(WaitFor([&] { return !retryd.Running() || busy_summaries() >= 2; },
-                      absl::Seconds(90)))
+  ASSERT_TRUE(
+      WaitFor([&] { return !retryd.Running() || busy_summaries() >= 2; }, absl::Seconds(90)))
       << "fewer than 2 summary lines with consumed>0 after 90 s";
-  ASSERT_TRUE(retryd.Running()) << "retryd " << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
+  ASSERT_TRUE(retryd.Running()) << "retryd "
+                                << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
   ASSERT_GE(busy_summaries(), 2u);
   retryd.Signal(SIGINT);
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
-
 
 namespace retryctl_e2e {
 

@@ -81,8 +81,7 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(started.status().message(), HasSubstr("retry.max_threads is 3"));
   EXPECT_EQ(engine.StopRetryThreads(0, true).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine.StopRetryThreadsById({999}, true).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(engine.StopRetryThreadsById({999}, true).status().code(), absl::StatusCode::kNotFound);
 
   // A new thread is returned once it has joined the group.
   started = engine.StartRetryThreads(1, absl::Now() + kJoin);
@@ -285,8 +284,7 @@ TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
     ASSERT_TRUE(first.ok()) << first.status();
     ASSERT_TRUE((*first)->Start().ok());
     ProduceKeys(topics.input, flaky);
-    ASSERT_TRUE(
-        WaitFor([&] { return (*first)->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
+    ASSERT_TRUE(WaitFor([&] { return (*first)->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
     (*first)->Stop();
   }
 
@@ -295,8 +293,8 @@ TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
   ASSERT_TRUE(created.ok()) << created.status();
   Engine& engine = **created;
   ASSERT_TRUE(engine.Start().ok());
-  EXPECT_TRUE(WaitFor([&] { return AllIn(flaky, KeysOf(ReadAll(topics.output))); },
-                      absl::Seconds(60)))
+  EXPECT_TRUE(
+      WaitFor([&] { return AllIn(flaky, KeysOf(ReadAll(topics.output))); }, absl::Seconds(60)))
       << "the leftover retry records were not processed";
   EXPECT_TRUE(WaitFor([&] { return engine.state() == EngineState::kRunning; }, absl::Seconds(30)));
   EXPECT_TRUE(engine.in_order());

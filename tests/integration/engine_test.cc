@@ -25,15 +25,15 @@ namespace {
 using ::retryd::testing::AllAssigned;
 using ::retryd::testing::Broker;
 using ::retryd::testing::CreateTopics;
+using ::retryd::testing::ExpectEachKeyWhereItBelongs;
 using ::retryd::testing::HeaderValue;
+using ::retryd::testing::Keys;
+using ::retryd::testing::MixedKeys;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
 using ::retryd::testing::TestEngineOptions;
-using ::retryd::testing::WaitFor;
-using ::retryd::testing::ExpectEachKeyWhereItBelongs;
-using ::retryd::testing::Keys;
-using ::retryd::testing::MixedKeys;
 using ::retryd::testing::TestProcessor;
+using ::retryd::testing::WaitFor;
 using ::retryd::testing::WaitForOutcomes;
 using ::testing::HasSubstr;
 
@@ -56,7 +56,8 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   (*engine)->Stop();
 
   std::multiset<std::string> want_output, want_dlq;
-  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  for (const std::string& k : keys)
+    (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
   const std::vector<Record> output = ReadAll(topics.output);
   const std::vector<Record> dlq = ReadAll(topics.dlq);
   EXPECT_EQ(Keys(output), want_output);
@@ -128,7 +129,8 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
   (*engine)->Stop();
 
   std::multiset<std::string> want_output, want_dlq;
-  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  for (const std::string& k : keys)
+    (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
   EXPECT_EQ(Keys(ReadAll(topics.output)), want_output);
   EXPECT_EQ(Keys(ReadAll(topics.dlq)), want_dlq);
 }
@@ -184,7 +186,8 @@ TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
 
   const std::vector<Record> output = ReadAll(topics.output);
   std::multiset<std::string> want_output, want_dlq;
-  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  for (const std::string& k : keys)
+    (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
   EXPECT_EQ(Keys(output), want_output);
   EXPECT_EQ(Keys(ReadAll(topics.dlq)), want_dlq);
   EXPECT_TRUE(ReadAll(topics.retry).empty()) << "in order, nothing goes to the retry topic";
@@ -244,8 +247,8 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   const bool progressed_while_down =
       WaitFor([&] { return (*engine)->Totals().consumed >= before + 300; }, absl::Seconds(5));
   ASSERT_TRUE(broker.SetBrokerUp(2).ok());
-  std::cout << "faults: progress while broker 2 was down: " << (progressed_while_down ? "yes" : "no")
-            << "\n";
+  std::cout << "faults: progress while broker 2 was down: "
+            << (progressed_while_down ? "yes" : "no") << "\n";
 
   ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
   (*engine)->Stop();

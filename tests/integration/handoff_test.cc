@@ -7,8 +7,8 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,12 +16,12 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "retryd/v1/config.pb.h"
 #include "server/engine/engine.h"
 #include "server/engine/retry_headers.h"
-#include "server/processors/simulate.h"
-#include "retryd/v1/config.pb.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
+#include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 
@@ -82,8 +82,7 @@ TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
   kafka::ProducerOptions big_options;
   big_options.bootstrap_servers = Broker().bootstrap_servers();
   big_options.properties = {{"message.max.bytes", "2000000"}};
-  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-      kafka::Producer::Create(big_options);
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(big_options);
   ASSERT_TRUE(producer.ok()) << producer.status();
   OutgoingRecord big;
   big.topic = topics.input;
@@ -157,8 +156,8 @@ TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
   Broker().SetTopicError(topics.output, kUnknownTopicOrPartition);
   Broker().PushRequestErrors(kProduce, std::vector<int>(50, kUnknownTopicOrPartition));
   ProduceKeys(topics.input, after);  // Ahead of the injected errors: none of its own.
-  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; },
-                      absl::Seconds(60)))
+  ASSERT_TRUE(
+      WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; }, absl::Seconds(60)))
       << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
       << Primary(*engine)->last_error();
   Broker().ClearRequestErrors(kProduce);
@@ -186,8 +185,8 @@ TEST(HandOffTest, FatalProducerErrorFailsTheThreadWithoutCommittingPastIt) {
 
   ProduceKeys(topics.input, {"second", "third"});
   Broker().PushRequestErrors(kProduce, {kRequestTimedOut, kUnknownProducerId});
-  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; },
-                      absl::Seconds(60)))
+  ASSERT_TRUE(
+      WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; }, absl::Seconds(60)))
       << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
       << Primary(*engine)->last_error();
   Broker().ClearRequestErrors(kProduce);

@@ -52,9 +52,9 @@ int64_t MaxScheduled(const Engine& engine, ThreadRole role) {
   if (WaitFor([&] { return (missing = MissingKeys(topics, keys)).empty(); }, absl::Seconds(120))) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << missing.size() << " of " << keys.size()
-                                       << " keys have no outcome after 120 s, e.g. "
-                                       << missing.front();
+  return ::testing::AssertionFailure()
+         << missing.size() << " of " << keys.size() << " keys have no outcome after 120 s, e.g. "
+         << missing.front();
 }
 
 std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
@@ -81,8 +81,8 @@ TEST(LivenessTest, RetryPartitionPausedAtLookaheadResumesAfterRebalance) {
   const std::vector<std::string> keys = NumberedKeys("flaky-", 30);
   ProduceKeys(topics.input, keys);
   // The look-ahead is full: the retry partition is paused.
-  ASSERT_TRUE(WaitFor([&] { return MaxScheduled(*engine, ThreadRole::kRetry) >= 2; },
-                      absl::Seconds(60)));
+  ASSERT_TRUE(
+      WaitFor([&] { return MaxScheduled(*engine, ThreadRole::kRetry) >= 2; }, absl::Seconds(60)));
 
   absl::StatusOr<std::vector<int>> started =
       engine->StartRetryThreads(1, absl::Now() + absl::Seconds(60));
@@ -113,8 +113,8 @@ TEST(LivenessTest, InOrderPartitionPausedAtLookaheadResumesAfterRebalance) {
   std::vector<std::string> keys = {"flaky-0"};
   for (const std::string& k : NumberedKeys("ok-", 20)) keys.push_back(k);
   ProduceKeys(topics.input, keys);
-  ASSERT_TRUE(WaitFor([&] { return MaxScheduled(*first, ThreadRole::kPrimary) >= 2; },
-                      absl::Seconds(60)));
+  ASSERT_TRUE(
+      WaitFor([&] { return MaxScheduled(*first, ThreadRole::kPrimary) >= 2; }, absl::Seconds(60)));
 
   std::unique_ptr<Engine> second = StartEngine(options);
   ASSERT_NE(second, nullptr);
@@ -232,9 +232,9 @@ TEST(LivenessTest, SlowProcessorKeepsItsGroupMembership) {
   std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(/*latency_ms=*/800));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(90)));
-  ASSERT_TRUE(WaitFor(
-      [&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 12; },
-      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 12; },
+              absl::Seconds(30)));
   engine->Stop();
 
   // Evicted, the thread would have processed them all again.
@@ -272,7 +272,8 @@ TEST(LivenessTest, RetryGroupChangesLeaveOneLiveCopyPerKey) {
   }
   engine->Stop();
 
-  std::map<int32_t, int64_t> committed = CommittedOffsets(options.group_id + ".retry", topics.retry);
+  std::map<int32_t, int64_t> committed =
+      CommittedOffsets(options.group_id + ".retry", topics.retry);
   std::map<std::string, int> live;
   for (const Record& r : ReadAll(topics.retry)) {
     if (r.offset >= committed[r.partition]) ++live[*r.key];

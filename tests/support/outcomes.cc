@@ -98,10 +98,11 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
 // Every perm- key is in the DLQ and every other key in the output, and
 // nowhere else. Duplicates are allowed (rebalances and faults redo work);
 // their number is printed under `label`.
-void ExpectEachKeyWhereItBelongs(const TestTopics& topics,
-                                 const std::vector<std::string>& keys, const std::string& label) {
+void ExpectEachKeyWhereItBelongs(const TestTopics& topics, const std::vector<std::string>& keys,
+                                 const std::string& label) {
   std::set<std::string> want_output, want_dlq;
-  for (const std::string& k : keys) (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
+  for (const std::string& k : keys)
+    (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
   const std::multiset<std::string> output = Keys(ReadAll(topics.output));
   const std::multiset<std::string> dlq = Keys(ReadAll(topics.dlq));
   EXPECT_EQ(std::set<std::string>(output.begin(), output.end()), want_output);
@@ -109,7 +110,6 @@ void ExpectEachKeyWhereItBelongs(const TestTopics& topics,
   std::cout << label << ": duplicates in output " << output.size() - want_output.size()
             << ", in DLQ " << dlq.size() - want_dlq.size() << "\n";
 }
-
 
 std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
                                     std::unique_ptr<Processor> processor) {

@@ -14,8 +14,8 @@
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
 #include "server/engine/processor.h"
-#include "server/model/record.h"
 #include "server/engine/retry_headers.h"
+#include "server/model/record.h"
 #include "tests/support/test_cluster.h"
 
 namespace retryd::testing {
@@ -37,7 +37,8 @@ std::vector<std::string> MixedKeys(int n);
 std::multiset<std::string> Keys(const std::vector<Record>& records);
 
 // Keys among `keys` that are in neither the output nor the DLQ topic.
-std::vector<std::string> MissingKeys(const TestTopics& topics, const std::vector<std::string>& keys);
+std::vector<std::string> MissingKeys(const TestTopics& topics,
+                                     const std::vector<std::string>& keys);
 
 // Waits (up to `timeout`) until every key has an outcome and nothing is in
 // flight. Counts distinct keys, not records: after a rebalance or a fault

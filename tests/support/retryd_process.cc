@@ -42,8 +42,8 @@ std::string DescribeStatus(int status) {
 }
 
 RetrydProcess::RetrydProcess(const std::string& log_prefix, const std::vector<std::string>& args,
-                           const std::string& binary)
-  : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
+                             const std::string& binary)
+    : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
   std::vector<std::string> argv_strings = {binary};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   // librdkafka's debug lines (see ClusterConfig) are logged at debug level.

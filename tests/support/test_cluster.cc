@@ -52,7 +52,8 @@ EngineOptions TestEngineOptions(const TestTopics& topics) {
   o.commit_interval_ms = 200;
   o.shutdown_timeout_ms = 10000;
   // Faster group joins and failure detection on the mock cluster.
-  o.kafka_properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"},
+  o.kafka_properties = {{"session.timeout.ms", "6000"},
+                        {"heartbeat.interval.ms", "500"},
                         {"topic.metadata.refresh.interval.ms", "1000"}};
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
   // The lines come at debug level, so that level is switched on too.

@@ -12,8 +12,8 @@
 #include "absl/time/time.h"
 #include "server/engine/engine.h"
 #include "server/engine/options.h"
-#include "server/model/record.h"
 #include "server/kafka/embedded_broker.h"
+#include "server/model/record.h"
 
 namespace retryd::testing {
 

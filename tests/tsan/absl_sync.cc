@@ -50,8 +50,8 @@ namespace {
 template <typename Fn>
 Fn Real(const char* qualifier, const char* rest) {
   const std::string ns = RETRYD_TSAN_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name = std::string("_Z") + qualifier + "4absl" +
-                           std::to_string(ns.size()) + ns + rest;
+  const std::string name =
+      std::string("_Z") + qualifier + "4absl" + std::to_string(ns.size()) + ns + rest;
   void* fn = dlsym(RTLD_NEXT, name.c_str());
   if (fn == nullptr) {
     std::fprintf(stderr, "tsan shim: %s not found in the loaded Abseil\n", name.c_str());

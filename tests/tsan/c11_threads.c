@@ -130,8 +130,7 @@ int cnd_broadcast(cnd_t* c) { return ErrMap(pthread_cond_broadcast(AsCond(c))); 
 
 int cnd_wait(cnd_t* c, mtx_t* m) { return ErrMap(pthread_cond_wait(AsCond(c), AsMutex(m))); }
 
-int cnd_timedwait(cnd_t* restrict c, mtx_t* restrict m,
-                  const struct timespec* restrict deadline) {
+int cnd_timedwait(cnd_t* restrict c, mtx_t* restrict m, const struct timespec* restrict deadline) {
   return ErrMap(pthread_cond_timedwait(AsCond(c), AsMutex(m), deadline));
 }
 
@@ -141,6 +140,4 @@ void cnd_destroy(cnd_t* c) { pthread_cond_destroy(AsCond(c)); }
 
 // TSan's pthread_once keeps its own protocol in the flag word, so every
 // call_once on a flag must come here, which interposition ensures.
-void call_once(once_flag* flag, void (*func)(void)) {
-  pthread_once((pthread_once_t*)flag, func);
-}
+void call_once(once_flag* flag, void (*func)(void)) { pthread_once((pthread_once_t*)flag, func); }

@@ -29,10 +29,10 @@ static void* Next(void** slot, const char* name) {
   return fn;
 }
 
-#define RETRYD_FORWARD_RWLOCK(name)                            \
-  int name(pthread_rwlock_t* lock) {                           \
-    static void* next;                                         \
-    return ((RwlockFn)Next(&next, #name))(lock);               \
+#define RETRYD_FORWARD_RWLOCK(name)              \
+  int name(pthread_rwlock_t* lock) {             \
+    static void* next;                           \
+    return ((RwlockFn)Next(&next, #name))(lock); \
   }
 
 RETRYD_FORWARD_RWLOCK(pthread_rwlock_rdlock)

@@ -63,18 +63,14 @@ TEST(BackoffTest, HugeExponentsSaturateAtMax) {
   EXPECT_EQ(Backoff::CapMs(Options(100, 2.0, 60000), 1024), 60000);
   EXPECT_EQ(Backoff::CapMs(Options(100, 2.0, 60000), 1025), 60000);
   EXPECT_EQ(Backoff::CapMs(Options(100, 2.0, 60000), 1026), 60000);
-  EXPECT_EQ(
-      Backoff::CapMs(Options(100, 2.0, 60000), std::numeric_limits<int>::max()),
-      60000);
+  EXPECT_EQ(Backoff::CapMs(Options(100, 2.0, 60000), std::numeric_limits<int>::max()), 60000);
   EXPECT_EQ(Backoff::CapMs(Options(1, 1e300, 60000), 3), 60000);
   // Caps near INT64_MAX must not wrap negative when converted back.
   EXPECT_EQ(Backoff::CapMs(Options(kMax, 2.0, kMax), 1), kMax);
   EXPECT_EQ(Backoff::CapMs(Options(kMax / 2, 2.0, kMax), 2), kMax);
   EXPECT_EQ(Backoff::CapMs(Options(1, 2.0, kMax), 64), kMax);
   EXPECT_EQ(Backoff::CapMs(Options(1, 2.0, kMax), 63), int64_t{1} << 62);
-  EXPECT_EQ(
-      Backoff::CapMs(Options(1, 2.0, kMax), std::numeric_limits<int>::max()),
-      kMax);
+  EXPECT_EQ(Backoff::CapMs(Options(1, 2.0, kMax), std::numeric_limits<int>::max()), kMax);
 }
 
 TEST(BackoffTest, InvalidOptionsNeverGiveNegativeOrNonsense) {

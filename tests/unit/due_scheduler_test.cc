@@ -18,8 +18,7 @@ const TopicPartition kP0{"retry", 0};
 const TopicPartition kP1{"retry", 1};
 const TopicPartition kOther{"retry-b", 0};
 
-HeldRecord Held(const TopicPartition& source, int64_t source_offset,
-                int64_t due_ms) {
+HeldRecord Held(const TopicPartition& source, int64_t source_offset, int64_t due_ms) {
   HeldRecord h;
   h.source = source;
   h.source_offset = source_offset;
@@ -184,9 +183,9 @@ TEST(DueSchedulerTest, DropPartitionRemovesOnlyThatPartition) {
   ASSERT_EQ(rest.size(), 20u);
   for (size_t i = 1; i < rest.size(); ++i) {
     EXPECT_NE(rest[i].source, kP1);
-    const bool ordered = rest[i - 1].due_ms < rest[i].due_ms ||
-                         (rest[i - 1].due_ms == rest[i].due_ms &&
-                          rest[i - 1].source_offset < rest[i].source_offset);
+    const bool ordered =
+        rest[i - 1].due_ms < rest[i].due_ms ||
+        (rest[i - 1].due_ms == rest[i].due_ms && rest[i - 1].source_offset < rest[i].source_offset);
     EXPECT_TRUE(ordered) << "position " << i;
   }
   EXPECT_EQ(rest.front().due_ms, 960);

@@ -1,5 +1,3 @@
-#include "server/kafka/properties.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
+#include "server/kafka/properties.h"
 
 namespace retryd::kafka {
 namespace {

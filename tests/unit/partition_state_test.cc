@@ -6,8 +6,8 @@ namespace retryd {
 namespace {
 
 TEST(PartitionStateTest, RoundTrips) {
-  const InPlaceRetry retry{.offset = 41, .attempt = 3, .first_failure_ms = 1700000000000,
-                           .due_ms = 1700000005000};
+  const InPlaceRetry retry{
+      .offset = 41, .attempt = 3, .first_failure_ms = 1700000000000, .due_ms = 1700000005000};
   const std::string encoded = EncodeInPlaceRetry(retry);
   EXPECT_EQ(encoded,
             "retryd/1 offset=41 attempt=3 first-failure-ms=1700000000000 due-ms=1700000005000");

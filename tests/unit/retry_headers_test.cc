@@ -52,8 +52,7 @@ Headers Without(Headers headers, std::string_view key) {
   return headers;
 }
 
-Headers WithValue(Headers headers, std::string_view key,
-                  std::optional<std::string> value) {
+Headers WithValue(Headers headers, std::string_view key, std::optional<std::string> value) {
   int replaced = 0;
   for (Header& h : headers) {
     if (h.key == key) {
@@ -70,22 +69,21 @@ Headers WithValue(Headers headers, std::string_view key,
 // std::string_view: Debian's Abseil has its own absl::string_view, which
 // StrCat takes and std::string_view does not convert to.
 const std::vector<std::string>& RequiredHeaders() {
-  static const auto* kHeaders =
-      new std::vector<std::string>{"retryd-attempt",
-                                   "retryd-due-ms",
-                                   "retryd-first-failure-ms",
-                                   "retryd-original-topic",
-                                   "retryd-original-partition",
-                                   "retryd-original-offset",
-                                   "retryd-original-timestamp-ms"};
+  static const auto* kHeaders = new std::vector<std::string>{"retryd-attempt",
+                                                             "retryd-due-ms",
+                                                             "retryd-first-failure-ms",
+                                                             "retryd-original-topic",
+                                                             "retryd-original-partition",
+                                                             "retryd-original-offset",
+                                                             "retryd-original-timestamp-ms"};
   return *kHeaders;
 }
 
 const std::vector<std::string>& IntegerHeaders() {
-  static const auto* kHeaders = new std::vector<std::string>{
-      "retryd-attempt",          "retryd-due-ms",
-      "retryd-first-failure-ms", "retryd-original-partition",
-      "retryd-original-offset",  "retryd-original-timestamp-ms"};
+  static const auto* kHeaders =
+      new std::vector<std::string>{"retryd-attempt",          "retryd-due-ms",
+                                   "retryd-first-failure-ms", "retryd-original-partition",
+                                   "retryd-original-offset",  "retryd-original-timestamp-ms"};
   return *kHeaders;
 }
 
@@ -104,16 +102,15 @@ TEST(RetryHeadersTest, HeaderNames) {
 TEST(RetryHeadersTest, WritesEightDecimalHeadersAfterTheOriginals) {
   const Headers original = {{"trace-id", "abc"}, {"bin", kBinary}};
   const Headers out = WithRetryHeaders(original, SampleMetadata());
-  EXPECT_THAT(
-      out, ElementsAre(Header{"trace-id", "abc"}, Header{"bin", kBinary},
-                       Header{"retryd-attempt", "3"},
-                       Header{"retryd-due-ms", "1700000000123"},
-                       Header{"retryd-first-failure-ms", "1700000000000"},
-                       Header{"retryd-original-topic", "orders.v1_eu-west"},
-                       Header{"retryd-original-partition", "7"},
-                       Header{"retryd-original-offset", "123456789"},
-                       Header{"retryd-original-timestamp-ms", "1699999999999"},
-                       Header{"retryd-error", "timeout talking to billing"}));
+  EXPECT_THAT(out,
+              ElementsAre(Header{"trace-id", "abc"}, Header{"bin", kBinary},
+                          Header{"retryd-attempt", "3"}, Header{"retryd-due-ms", "1700000000123"},
+                          Header{"retryd-first-failure-ms", "1700000000000"},
+                          Header{"retryd-original-topic", "orders.v1_eu-west"},
+                          Header{"retryd-original-partition", "7"},
+                          Header{"retryd-original-offset", "123456789"},
+                          Header{"retryd-original-timestamp-ms", "1699999999999"},
+                          Header{"retryd-error", "timeout talking to billing"}));
 }
 
 TEST(RetryHeadersTest, RoundTripKeepsOriginalHeadersByteForByte) {
@@ -156,12 +153,10 @@ TEST(RetryHeadersTest, OldRetrydHeadersAreReplacedNotDuplicated) {
   second.error = "second failure";
   const Headers trip2 = WithRetryHeaders(trip1, second);
 
-  EXPECT_EQ(StripRetrydHeaders(trip2),
-            (Headers{{"a", "1"}, {"z", std::nullopt}}));
-  EXPECT_EQ(
-      std::count_if(trip2.begin(), trip2.end(),
-                    [](const Header& h) { return h.key == "retryd-attempt"; }),
-      1);
+  EXPECT_EQ(StripRetrydHeaders(trip2), (Headers{{"a", "1"}, {"z", std::nullopt}}));
+  EXPECT_EQ(std::count_if(trip2.begin(), trip2.end(),
+                          [](const Header& h) { return h.key == "retryd-attempt"; }),
+            1);
   EXPECT_EQ(trip2.size(), 2u + 8u);
   absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(trip2);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -179,8 +174,7 @@ TEST(RetryHeadersTest, RoundTripOfExtremeValues) {
   m.original_offset = 0;
   m.original_timestamp_ms = -1;
   m.error = std::string("bin\0\xff err \xc3\xa9", 13);
-  absl::StatusOr<RetryMetadata> parsed =
-      ParseRetryHeaders(WithRetryHeaders({}, m));
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(WithRetryHeaders({}, m));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, m);
 
@@ -216,8 +210,7 @@ TEST(RetryHeadersTest, UnknownRetrydHeadersAreIgnoredByParse) {
 }
 
 TEST(RetryHeadersTest, MissingErrorHeaderReadsAsEmpty) {
-  absl::StatusOr<RetryMetadata> parsed =
-      ParseRetryHeaders(Without(ValidHeaders(), kErrorHeader));
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(Without(ValidHeaders(), kErrorHeader));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->error, "");
   EXPECT_EQ(parsed->attempt, 3);
@@ -230,8 +223,7 @@ TEST(RetryHeadersTest, EmptyHeadersReportTheFirstMissingHeader) {
 TEST(RetryHeadersTest, EachRequiredHeaderMissing) {
   for (const std::string& name : RequiredHeaders()) {
     SCOPED_TRACE(name);
-    ExpectInvalid(Without(ValidHeaders(), name),
-                  absl::StrCat("missing header ", name));
+    ExpectInvalid(Without(ValidHeaders(), name), absl::StrCat("missing header ", name));
   }
 }
 
@@ -251,9 +243,8 @@ TEST(RetryHeadersTest, EachHeaderDuplicated) {
   for (const std::string& name : all) {
     SCOPED_TRACE(name);
     Headers headers = ValidHeaders();
-    const Header copy =
-        *std::find_if(headers.begin(), headers.end(),
-                      [&name](const Header& h) { return h.key == name; });
+    const Header copy = *std::find_if(headers.begin(), headers.end(),
+                                      [&name](const Header& h) { return h.key == name; });
     headers.push_back(copy);  // Even an identical copy is ambiguous.
     ExpectInvalid(headers, absl::StrCat("header ", name, " appears 2 times"));
     headers.push_back(copy);
@@ -263,17 +254,15 @@ TEST(RetryHeadersTest, EachHeaderDuplicated) {
 
 TEST(RetryHeadersTest, EachIntegerHeaderRejectsNonDecimalText) {
   const std::vector<std::string> bad = {
-      "",     "+1",      " 1",   "1 ",    "\t1",   "1\n",
-      "12x",  "x12",     "0x10", "1.5",   "1e3",   "-",
-      "--1",  "-+1",     "+",    "1,000", "1_000", std::string("1\0", 2),
+      "",     "+1",      " 1", "1 ",  "\t1", "1\n", "12x",   "x12",   "0x10",
+      "1.5",  "1e3",     "-",  "--1", "-+1", "+",   "1,000", "1_000", std::string("1\0", 2),
       "\xff", "\xd9\xa1" /* Arabic-Indic 1 */};
   for (const std::string& name : IntegerHeaders()) {
     for (const std::string& value : bad) {
       SCOPED_TRACE(absl::StrCat(name, " = \"", absl::CHexEscape(value), "\""));
-      ExpectInvalid(
-          WithValue(ValidHeaders(), name, value),
-          absl::StrCat("header ", name, " is not a decimal integer: \"",
-                       absl::CHexEscape(value), "\""));
+      ExpectInvalid(WithValue(ValidHeaders(), name, value),
+                    absl::StrCat("header ", name, " is not a decimal integer: \"",
+                                 absl::CHexEscape(value), "\""));
     }
   }
 }
@@ -284,19 +273,17 @@ TEST(RetryHeadersTest, ErrorMessageQuotesOnlyAPrefixOfHugeValues) {
       ParseRetryHeaders(WithValue(ValidHeaders(), kDueMsHeader, value));
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().message(),
-            absl::StrCat("header retryd-due-ms is not a decimal integer: \"",
-                         value.substr(0, 64), "\"..."));
+            absl::StrCat("header retryd-due-ms is not a decimal integer: \"", value.substr(0, 64),
+                         "\"..."));
 }
 
 TEST(RetryHeadersTest, EachIntegerHeaderRejectsValuesBeyond64Bits) {
   for (const std::string& name : IntegerHeaders()) {
     for (const std::string value :
-         {"9223372036854775808", "-9223372036854775809",
-          "99999999999999999999999"}) {
+         {"9223372036854775808", "-9223372036854775809", "99999999999999999999999"}) {
       SCOPED_TRACE(absl::StrCat(name, " = ", value));
       ExpectInvalid(WithValue(ValidHeaders(), name, value),
-                    absl::StrCat("header ", name,
-                                 " does not fit in 64 bits: \"", value, "\""));
+                    absl::StrCat("header ", name, " does not fit in 64 bits: \"", value, "\""));
     }
   }
 }
@@ -318,8 +305,7 @@ struct RangeCase {
 
 TEST(RetryHeadersTest, OutOfRangeValues) {
   const std::vector<RangeCase> cases = {
-      {"retryd-attempt", "0",
-       "header retryd-attempt is out of range: 0 (must be in [1, 1000000])"},
+      {"retryd-attempt", "0", "header retryd-attempt is out of range: 0 (must be in [1, 1000000])"},
       {"retryd-attempt", "-1",
        "header retryd-attempt is out of range: -1 (must be in [1, 1000000])"},
       {"retryd-attempt", "1000001",
@@ -328,8 +314,7 @@ TEST(RetryHeadersTest, OutOfRangeValues) {
       {"retryd-attempt", "4294967297",  // Would wrap to 1 as a 32-bit int.
        "header retryd-attempt is out of range: 4294967297 (must be in [1, "
        "1000000])"},
-      {"retryd-due-ms", "-1",
-       "header retryd-due-ms is out of range: -1 (must be >= 0)"},
+      {"retryd-due-ms", "-1", "header retryd-due-ms is out of range: -1 (must be >= 0)"},
       {"retryd-due-ms", "-9223372036854775808",
        "header retryd-due-ms is out of range: -9223372036854775808 (must be >= "
        "0)"},
@@ -373,8 +358,7 @@ TEST(RetryHeadersTest, BadTopics) {
   const std::string too_long(kMaxTopicLength + 1, 'a');
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "header retryd-original-topic is empty"},
-      {too_long,
-       "header retryd-original-topic is longer than 249 characters: 250"},
+      {too_long, "header retryd-original-topic is longer than 249 characters: 250"},
       {"a b",
        "header retryd-original-topic is not a valid topic name (only "
        "[A-Za-z0-9._-]): \"a b\""},
@@ -395,19 +379,17 @@ TEST(RetryHeadersTest, BadTopics) {
   };
   for (const auto& [topic, message] : cases) {
     SCOPED_TRACE(absl::CHexEscape(topic));
-    ExpectInvalid(WithValue(ValidHeaders(), kOriginalTopicHeader, topic),
-                  message);
+    ExpectInvalid(WithValue(ValidHeaders(), kOriginalTopicHeader, topic), message);
   }
 }
 
 TEST(RetryHeadersTest, GoodTopics) {
   for (const std::string& topic :
        {std::string("a"), std::string("..."), std::string("_-."),
-        std::string("Orders.V2_eu-west-1"),
-        std::string(kMaxTopicLength, 'Z')}) {
+        std::string("Orders.V2_eu-west-1"), std::string(kMaxTopicLength, 'Z')}) {
     SCOPED_TRACE(topic);
-    absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(
-        WithValue(ValidHeaders(), kOriginalTopicHeader, topic));
+    absl::StatusOr<RetryMetadata> parsed =
+        ParseRetryHeaders(WithValue(ValidHeaders(), kOriginalTopicHeader, topic));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(parsed->original_topic, topic);
   }
@@ -425,8 +407,7 @@ TEST(RetryHeadersTest, ReportsOneProblemDeterministically) {
   headers.push_back({"retryd-original-offset", "1"});
   ExpectInvalid(headers, "header retryd-error has a null value");
   headers = WithValue(headers, "retryd-error", "");
-  ExpectInvalid(headers,
-                "header retryd-due-ms is not a decimal integer: \"bad\"");
+  ExpectInvalid(headers, "header retryd-due-ms is not a decimal integer: \"bad\"");
   headers = WithValue(headers, "retryd-due-ms", "5");
   ExpectInvalid(headers, "header retryd-original-topic is empty");
   headers = WithValue(headers, "retryd-original-topic", "t");
@@ -436,8 +417,7 @@ TEST(RetryHeadersTest, ReportsOneProblemDeterministically) {
 TEST(RetryHeadersTest, ErrorIsTruncatedTo1024Bytes) {
   RetryMetadata m = SampleMetadata();
   m.error = std::string(5000, 'e');
-  absl::StatusOr<RetryMetadata> parsed =
-      ParseRetryHeaders(WithRetryHeaders({}, m));
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(WithRetryHeaders({}, m));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->error, std::string(1024, 'e'));
 
@@ -512,22 +492,17 @@ TEST(StripRetrydHeadersTest, KeepsEverythingElseInOrder) {
                       {"retryd-error", std::nullopt},
                       {"xretryd-attempt", "1"},
                       {"", ""}};
-  EXPECT_EQ(StripRetrydHeaders(in), (Headers{{"x", std::nullopt},
-                                             {"y", kBinary},
-                                             {"xretryd-attempt", "1"},
-                                             {"", ""}}));
+  EXPECT_EQ(StripRetrydHeaders(in),
+            (Headers{{"x", std::nullopt}, {"y", kBinary}, {"xretryd-attempt", "1"}, {"", ""}}));
   EXPECT_TRUE(StripRetrydHeaders({}).empty());
 }
 
 TEST(SetHeaderTest, ReplacesEveryCopyAndAppends) {
-  Headers h = {
-      {"a", "1"}, {"k", "old1"}, {"b", std::nullopt}, {"k", std::nullopt}};
+  Headers h = {{"a", "1"}, {"k", "old1"}, {"b", std::nullopt}, {"k", std::nullopt}};
   SetHeader(h, "k", "new");
   EXPECT_EQ(h, (Headers{{"a", "1"}, {"b", std::nullopt}, {"k", "new"}}));
   SetHeader(h, "a", std::string("\0\xff", 2));
-  EXPECT_EQ(h, (Headers{{"b", std::nullopt},
-                        {"k", "new"},
-                        {"a", std::string("\0\xff", 2)}}));
+  EXPECT_EQ(h, (Headers{{"b", std::nullopt}, {"k", "new"}, {"a", std::string("\0\xff", 2)}}));
 }
 
 TEST(SetHeaderTest, AddsToEmpty) {
