@@ -30,7 +30,6 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/control/control_config.h"
-#include "tests/control/control_client.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/retryd_process.h"
 
@@ -41,13 +40,14 @@ using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::retryd::testing::Broker;
 using ::retryd::testing::Channel;
-using ::retryd::testing::ControlClient;
+using ::retryd::testing::Client;
 using ::retryd::testing::EngineUnderTest;
 using ::retryd::testing::ExitedWith;
 using ::retryd::testing::MakeTempDir;
 using ::retryd::testing::ReadFileOrEmpty;
 using ::retryd::testing::RetrydProcess;
 using ::retryd::testing::WaitFor;
+using ::retryd::testing::WatchStatus;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
@@ -131,9 +131,7 @@ TEST_F(ControlServerTest, PortInUseIsAClearError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("already in use"));
   EXPECT_THAT(s.message(), HasSubstr(Local(first)));
-  v1::GetStatusResponse status;
-  EXPECT_TRUE(ControlClient(Channel(Local(first))).GetStatus(&status).ok())
-      << "the first server is untouched";
+  EXPECT_TRUE(Client(Channel(Local(first)))->GetStatus().ok()) << "the first server is untouched";
 }
 
 // Stop() ends open streams itself rather than waiting out the grace period,
@@ -141,11 +139,10 @@ TEST_F(ControlServerTest, PortInUseIsAClearError) {
 TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
   ControlServer server(*engine_->engine);
   ASSERT_TRUE(server.Start(LocalOptions()).ok());
-  ControlClient client(Channel(Local(server)));
+  std::unique_ptr<RetrydClient> client = Client(Channel(Local(server)));
 
   struct Stream {
-    grpc::ClientContext context;
-    grpc::Status status;
+    absl::Status status;
     absl::Notification first, done;
   };
   std::vector<std::unique_ptr<Stream>> streams;
@@ -153,21 +150,18 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
   for (int i = 0; i < 12; ++i) {
     streams.push_back(std::make_unique<Stream>());
     Stream& stream = *streams.back();
-    stream.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
     const uint32_t interval = i % 2 == 0 ? 60'000 : 100;
     readers.emplace_back([&client, &stream, interval] {
-      auto reader = client.Watch(stream.context, interval);
-      v1::MetricsSnapshot snapshot;
-      while (reader->Read(&snapshot)) {
+      stream.status = client->Watch(interval, {}, [&stream](const v1::MetricsSnapshot&) {
         if (!stream.first.HasBeenNotified()) stream.first.Notify();
-      }
-      stream.status = reader->Finish();
+        return true;
+      });
       stream.done.Notify();
     });
   }
   // If an assertion below fails, the streams are cancelled and joined.
   absl::Cleanup end_readers = [&] {
-    for (auto& stream : streams) stream->context.TryCancel();
+    client->Cancel();
     for (std::thread& t : readers) {
       if (t.joinable()) t.join();
     }
@@ -177,7 +171,7 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
     ASSERT_TRUE(stream->first.WaitForNotificationWithTimeout(absl::Seconds(30)));
   }
 
-  // Neither the streams (deadline 10 min, next snapshot a minute away) nor
+  // Neither the streams (no deadline, next snapshot a minute away) nor
   // the grace period would end by themselves within half the grace: only
   // Stop() cancelling the streams does.
   constexpr absl::Duration kGrace = absl::Seconds(120);
@@ -186,13 +180,11 @@ TEST_F(ControlServerTest, StopWithOpenStreamsIsPrompt) {
   EXPECT_LT(absl::Now() - start, kGrace / 2) << "Stop() waited for the streams";
   for (auto& stream : streams) {
     EXPECT_TRUE(stream->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
-    EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE)
-        << stream->status.error_message();
+    EXPECT_EQ(stream->status.code(), absl::StatusCode::kUnavailable) << stream->status;
   }
   std::move(end_readers).Invoke();
-  v1::GetStatusResponse status;
-  EXPECT_EQ(client.GetStatus(&status, absl::Seconds(2)).error_code(),
-            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Client(Channel(Local(server)), "", absl::Seconds(2))->GetStatus().status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
@@ -200,31 +192,29 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
   ControlServerOptions options = LocalOptions();
   options.auth_token = "s3cret-token";
   ASSERT_TRUE(server.Start(options).ok());
-  ControlClient anonymous(Channel(Local(server)));
-  ControlClient wrong(Channel(Local(server)), "not-the-token");
-  ControlClient right(Channel(Local(server)), "s3cret-token");
+  std::unique_ptr<RetrydClient> anonymous = Client(Channel(Local(server)));
+  std::unique_ptr<RetrydClient> wrong = Client(Channel(Local(server)), "not-the-token");
+  std::unique_ptr<RetrydClient> right = Client(Channel(Local(server)), "s3cret-token");
 
-  for (ControlClient* client : {&anonymous, &wrong}) {
-    grpc::Status s = client->StartRetryThreads(1);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
-    s = client->StartRetryThreads(0);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "checked before the fields";
-    s = client->StopRetryThreads(1, {});
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    s = client->SetInOrder(false, false);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("s3cret-token")));
-    v1::GetStatusResponse status;
-    EXPECT_TRUE(client->GetStatus(&status).ok()) << "read-only RPCs stay open";
-    EXPECT_TRUE(client->WatchStatus(100).ok());
+  for (RetrydClient* client : {anonymous.get(), wrong.get()}) {
+    absl::Status s = client->StartRetryThreads(1).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+    s = client->StartRetryThreads(0).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << "checked before the fields";
+    s = client->StopRetryThreads(1, /*graceful=*/true).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+    s = client->SetInOrder(false, false).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("s3cret-token")));
+    EXPECT_TRUE(client->GetStatus().ok()) << "read-only RPCs stay open";
+    EXPECT_TRUE(WatchStatus(*client, 100).ok());
   }
-  EXPECT_THAT(anonymous.StartRetryThreads(1).error_message(), HasSubstr("Bearer"));
-  EXPECT_THAT(wrong.StartRetryThreads(1).error_message(), HasSubstr("wrong bearer token"));
+  EXPECT_THAT(anonymous->StartRetryThreads(1).status().message(), HasSubstr("Bearer"));
+  EXPECT_THAT(wrong->StartRetryThreads(1).status().message(), HasSubstr("wrong bearer token"));
 
-  const grpc::Status invalid = right.StartRetryThreads(0);
-  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "past the token check";
-  v1::SetInOrderResponse response;
-  EXPECT_TRUE(right.SetInOrder(false, false, &response).ok());
+  const absl::Status invalid = right->StartRetryThreads(0).status();
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << "past the token check";
+  EXPECT_TRUE(right->SetInOrder(false, false).ok());
   EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
 }
 
@@ -252,8 +242,7 @@ TEST_F(ControlServerTest, RemoteWithoutAuthenticationNeedsTheOptIn) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_THAT(log, HasSubstr("with no authentication (control.allow_unauthenticated_remote"));
-    v1::GetStatusResponse status;
-    EXPECT_TRUE(ControlClient(Channel(Local(server))).GetStatus(&status).ok());
+    EXPECT_TRUE(Client(Channel(Local(server)))->GetStatus().ok());
   }
   {
     ControlServer server(*engine_->engine);
@@ -271,11 +260,11 @@ TEST_F(ControlServerTest, FailedAuthenticationIsLoggedWithThePeer) {
   ControlServerOptions options = LocalOptions();
   options.auth_token = "s3cret-token";
   ASSERT_TRUE(server.Start(options).ok());
-  ControlClient wrong(Channel(Local(server)), "guessed-token");
+  std::unique_ptr<RetrydClient> wrong = Client(Channel(Local(server)), "guessed-token");
   ::testing::internal::CaptureStderr();
-  const grpc::Status s = wrong.SetInOrder(false, false);
+  const absl::Status s = wrong->SetInOrder(false, false).status();
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(log, HasSubstr("control: authentication failed for a call from ipv4:127.0.0.1:"));
   EXPECT_THAT(log, HasSubstr("wrong bearer token"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr("guessed-token")));
@@ -299,8 +288,10 @@ TEST_F(ControlServerTest, GetStatusNeverShowsASecret) {
   ControlServer server(*engine_->engine);
   ASSERT_TRUE(server.Start(*options).ok());
 
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(ControlClient(Channel(Local(server))).GetStatus(&status).ok());
+  const absl::StatusOr<v1::GetStatusResponse> response =
+      Client(Channel(Local(server)))->GetStatus();
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::GetStatusResponse& status = *response;
   const auto& shown = status.config().kafka().properties();
   EXPECT_EQ(shown.at("security.protocol"), "SASL_SSL");
   EXPECT_EQ(shown.at("sasl.password"), "<redacted>");
@@ -316,18 +307,17 @@ TEST_F(ControlServerTest, ReadOnlyNeedsTheTokenWhenConfigured) {
   options.auth_token = "s3cret-token";
   options.read_only_requires_token = true;
   ASSERT_TRUE(server.Start(options).ok());
-  ControlClient anonymous(Channel(Local(server)));
-  ControlClient right(Channel(Local(server)), "s3cret-token");
-  v1::GetStatusResponse status;
-  EXPECT_EQ(anonymous.GetStatus(&status).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(anonymous.WatchStatus(100).error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(right.GetStatus(&status).ok());
-  EXPECT_TRUE(right.WatchStatus(100).ok());
+  const std::shared_ptr<grpc::Channel> channel = Channel(Local(server));
+  std::unique_ptr<RetrydClient> anonymous = Client(channel);
+  std::unique_ptr<RetrydClient> right = Client(Channel(Local(server)), "s3cret-token");
+  EXPECT_EQ(anonymous->GetStatus().status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(WatchStatus(*anonymous, 100).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(right->GetStatus().ok());
+  EXPECT_TRUE(WatchStatus(*right, 100).ok());
 
   // Health and reflection never need the token.
-  EXPECT_GE(Health(anonymous.channel(), ""), 0);
-  absl::StatusOr<std::vector<std::string>> services =
-      testing::ReflectionListServices(anonymous.channel());
+  EXPECT_GE(Health(channel, ""), 0);
+  absl::StatusOr<std::vector<std::string>> services = testing::ReflectionListServices(channel);
   ASSERT_TRUE(services.ok()) << services.status();
   EXPECT_THAT(*services, Contains("retryd.v1.Control"));
   EXPECT_THAT(*services, Contains("grpc.health.v1.Health"));
@@ -396,15 +386,15 @@ TEST_F(ControlServerTest, TlsServesOnlyTls) {
   ControlServer server(*engine_->engine);
   ASSERT_TRUE(server.Start(*options).ok());
 
-  v1::GetStatusResponse status;
-  grpc::Status s =
-      ControlClient(TlsChannel(Local(server), ReadFileOrEmpty(cert->cert))).GetStatus(&status);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  s = ControlClient(Channel(Local(server))).GetStatus(&status, absl::Seconds(3));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "plaintext is refused";
-  s = ControlClient(TlsChannel(Local(server), ReadFileOrEmpty(stranger->cert)))
-          .GetStatus(&status, absl::Seconds(3));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "an untrusted server is refused";
+  absl::Status s =
+      Client(TlsChannel(Local(server), ReadFileOrEmpty(cert->cert)))->GetStatus().status();
+  EXPECT_TRUE(s.ok()) << s;
+  s = Client(Channel(Local(server)), "", absl::Seconds(3))->GetStatus().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "plaintext is refused";
+  s = Client(TlsChannel(Local(server), ReadFileOrEmpty(stranger->cert)), "", absl::Seconds(3))
+          ->GetStatus()
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "an untrusted server is refused";
 }
 
 TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
@@ -420,13 +410,12 @@ TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
   ASSERT_TRUE(server.Start(*options).ok());
   const std::string root = ReadFileOrEmpty(cert->cert);
 
-  v1::GetStatusResponse status;
-  grpc::Status s = ControlClient(TlsChannel(Local(server), root, client)).GetStatus(&status);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  s = ControlClient(TlsChannel(Local(server), root)).GetStatus(&status, absl::Seconds(3));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "no client certificate";
-  s = ControlClient(TlsChannel(Local(server), root, stranger)).GetStatus(&status, absl::Seconds(3));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << "a certificate it did not sign";
+  absl::Status s = Client(TlsChannel(Local(server), root, client))->GetStatus().status();
+  EXPECT_TRUE(s.ok()) << s;
+  s = Client(TlsChannel(Local(server), root), "", absl::Seconds(3))->GetStatus().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "no client certificate";
+  s = Client(TlsChannel(Local(server), root, stranger), "", absl::Seconds(3))->GetStatus().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "a certificate it did not sign";
 }
 
 // ---- health --------------------------------------------------------------------
@@ -457,15 +446,16 @@ TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
   EXPECT_TRUE(
       WaitFor([&] { return both_are(HealthCheckResponse::NOT_SERVING); }, absl::Seconds(30)))
       << "still " << Health(channel, "") << " with every broker down";
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(ControlClient(channel).GetStatus(&status).ok());
-  EXPECT_FALSE(status.kafka_reachable());
+  absl::StatusOr<v1::GetStatusResponse> status = Client(channel)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_FALSE(status->kafka_reachable());
 
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(Broker().SetBrokerUp(id).ok());
   EXPECT_TRUE(WaitFor([&] { return both_are(HealthCheckResponse::SERVING); }, absl::Seconds(60)))
       << "still " << Health(channel, "") << " with the brokers back";
-  ASSERT_TRUE(ControlClient(channel).GetStatus(&status).ok());
-  EXPECT_TRUE(status.kafka_reachable());
+  status = Client(channel)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->kafka_reachable());
   server.Stop();
   engine->engine->Stop();
 }
@@ -561,9 +551,9 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   ASSERT_GT(port, 0);
 
   auto channel = Channel(absl::StrCat("127.0.0.1:", port));
-  v1::GetStatusResponse status;
-  const grpc::Status s = ControlClient(channel).GetStatus(&status);
-  ASSERT_TRUE(s.ok()) << s.error_message();
+  const absl::StatusOr<v1::GetStatusResponse> response = Client(channel)->GetStatus();
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::GetStatusResponse& status = *response;
   EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
   EXPECT_EQ(status.config().group_id(), "control-main");
   EXPECT_EQ(status.config().kafka().properties_from_env().at("sasl.password"),

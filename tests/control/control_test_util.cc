@@ -83,6 +83,30 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target,
   return grpc::CreateChannel(target, std::move(credentials));
 }
 
+std::unique_ptr<RetrydClient> Client(std::shared_ptr<grpc::Channel> channel,
+                                     const std::string& token, absl::Duration timeout) {
+  ClientOptions options;
+  options.token = token;
+  options.timeout = timeout;
+  return RetrydClient::CreateWithChannel(std::move(channel), std::move(options));
+}
+
+std::vector<uint32_t> RetryThreadIds(RetrydClient& client) {
+  std::vector<uint32_t> ids;
+  absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
+  if (!status.ok()) return ids;
+  for (const v1::ThreadInfo& t : status->threads()) {
+    if (t.role() == v1::RETRY) ids.push_back(t.thread_id());
+  }
+  return ids;
+}
+
+absl::Status WatchStatus(RetrydClient& client, uint32_t interval_ms,
+                         const std::vector<uint32_t>& thread_ids) {
+  // Returning false ends the stream after its first snapshot, with OK.
+  return client.Watch(interval_ms, thread_ids, [](const v1::MetricsSnapshot&) { return false; });
+}
+
 void Prepare(grpc::ClientContext& context, absl::Duration timeout, const std::string& token) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (!token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token));

@@ -1,5 +1,5 @@
-// Helpers for the control-plane tests: an engine on the mock cluster, a
-// client on the generated stub, self-signed certificates, reflection.
+// Helpers for the control-plane tests: an engine on the mock cluster,
+// RetrydClients, self-signed certificates, reflection.
 #ifndef RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
 #define RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
 
@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/retryd_client.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/engine/engine.h"
@@ -53,6 +55,20 @@ std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
+
+// A RetrydClient on `channel`, sending `token` (if not empty), each unary
+// call bounded by `timeout`.
+std::unique_ptr<RetrydClient> Client(std::shared_ptr<grpc::Channel> channel,
+                                     const std::string& token = "",
+                                     absl::Duration timeout = absl::Seconds(60));
+
+// The ids of the running retry threads; empty if GetStatus fails.
+std::vector<uint32_t> RetryThreadIds(RetrydClient& client);
+
+// The status a WatchMetrics stream ends with when the server refuses it at
+// once; OK once the first snapshot arrives.
+absl::Status WatchStatus(RetrydClient& client, uint32_t interval_ms,
+                         const std::vector<uint32_t>& thread_ids = {});
 
 // Sets a deadline `timeout` from now and, if `token` is not empty, the
 // bearer token.
