@@ -1,5 +1,7 @@
 // The control API end to end: a real ControlServer on 127.0.0.1:0 in front
-// of a real engine on the mock cluster, driven through the generated stub.
+// of a real engine on the mock cluster, driven through RetrydClient (and the
+// generated stub where a test needs a request or a status RetrydClient does
+// not give).
 // The suite shares one engine (a new consumer group takes seconds to get
 // its first assignment); each test leaves it with one retry thread, not in
 // order.
@@ -19,7 +21,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/control/control_server.h"
-#include "tests/control/control_client.h"
 #include "tests/control/control_test_util.h"
 
 namespace retryd::control {
@@ -27,9 +28,11 @@ namespace {
 
 using ::retryd::testing::Broker;
 using ::retryd::testing::Channel;
-using ::retryd::testing::ControlClient;
+using ::retryd::testing::Client;
 using ::retryd::testing::EngineUnderTest;
+using ::retryd::testing::RetryThreadIds;
 using ::retryd::testing::WaitFor;
+using ::retryd::testing::WatchStatus;
 using ::testing::ContainsRegex;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -37,6 +40,17 @@ using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
 constexpr int kMaxRetryThreads = 4;
+
+// A WatchMetrics stream on the generated stub, for the tests that assert the
+// status a stream ends with once the client cancels it: RetrydClient reports
+// its own cancellation as OK, not as the CANCELLED the stream ends with.
+std::unique_ptr<grpc::ClientReader<v1::MetricsSnapshot>> WatchOnStub(v1::Control::Stub& stub,
+                                                                     grpc::ClientContext& context,
+                                                                     uint32_t interval_ms) {
+  v1::WatchMetricsRequest request;
+  request.set_interval_ms(interval_ms);
+  return stub.WatchMetrics(&context, request);
+}
 
 class ControlApiTest : public ::testing::Test {
  protected:
@@ -66,7 +80,7 @@ class ControlApiTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(ready_) << "the suite's engine or server did not start";
-    client_ = std::make_unique<ControlClient>(Channel(Target()));
+    client_ = Client(Channel(Target()));
   }
 
   // Every test leaves one retry thread and in_order false, as it found them.
@@ -76,10 +90,10 @@ class ControlApiTest : public ::testing::Test {
     if (engine_->engine->in_order()) {
       EXPECT_TRUE(client_->SetInOrder(false, false).ok());
     }
-    std::vector<uint32_t> retry = client_->RetryThreadIds();
+    std::vector<uint32_t> retry = RetryThreadIds(*client_);
     if (retry.size() > 1) {
       std::vector<uint32_t> extra(retry.begin() + 1, retry.end());
-      EXPECT_TRUE(client_->StopRetryThreads(0, extra).ok());
+      EXPECT_TRUE(client_->StopRetryThreadsById(extra, /*graceful=*/true).ok());
     } else if (retry.empty()) {
       EXPECT_TRUE(client_->StartRetryThreads(1).ok());
     }
@@ -90,7 +104,7 @@ class ControlApiTest : public ::testing::Test {
   static EngineUnderTest* engine_;
   static ControlServer* server_;
   static bool ready_;
-  std::unique_ptr<ControlClient> client_;
+  std::unique_ptr<RetrydClient> client_;
 };
 
 EngineUnderTest* ControlApiTest::engine_ = nullptr;
@@ -100,13 +114,14 @@ bool ControlApiTest::ready_ = false;
 TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   ASSERT_TRUE(WaitFor(
       [&] {
-        v1::GetStatusResponse s;
-        return client_->GetStatus(&s).ok() && s.kafka_reachable();
+        absl::StatusOr<v1::GetStatusResponse> s = client_->GetStatus();
+        return s.ok() && s->kafka_reachable();
       },
       absl::Seconds(30)))
       << "kafka_reachable never became true";
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(client_->GetStatus(&status).ok());
+  const absl::StatusOr<v1::GetStatusResponse> response = client_->GetStatus();
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::GetStatusResponse& status = *response;
   EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
   EXPECT_FALSE(status.in_order());
   EXPECT_EQ(status.kafka_bootstrap_servers(), Broker().bootstrap_servers());
@@ -132,36 +147,48 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
 
 TEST_F(ControlApiTest, StartRetryThreadsValidatesCount) {
   for (int count : {0, -1, kMaxRetryThreads}) {
-    const grpc::Status s = client_->StartRetryThreads(count);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << count;
-    EXPECT_THAT(s.error_message(), HasSubstr("count: must be between 1 and 3"));
-    EXPECT_THAT(s.error_message(), HasSubstr("retry.max_threads is 4"));
+    const absl::Status s = client_->StartRetryThreads(count).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << count;
+    EXPECT_THAT(s.message(), HasSubstr("count: must be between 1 and 3"));
+    EXPECT_THAT(s.message(), HasSubstr("retry.max_threads is 4"));
   }
-  EXPECT_EQ(client_->RetryThreadIds().size(), 1u) << "nothing started";
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 1u) << "nothing started";
 }
 
 TEST_F(ControlApiTest, StartAndStopRetryThreads) {
-  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
   ASSERT_EQ(before.size(), 1u);
-  std::vector<uint32_t> started;
-  const grpc::Status s = client_->StartRetryThreads(2, &started);
-  ASSERT_TRUE(s.ok()) << s.error_message();
+  const absl::StatusOr<v1::StartRetryThreadsResponse> start = client_->StartRetryThreads(2);
+  ASSERT_TRUE(start.ok()) << start.status();
+  const std::vector<uint32_t> started(start->thread_ids().begin(), start->thread_ids().end());
   ASSERT_EQ(started.size(), 2u);
   EXPECT_NE(started[0], started[1]);
   std::vector<uint32_t> all = before;
   all.insert(all.end(), started.begin(), started.end());
-  EXPECT_THAT(client_->RetryThreadIds(), UnorderedElementsAreArray(all));
+  EXPECT_THAT(RetryThreadIds(*client_), UnorderedElementsAreArray(all));
 
-  std::vector<uint32_t> stopped;
-  ASSERT_TRUE(client_->StopRetryThreads(0, {started[0]}, std::nullopt, &stopped).ok());
-  EXPECT_THAT(stopped, ElementsAreArray({started[0]}));
-  ASSERT_TRUE(client_->StopRetryThreads(1, {}, /*graceful=*/true, &stopped).ok());
-  EXPECT_THAT(stopped, ElementsAreArray({started[1]})) << "count stops the most recent";
-  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before));
+  // On the generated stub: this request leaves `graceful` unset, to stop a
+  // thread with the server's default, which RetrydClient always sets.
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+  grpc::ClientContext context;
+  testing::Prepare(context, absl::Seconds(60));
+  v1::StopRetryThreadsRequest request;
+  request.add_thread_ids(started[0]);
+  v1::StopRetryThreadsResponse by_id;
+  ASSERT_TRUE(stub->StopRetryThreads(&context, request, &by_id).ok());
+  EXPECT_THAT(by_id.stopped_thread_ids(), ElementsAreArray({started[0]}));
+  const absl::StatusOr<v1::StopRetryThreadsResponse> by_count =
+      client_->StopRetryThreads(1, /*graceful=*/true);
+  ASSERT_TRUE(by_count.ok()) << by_count.status();
+  EXPECT_THAT(by_count->stopped_thread_ids(), ElementsAreArray({started[1]}))
+      << "count stops the most recent";
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before));
 }
 
+// On the generated stub: the requests leave `graceful` unset, and one sets
+// both count and thread_ids, which RetrydClient cannot send.
 TEST_F(ControlApiTest, StopRetryThreadsValidatesArguments) {
-  const std::vector<uint32_t> retry = client_->RetryThreadIds();
+  const std::vector<uint32_t> retry = RetryThreadIds(*client_);
   ASSERT_EQ(retry.size(), 1u);
   struct Case {
     int count;
@@ -183,35 +210,43 @@ TEST_F(ControlApiTest, StopRetryThreadsValidatesArguments) {
       {0, {primary}, grpc::StatusCode::NOT_FOUND, absl::StrCat(primary)},
       {0, {retry[0], 999'999}, grpc::StatusCode::NOT_FOUND, "999999"},
   };
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
   for (const Case& c : cases) {
-    const grpc::Status s = client_->StopRetryThreads(c.count, c.ids);
+    grpc::ClientContext context;
+    testing::Prepare(context, absl::Seconds(60));
+    v1::StopRetryThreadsRequest request;
+    request.set_count(c.count);
+    for (uint32_t id : c.ids) request.add_thread_ids(id);
+    v1::StopRetryThreadsResponse response;
+    const grpc::Status s = stub->StopRetryThreads(&context, request, &response);
     EXPECT_EQ(s.error_code(), c.code) << c.message << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(c.message));
   }
-  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(retry)) << "an error stops nothing";
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(retry)) << "an error stops nothing";
 }
 
 TEST_F(ControlApiTest, CountAboveRunningStopsThemAll) {
   ASSERT_TRUE(client_->StartRetryThreads(1).ok());
-  const std::vector<uint32_t> running = client_->RetryThreadIds();
+  const std::vector<uint32_t> running = RetryThreadIds(*client_);
   ASSERT_EQ(running.size(), 2u);
-  std::vector<uint32_t> stopped;
-  ASSERT_TRUE(client_->StopRetryThreads(10, {}, /*graceful=*/false, &stopped).ok());
-  EXPECT_THAT(stopped, UnorderedElementsAreArray(running));
-  EXPECT_THAT(client_->RetryThreadIds(), IsEmpty());
+  const absl::StatusOr<v1::StopRetryThreadsResponse> stopped =
+      client_->StopRetryThreads(10, /*graceful=*/false);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_THAT(stopped->stopped_thread_ids(), UnorderedElementsAreArray(running));
+  EXPECT_THAT(RetryThreadIds(*client_), IsEmpty());
 }
 
 TEST_F(ControlApiTest, InOrderConflictsAreRefused) {
-  grpc::Status s = client_->SetInOrder(false, /*drain_retries=*/true);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("drain_retries"));
+  absl::Status s = client_->SetInOrder(false, /*drain_retries=*/true).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("drain_retries"));
 
-  s = client_->SetInOrder(true, /*drain_retries=*/false);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
-  EXPECT_THAT(s.error_message(), ContainsRegex("(drain_retries|StopRetryThreads)"))
+  s = client_->SetInOrder(true, /*drain_retries=*/false).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), ContainsRegex("(drain_retries|StopRetryThreads)"))
       << "the message says what to do";
   EXPECT_FALSE(engine_->engine->in_order());
-  EXPECT_EQ(client_->RetryThreadIds().size(), 1u);
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
 }
 
 TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
@@ -228,21 +263,21 @@ TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
   ASSERT_TRUE(WaitFor([&] { return engine_->engine->Totals().sent_to_retry >= sent_before + 30; },
                       absl::Seconds(30)))
       << "the failing records did not reach the retry topic";
-  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
 
-  v1::SetInOrderResponse response;
-  const grpc::Status s = client_->SetInOrder(true, true, &response, absl::Milliseconds(1500));
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  const absl::Status s =
+      Client(Channel(Target()), "", absl::Milliseconds(1500))->SetInOrder(true, true).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
 
   // The engine rolls the drain back before it answers; allow for the answer
   // having been lost to the client's own deadline.
   EXPECT_TRUE(WaitFor([&] { return engine_->engine->state() == EngineState::kRunning; },
                       absl::Seconds(10)));
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(client_->GetStatus(&status).ok());
-  EXPECT_FALSE(status.in_order());
-  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
-  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
+  const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_FALSE(status->in_order());
+  EXPECT_EQ(status->state(), v1::ENGINE_RUNNING);
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before)) << "same retry threads";
 }
 
 // Ctrl-C on `retryctl inorder on --drain`, or a client gone: the cancelled
@@ -257,10 +292,10 @@ TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
   ASSERT_TRUE(WaitFor([&] { return engine_->engine->Totals().sent_to_retry >= sent_before + 10; },
                       absl::Seconds(30)))
       << "the failing records did not reach the retry topic";
-  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
   auto state = [&] {
-    v1::GetStatusResponse status;
-    return client_->GetStatus(&status).ok() ? status.state() : v1::ENGINE_STATE_UNSPECIFIED;
+    const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+    return status.ok() ? status->state() : v1::ENGINE_STATE_UNSPECIFIED;
   };
 
   std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
@@ -280,10 +315,10 @@ TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
 
   EXPECT_TRUE(WaitFor([&] { return state() == v1::ENGINE_RUNNING; }, absl::Seconds(10)))
       << "input stays paused after the call was cancelled";
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(client_->GetStatus(&status).ok());
-  EXPECT_FALSE(status.in_order());
-  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(before)) << "same retry threads";
+  const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_FALSE(status->in_order());
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before)) << "same retry threads";
   const int64_t consumed = engine_->engine->Totals().consumed;
   testing::ProduceKeys(engine_->topics.input, {"ok-after-cancelled-drain"});
   EXPECT_TRUE(
@@ -293,42 +328,43 @@ TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
 
 TEST_F(ControlApiTest, DrainSwitchesToInOrderThenStartIsRefused) {
   engine_->processor->set_failing(false);  // The backlog can now empty.
-  const std::vector<uint32_t> before = client_->RetryThreadIds();
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
   ASSERT_EQ(before.size(), 1u);
-  v1::SetInOrderResponse response;
-  grpc::Status s = client_->SetInOrder(true, true, &response, absl::Seconds(90));
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(response.in_order());
-  EXPECT_THAT(response.stopped_thread_ids(), ElementsAreArray(before));
-  v1::GetStatusResponse status;
-  ASSERT_TRUE(client_->GetStatus(&status).ok());
-  EXPECT_TRUE(status.in_order());
-  EXPECT_THAT(client_->RetryThreadIds(), IsEmpty());
-  EXPECT_EQ(status.retry_backlog(), 0);
+  absl::StatusOr<v1::SetInOrderResponse> response =
+      Client(Channel(Target()), "", absl::Seconds(90))->SetInOrder(true, true);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(response->in_order());
+  EXPECT_THAT(response->stopped_thread_ids(), ElementsAreArray(before));
+  const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->in_order());
+  EXPECT_THAT(RetryThreadIds(*client_), IsEmpty());
+  EXPECT_EQ(status->retry_backlog(), 0);
 
-  s = client_->StartRetryThreads(1);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), ContainsRegex("[Ii]n.order"));
+  const absl::Status s = client_->StartRetryThreads(1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), ContainsRegex("[Ii]n.order"));
 
-  ASSERT_TRUE(client_->SetInOrder(false, false, &response).ok());
-  EXPECT_FALSE(response.in_order());
+  response = client_->SetInOrder(false, false);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_FALSE(response->in_order());
   EXPECT_FALSE(engine_->engine->in_order());
-  EXPECT_EQ(response.started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
-  EXPECT_THAT(client_->RetryThreadIds(), ElementsAreArray(response.started_thread_ids()));
+  EXPECT_EQ(response->started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(response->started_thread_ids()));
   ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "allowed again once in-order is off";
 }
 
 TEST_F(ControlApiTest, WatchMetricsValidatesArguments) {
   for (uint32_t interval : {0u, 99u, 60'001u}) {
-    const grpc::Status s = client_->WatchStatus(interval);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << interval;
-    EXPECT_THAT(s.error_message(), HasSubstr("interval_ms: must be between 100 and 60000"));
+    const absl::Status s = WatchStatus(*client_, interval);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << interval;
+    EXPECT_THAT(s.message(), HasSubstr("interval_ms: must be between 100 and 60000"));
   }
-  const grpc::Status s = client_->WatchStatus(100, {0});
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("thread_ids"));
-  EXPECT_TRUE(client_->WatchStatus(100).ok());
-  EXPECT_TRUE(client_->WatchStatus(60'000).ok());
+  const absl::Status s = WatchStatus(*client_, 100, {0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("thread_ids"));
+  EXPECT_TRUE(WatchStatus(*client_, 100).ok());
+  EXPECT_TRUE(WatchStatus(*client_, 60'000).ok());
 }
 
 TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
@@ -336,8 +372,10 @@ TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
   for (const auto& stats : engine_->engine->Threads()) want.insert(stats->id());
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  // On the generated stub: the test asserts the stream ends CANCELLED.
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
   const absl::Time start = absl::Now();
-  auto reader = client_->Watch(context, 100);
+  auto reader = WatchOnStub(*stub, context, 100);
   v1::MetricsSnapshot snapshot;
   ASSERT_TRUE(reader->Read(&snapshot));
   EXPECT_EQ(snapshot.interval_ms(), 0u) << "the first snapshot is the one sent at once";
@@ -370,18 +408,18 @@ TEST_F(ControlApiTest, WatchMetricsFiltersThreadsAndIgnoresUnknownIds) {
   for (const auto& stats : engine_->engine->Threads()) {
     if (stats->role() == ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
   }
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  auto reader = client_->Watch(context, 100, {primary, 4242});
-  v1::MetricsSnapshot snapshot;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(reader->Read(&snapshot));
-    ASSERT_EQ(snapshot.threads_size(), 1);
-    EXPECT_EQ(snapshot.threads(0).thread_id(), primary);
-    EXPECT_EQ(snapshot.threads(0).role(), v1::PRIMARY);
-  }
-  context.TryCancel();
-  reader->Finish();
+  int snapshots = 0;
+  const absl::Status s =
+      client_->Watch(100, {primary, 4242}, [&](const v1::MetricsSnapshot& snapshot) {
+        ++snapshots;
+        EXPECT_EQ(snapshot.threads_size(), 1);
+        if (snapshot.threads_size() != 1) return false;
+        EXPECT_EQ(snapshot.threads(0).thread_id(), primary);
+        EXPECT_EQ(snapshot.threads(0).role(), v1::PRIMARY);
+        return snapshots < 3;
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(snapshots, 3) << "the stream ended early";
 }
 
 // A watcher that cancels is released by the server: with room for one
@@ -392,19 +430,23 @@ TEST_F(ControlApiTest, CancelledWatcherIsReleased) {
   options.listen_address = "127.0.0.1:0";
   options.max_watchers = 1;
   ASSERT_TRUE(server.Start(options).ok());
-  ControlClient client(Channel(absl::StrCat("127.0.0.1:", server.port())));
+  const std::shared_ptr<grpc::Channel> channel = Channel(absl::StrCat("127.0.0.1:", server.port()));
+  std::unique_ptr<RetrydClient> client = Client(channel);
 
+  // The first stream on the generated stub: the test asserts it ends
+  // CANCELLED.
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(channel);
   grpc::ClientContext first;
-  auto reader = client.Watch(first, 100);
+  auto reader = WatchOnStub(*stub, first, 100);
   v1::MetricsSnapshot snapshot;
   ASSERT_TRUE(reader->Read(&snapshot));
-  const grpc::Status refused = client.WatchStatus(100);
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(refused.error_message(), HasSubstr("too many WatchMetrics streams"));
+  const absl::Status refused = WatchStatus(*client, 100);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("too many WatchMetrics streams"));
 
   first.TryCancel();
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(WaitFor([&] { return client.WatchStatus(100).ok(); }, absl::Seconds(10)))
+  EXPECT_TRUE(WaitFor([&] { return WatchStatus(*client, 100).ok(); }, absl::Seconds(10)))
       << "the cancelled stream still holds its slot";
   server.Stop();
 }
@@ -433,8 +475,9 @@ TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
   for (int i = 0; i < kWatchers; ++i) {
     threads.emplace_back([&, i] {
       WatcherLog& log = *logs[i];
-      ControlClient client(Channel(Target()));
-      auto reader = client.Watch(*contexts[i], 100);
+      // On the generated stub: the test asserts every stream ends CANCELLED.
+      std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+      auto reader = WatchOnStub(*stub, *contexts[i], 100);
       v1::MetricsSnapshot snapshot;
       while (reader->Read(&snapshot)) {
         absl::MutexLock lock(&log.mu);
@@ -464,14 +507,14 @@ TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
 
   std::vector<uint32_t> cycled;
   for (int round = 0; round < kRounds; ++round) {
-    std::vector<uint32_t> ids;
-    const grpc::Status started = client_->StartRetryThreads(1, &ids);
-    ASSERT_TRUE(started.ok()) << started.error_message();
+    const absl::StatusOr<v1::StartRetryThreadsResponse> started = client_->StartRetryThreads(1);
+    ASSERT_TRUE(started.ok()) << started.status();
+    const std::vector<uint32_t> ids(started->thread_ids().begin(), started->thread_ids().end());
     ASSERT_EQ(ids.size(), 1u);
     cycled.push_back(ids[0]);
     ASSERT_TRUE(WaitFor([&] { return all_saw(ids[0], false); }, absl::Seconds(20)))
         << "round " << round << ": not every watcher saw thread " << ids[0] << " start";
-    ASSERT_TRUE(client_->StopRetryThreads(0, ids).ok());
+    ASSERT_TRUE(client_->StopRetryThreadsById(ids, /*graceful=*/true).ok());
     ASSERT_TRUE(WaitFor([&] { return all_saw(ids[0], true); }, absl::Seconds(20)))
         << "round " << round << ": not every watcher saw thread " << ids[0] << " stop";
   }
