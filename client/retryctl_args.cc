@@ -280,32 +280,89 @@ std::optional<UsageError> ParseWatch(CommandArgs& args, Invocation& invocation) 
   return std::nullopt;
 }
 
-enum class GlobalKind { kNotGlobal, kValue, kBool };
+// What the global flags set: the flags themselves, and whether help was asked for.
+struct GlobalSettings {
+  GlobalFlags flags;
+  bool help = false;
+};
 
-GlobalKind GlobalFlagKind(std::string_view name) {
-  if (name == "--addr" || name == "--token-file" || name == "--tls-ca" || name == "--tls-cert" ||
-      name == "--tls-key" || name == "--timeout") {
-    return GlobalKind::kValue;
-  }
-  if (name == "--json" || name == "--tls" || name == "--help" || name == "-h") {
-    return GlobalKind::kBool;
-  }
-  return GlobalKind::kNotGlobal;
+// Records a global flag in `settings`: its value, if it takes one, else ""; a
+// UsageError if the value is not one the flag accepts.
+using SetGlobal = std::optional<UsageError> (*)(std::string value, GlobalSettings& settings);
+
+template <std::string GlobalFlags::*kField>
+std::optional<UsageError> SetText(std::string value, GlobalSettings& settings) {
+  settings.flags.*kField = std::move(value);
+  return std::nullopt;
 }
 
-}  // namespace
+template <bool GlobalFlags::*kField>
+std::optional<UsageError> SetTrue(std::string /*value*/, GlobalSettings& settings) {
+  settings.flags.*kField = true;
+  return std::nullopt;
+}
 
-std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& args,
-                                               const Environment& env) {
-  Invocation invocation;
-  GlobalFlags& flags = invocation.flags;
+std::optional<UsageError> SetHelp(std::string /*value*/, GlobalSettings& settings) {
+  settings.help = true;
+  return std::nullopt;
+}
+
+std::optional<UsageError> SetTimeout(std::string value, GlobalSettings& settings) {
+  const std::optional<absl::Duration> timeout = ParseTimeout(value);
+  if (!timeout.has_value()) {
+    return Usage(absl::StrCat("--timeout must be a positive number of seconds (or a "
+                              "duration such as 500ms or 2m), got '",
+                              value, "'"),
+                 "");
+  }
+  settings.flags.timeout = *timeout;
+  return std::nullopt;
+}
+
+// A flag accepted before or after the command. Their help is the overview's
+// "Flags" section (retryctl_help.cc).
+struct GlobalFlag {
+  enum class Value { kNone, kRequired };
+
+  std::string_view name;
+  Value value;
+  SetGlobal set;
+};
+
+constexpr GlobalFlag kGlobalFlags[] = {
+    {"--addr", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::address>},
+    {"--token-file", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::token_file>},
+    {"--tls-ca", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::tls_ca_file>},
+    {"--tls-cert", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::tls_cert_file>},
+    {"--tls-key", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::tls_key_file>},
+    {"--timeout", GlobalFlag::Value::kRequired, SetTimeout},
+    {"--json", GlobalFlag::Value::kNone, SetTrue<&GlobalFlags::json>},
+    {"--tls", GlobalFlag::Value::kNone, SetTrue<&GlobalFlags::tls>},
+    {"--help", GlobalFlag::Value::kNone, SetHelp},
+    {"-h", GlobalFlag::Value::kNone, SetHelp},
+};
+
+const GlobalFlag* FindGlobalFlag(std::string_view name) {
+  for (const GlobalFlag& flag : kGlobalFlags) {
+    if (flag.name == name) return &flag;
+  }
+  return nullptr;
+}
+
+// The global flags, which may come anywhere in `args`, and the rest in order:
+// the command line of the command.
+struct SplitArgs {
+  GlobalSettings settings;
+  std::vector<std::string> command_line;
+};
+
+std::variant<SplitArgs, UsageError> SplitGlobalFlags(const std::vector<std::string>& args,
+                                                     const Environment& env) {
+  SplitArgs split;
+  GlobalFlags& flags = split.settings.flags;
   if (!env.retryd_addr.empty()) flags.address = env.retryd_addr;
   flags.token_file = env.retryd_token_file;
 
-  // Global flags may come anywhere; the rest, in order, is the command line
-  // of the command.
-  bool help = false;
-  std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     const auto [name, inline_value] = SplitFlag(arg);
@@ -316,56 +373,44 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
           "put it in a file and pass --token-file FILE (or set RETRYD_TOKEN_FILE)",
           "");
     }
-    switch (GlobalFlagKind(name)) {
-      case GlobalKind::kNotGlobal:
-        rest.push_back(arg);
-        continue;
-      case GlobalKind::kBool:
-        if (inline_value.has_value()) return Usage(absl::StrCat(Av(name), " takes no value"), "");
-        if (name == "--json") {
-          flags.json = true;
-        } else if (name == "--tls") {
-          flags.tls = true;
-        } else {
-          help = true;
-        }
-        continue;
-      case GlobalKind::kValue:
-        break;
+    const GlobalFlag* flag = FindGlobalFlag(name);
+    if (flag == nullptr) {
+      split.command_line.push_back(arg);
+      continue;
     }
     std::string value;
-    if (inline_value.has_value()) {
-      value = std::string(*inline_value);
-    } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
-      value = args[++i];
-    }
-    if (value.empty()) return Usage(absl::StrCat(Av(name), " needs a value"), "");
-    if (name == "--addr") {
-      flags.address = value;
-    } else if (name == "--token-file") {
-      flags.token_file = value;
-    } else if (name == "--tls-ca") {
-      flags.tls_ca_file = value;
-    } else if (name == "--tls-cert") {
-      flags.tls_cert_file = value;
-    } else if (name == "--tls-key") {
-      flags.tls_key_file = value;
+    if (flag->value == GlobalFlag::Value::kNone) {
+      if (inline_value.has_value()) return Usage(absl::StrCat(Av(name), " takes no value"), "");
     } else {
-      const std::optional<absl::Duration> timeout = ParseTimeout(value);
-      if (!timeout.has_value()) {
-        return Usage(absl::StrCat("--timeout must be a positive number of seconds (or a "
-                                  "duration such as 500ms or 2m), got '",
-                                  value, "'"),
-                     "");
+      if (inline_value.has_value()) {
+        value = std::string(*inline_value);
+      } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
+        value = args[++i];
       }
-      flags.timeout = *timeout;
+      if (value.empty()) return Usage(absl::StrCat(Av(name), " needs a value"), "");
+    }
+    if (std::optional<UsageError> error = flag->set(std::move(value), split.settings)) {
+      return *std::move(error);
     }
   }
   if (flags.tls_cert_file.empty() != flags.tls_key_file.empty()) {
     return Usage("--tls-cert and --tls-key go together (mutual TLS needs both)", "");
   }
+  return split;
+}
 
-  if (help || (!rest.empty() && rest[0] == "help")) {
+}  // namespace
+
+std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& args,
+                                               const Environment& env) {
+  std::variant<SplitArgs, UsageError> split = SplitGlobalFlags(args, env);
+  if (UsageError* error = std::get_if<UsageError>(&split)) return *std::move(error);
+  SplitArgs& parsed = std::get<SplitArgs>(split);
+  const std::vector<std::string>& rest = parsed.command_line;
+  Invocation invocation;
+  invocation.flags = std::move(parsed.settings.flags);
+
+  if (parsed.settings.help || (!rest.empty() && rest[0] == "help")) {
     // "retryctl threads start --help" shows the threads help.
     std::string topic;
     if (!rest.empty()) topic = rest[0] == "help" ? (rest.size() > 1 ? rest[1] : "") : rest[0];

@@ -2,21 +2,29 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/kafka/message.h"
 #include "server/kafka/properties.h"
 
 namespace retryd::kafka {
+namespace {
 
-absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
-                                              const std::map<std::string, std::string>& properties,
-                                              const std::string& topic, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  auto remaining_ms = [&] {
-    return static_cast<int>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-  };
+// Where a partition's records started and ended when the read began.
+struct Watermarks {
+  int64_t low = 0;
+  int64_t high = 0;
+};
+
+int RemainingMs(absl::Time deadline) {
+  return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+}
+
+// A consumer that never commits nor joins its group: it is assigned its partitions.
+absl::StatusOr<HandlePtr> NewReader(const std::string& bootstrap_servers,
+                                    const std::map<std::string, std::string>& properties) {
   Properties user = properties;
   user.emplace("client.id", "retryd-topic-reader");
   absl::StatusOr<ConfPtr> conf =
@@ -30,71 +38,106 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   rd_kafka_poll_set_consumer(rk->get());
+  return rk;
+}
 
+// The watermarks of each of `topic`'s partitions, by partition.
+absl::StatusOr<std::vector<Watermarks>> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
+                                                        absl::Time deadline) {
   absl::StatusOr<int> partition_count =
-      PartitionCount(rk->get(), topic, absl::Milliseconds(remaining_ms()));
+      PartitionCount(rk, topic, absl::Milliseconds(RemainingMs(deadline)));
   if (!partition_count.ok()) return partition_count.status();
-  const int partitions = *partition_count;
-  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-
-  std::vector<int64_t> low(partitions, 0), high(partitions, 0);
-  rd_kafka_topic_partition_list_t* assignment = rd_kafka_topic_partition_list_new(partitions);
-  for (int p = 0; p < partitions; ++p) {
-    err = rd_kafka_query_watermark_offsets(rk->get(), topic.c_str(), p, &low[p], &high[p],
-                                           remaining_ms());
+  std::vector<Watermarks> watermarks(*partition_count);
+  for (int p = 0; p < *partition_count; ++p) {
+    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+        rk, topic.c_str(), p, &watermarks[p].low, &watermarks[p].high, RemainingMs(deadline));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      rd_kafka_topic_partition_list_destroy(assignment);
       return absl::UnavailableError(
           absl::StrCat("watermarks of ", topic, "/", p, ": ", rd_kafka_err2str(err)));
     }
-    if (high[p] > low[p]) {
-      rd_kafka_topic_partition_list_add(assignment, topic.c_str(), p)->offset = low[p];
+  }
+  return watermarks;
+}
+
+// Assigns every partition that has records, from its low watermark.
+absl::Status AssignNonEmpty(rd_kafka_t* rk, const std::string& topic,
+                            const std::vector<Watermarks>& watermarks) {
+  const int partitions = static_cast<int>(watermarks.size());
+  rd_kafka_topic_partition_list_t* assignment = rd_kafka_topic_partition_list_new(partitions);
+  for (int p = 0; p < partitions; ++p) {
+    if (watermarks[p].high > watermarks[p].low) {
+      rd_kafka_topic_partition_list_add(assignment, topic.c_str(), p)->offset = watermarks[p].low;
     }
   }
-  err = rd_kafka_assign(rk->get(), assignment);
+  const rd_kafka_resp_err_t err = rd_kafka_assign(rk, assignment);
   rd_kafka_topic_partition_list_destroy(assignment);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::UnavailableError(absl::StrCat("assign ", topic, ": ", rd_kafka_err2str(err)));
   }
+  return absl::OkStatus();
+}
 
+// The assigned partitions' records, by partition, read up to the high
+// watermark of each.
+absl::StatusOr<std::vector<std::vector<Record>>> ConsumeToEnd(
+    rd_kafka_t* rk, const std::string& topic, const std::vector<Watermarks>& watermarks,
+    absl::Time deadline) {
+  const int partitions = static_cast<int>(watermarks.size());
   // A partition is complete once its record at high - 1 has been read.
   std::vector<std::vector<Record>> by_partition(partitions);
   std::vector<bool> complete(partitions, true);
   int remaining = 0;
   for (int p = 0; p < partitions; ++p) {
-    if (high[p] > low[p]) {
+    if (watermarks[p].high > watermarks[p].low) {
       complete[p] = false;
       ++remaining;
     }
   }
   while (remaining > 0) {
     if (absl::Now() >= deadline) {
-      // The reader never commits: what close reports changes nothing here.
-      (void)rd_kafka_consumer_close(rk->get());
       return absl::DeadlineExceededError(absl::StrCat("reading ", topic, ": ", remaining,
                                                       " partitions not read to the end in time"));
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk->get(), std::min(100, remaining_ms()));
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, std::min(100, RemainingMs(deadline)));
     if (m == nullptr) continue;
     if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
       const std::string what = rd_kafka_message_errstr(m);
       rd_kafka_message_destroy(m);
-      (void)rd_kafka_consumer_close(rk->get());  // Never commits; see above.
       return absl::DataLossError(absl::StrCat("reading ", topic, ": ", what));
     }
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition < partitions) {
       const int p = m->partition;
-      if (m->offset < high[p]) by_partition[p].push_back(ToRecord(m));
-      if (!complete[p] && m->offset >= high[p] - 1) {
+      if (m->offset < watermarks[p].high) by_partition[p].push_back(ToRecord(m));
+      if (!complete[p] && m->offset >= watermarks[p].high - 1) {
         complete[p] = true;
         --remaining;
       }
     }
     rd_kafka_message_destroy(m);
   }
-  (void)rd_kafka_consumer_close(rk->get());  // Never commits; see above.
+  return by_partition;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
+                                              const std::map<std::string, std::string>& properties,
+                                              const std::string& topic, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<HandlePtr> rk = NewReader(bootstrap_servers, properties);
+  if (!rk.ok()) return rk.status();
+  absl::StatusOr<std::vector<Watermarks>> watermarks = QueryWatermarks(rk->get(), topic, deadline);
+  if (!watermarks.ok()) return watermarks.status();
+  if (absl::Status assigned = AssignNonEmpty(rk->get(), topic, *watermarks); !assigned.ok()) {
+    return assigned;
+  }
+  absl::StatusOr<std::vector<std::vector<Record>>> by_partition =
+      ConsumeToEnd(rk->get(), topic, *watermarks, deadline);
+  // The reader never commits: what close reports changes nothing here.
+  (void)rd_kafka_consumer_close(rk->get());
+  if (!by_partition.ok()) return by_partition.status();
   std::vector<Record> out;
-  for (auto& records : by_partition) {
+  for (auto& records : *by_partition) {
     for (Record& r : records) out.push_back(std::move(r));
   }
   return out;
