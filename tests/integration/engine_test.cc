@@ -31,6 +31,7 @@ using ::retryd::testing::Keys;
 using ::retryd::testing::MixedKeys;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
 using ::retryd::testing::TestEngineOptions;
 using ::retryd::testing::TestProcessor;
 using ::retryd::testing::WaitFor;
@@ -41,19 +42,18 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   const testing::TestTopics topics = CreateTopics("mixed");
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
   // With the groups settled first, a clean run has no rebalance and so no
   // duplicate: every record must reach exactly one outcome, once.
-  ASSERT_TRUE(WaitFor([&] { return AllAssigned(**engine, 3); }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 3); }, absl::Seconds(60)));
 
   const std::vector<std::string> keys = MixedKeys(5000);
   ProduceKeys(topics.input, keys);
   const std::vector<Record> input = ReadAll(topics.input);
   ASSERT_EQ(input.size(), keys.size());
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
-  (*engine)->Stop();
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
 
   std::multiset<std::string> want_output, want_dlq;
   for (const std::string& k : keys)
@@ -92,7 +92,7 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   }
   EXPECT_EQ(Keys(ReadAll(topics.retry)), want_retry);
 
-  const EngineTotals totals = (*engine)->Totals();
+  const EngineTotals totals = engine->Totals();
   EXPECT_EQ(totals.consumed, static_cast<int64_t>(keys.size()));
   EXPECT_EQ(totals.dead_lettered, static_cast<int64_t>(want_dlq.size()));
   EXPECT_EQ(totals.sent_to_retry, static_cast<int64_t>(want_retry.size()));
@@ -106,27 +106,26 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
   // limit, waiting for acks and pausing their partitions.
   options.max_in_flight = 8;
   options.retry.max_threads = 2;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return AllAssigned(**engine, 3); }, absl::Seconds(60)));
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 3); }, absl::Seconds(60)));
   const std::vector<std::string> keys = MixedKeys(3000);
   ProduceKeys(topics.input, keys);
   auto backpressure_waits = [&] {
     int64_t n = 0;
-    for (const auto& s : (*engine)->Threads()) n += s->counters.Read().backpressure_waits;
+    for (const auto& s : engine->Threads()) n += s->counters.Read().backpressure_waits;
     return n;
   };
   // Back-pressure engaged: a thread hit the limit and waited.
   ASSERT_TRUE(WaitFor([&] { return backpressure_waits() > 0; }, absl::Seconds(60)));
   // A retry-group rebalance while threads pause and resume under pressure.
   absl::StatusOr<std::vector<int>> started =
-      (*engine)->StartRetryThreads(1, absl::Now() + absl::Seconds(60));
+      engine->StartRetryThreads(1, absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(started.ok()) << started.status();
-  ASSERT_TRUE((*engine)->StopRetryThreadsById(*started, /*graceful=*/true).ok());
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
+  ASSERT_TRUE(engine->StopRetryThreadsById(*started, /*graceful=*/true).ok());
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
   std::cout << "back-pressure: " << backpressure_waits() << " waits at the limit\n";
-  (*engine)->Stop();
+  engine->Stop();
 
   std::multiset<std::string> want_output, want_dlq;
   for (const std::string& k : keys)
@@ -143,11 +142,10 @@ TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
 
   EngineOptions options = TestEngineOptions(topics);
   options.retry.max_attempts = 3;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, {"doomed-1", "doomed-2", "ok-1", "stray-1"}));
-  (*engine)->Stop();
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"doomed-1", "doomed-2", "ok-1", "stray-1"}));
+  engine->Stop();
 
   std::map<std::string, Record> dlq;
   for (Record& r : ReadAll(topics.dlq)) dlq[*r.key] = std::move(r);
@@ -178,11 +176,10 @@ TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
   EngineOptions options = TestEngineOptions(topics);
   options.in_order = true;
   options.retry.threads = 0;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor());
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
-  (*engine)->Stop();
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
 
   const std::vector<Record> output = ReadAll(topics.output);
   std::multiset<std::string> want_output, want_dlq;
@@ -227,10 +224,9 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   // the produce errors below from losing records on the mock alone.
   options.kafka_properties["max.in.flight.requests.per.connection"] = "1";
   // 1 ms per record keeps the run going while the faults hit.
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor(1));
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return (*engine)->Totals().consumed >= 300; }, absl::Seconds(60)));
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(1));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return engine->Totals().consumed >= 300; }, absl::Seconds(60)));
 
   // Kafka protocol API keys and retriable error codes.
   constexpr int16_t kProduce = 0, kFetch = 1, kOffsetCommit = 8;
@@ -242,16 +238,16 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   // Broker 2 is down for a window of the run: until 300 more records were
   // consumed (from partitions other brokers lead) or 5 s passed, whichever
   // comes first. Either way the run must then finish with nothing lost.
-  const int64_t before = (*engine)->Totals().consumed;
+  const int64_t before = engine->Totals().consumed;
   ASSERT_TRUE(broker.SetBrokerDown(2).ok());
   const bool progressed_while_down =
-      WaitFor([&] { return (*engine)->Totals().consumed >= before + 300; }, absl::Seconds(5));
+      WaitFor([&] { return engine->Totals().consumed >= before + 300; }, absl::Seconds(5));
   ASSERT_TRUE(broker.SetBrokerUp(2).ok());
   std::cout << "faults: progress while broker 2 was down: "
             << (progressed_while_down ? "yes" : "no") << "\n";
 
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
-  (*engine)->Stop();
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
   broker.ClearRequestErrors(kProduce);
   broker.ClearRequestErrors(kFetch);
   broker.ClearRequestErrors(kOffsetCommit);
@@ -271,24 +267,23 @@ TEST(EngineTest, RetryThreadsComingAndGoingMidRunLoseNothing) {
   options.retry.threads = 1;
   options.retry.max_threads = 4;
   // 3 ms per record keeps the primary busy while the retry group changes.
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, TestProcessor(3));
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return (*engine)->Totals().sent_to_retry >= 50; }, absl::Seconds(60)));
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(3));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return engine->Totals().sent_to_retry >= 50; }, absl::Seconds(60)));
 
   const absl::StatusOr<std::vector<int>> started =
-      (*engine)->StartRetryThreads(2, absl::Now() + absl::Seconds(60));
+      engine->StartRetryThreads(2, absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(started.ok()) << started.status();
-  const int64_t consumed_mid_run = (*engine)->Totals().consumed;
-  const absl::StatusOr<std::vector<int>> graceful = (*engine)->StopRetryThreads(1, true);
+  const int64_t consumed_mid_run = engine->Totals().consumed;
+  const absl::StatusOr<std::vector<int>> graceful = engine->StopRetryThreads(1, true);
   ASSERT_TRUE(graceful.ok()) << graceful.status();
-  const absl::StatusOr<std::vector<int>> abrupt = (*engine)->StopRetryThreads(1, false);
+  const absl::StatusOr<std::vector<int>> abrupt = engine->StopRetryThreads(1, false);
   ASSERT_TRUE(abrupt.ok()) << abrupt.status();
   std::cout << "scaling: " << consumed_mid_run << " of " << keys.size()
             << " consumed when the retry group changed\n";
 
-  ASSERT_TRUE(WaitForOutcomes(**engine, topics, keys));
-  (*engine)->Stop();
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
 
   ExpectEachKeyWhereItBelongs(topics, keys, "scaling");
 }
