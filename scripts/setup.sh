@@ -6,6 +6,7 @@
 # Environment:
 #   BUILD_DIR            build directory (default: <repo>/build)
 #   SETUP_PACKAGES_ONLY  if 1, install the packages and stop (used by the Dockerfile)
+#   BUILD_TARGETS        targets to build, space-separated (default: all)
 #
 # Idempotent: apt is touched only when a package is missing, so a second run is
 # fast and works offline. Installing needs root; as another user the script
@@ -85,6 +86,7 @@ cmake -S "$ROOT" -B "$BUILD_DIR" "${generator_args[@]}" -DCMAKE_BUILD_TYPE=RelWi
 
 # ---- build ---------------------------------------------------------------------
 jobs="$(nproc 2>/dev/null || echo 2)"
-say "building with $jobs jobs"
-cmake --build "$BUILD_DIR" -j"$jobs"
+read -r -a targets <<<"${BUILD_TARGETS:-all}"
+say "building ${targets[*]} with $jobs jobs"
+cmake --build "$BUILD_DIR" -j"$jobs" --target "${targets[@]}"
 say "build done: $BUILD_DIR"

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Builds retryd (via scripts/setup.sh), runs the whole test suite, checks
-# the formatting (scripts/format.sh --check), then compiles the code again
-# under clang's thread-safety analysis (scripts/thread_safety.sh). Exits
-# non-zero if any of them fails.
+# The whole test command (.ci/run runs exactly this). On a fresh Debian 12
+# machine as root it installs what it needs, then runs, stopping at the first
+# failure:
 #
-#   scripts/test.sh [extra ctest args...]     e.g. scripts/test.sh -L unit
+#   suite          build (scripts/setup.sh) and run every ctest test
+#   format         scripts/format.sh --check
+#   thread-safety  scripts/thread_safety.sh: clang's lock analysis
+#   asan           scripts/sanitize.sh: the whole suite again under
+#                  AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer
+#   tsan           scripts/tsan.sh: the engine's tests under ThreadSanitizer
+#   fuzz           scripts/fuzz.sh: a few seconds of each fuzzer
 #
-# Environment: BUILD_DIR (default: <repo>/build), as for setup.sh.
+#   scripts/test.sh                      all of it
+#   scripts/test.sh -L unit              the suite only, with these ctest args
+#   TEST_STEPS="suite asan" scripts/test.sh    chosen steps
+#
+# Environment: BUILD_DIR (default: <repo>/build), as for setup.sh; the
+# sanitizer and fuzz builds have their own directories (build-asan/,
+# build-tsan/, build-fuzz/, build-tsa/).
 #
 # Tests run two at a time: every test that needs a port binds loopback port 0
 # and lets the OS choose, so parallel tests do not collide.
@@ -16,27 +27,46 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 export BUILD_DIR
 
-bash "$ROOT/scripts/setup.sh"
-
-echo "test.sh: running ctest in $BUILD_DIR"
-rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 300 --no-tests=error "$@" || rc=$?
-
-# ctest has already printed its "N% tests passed, N tests failed out of M" line.
-if ((rc != 0)); then
-  echo "test.sh: FAILED (ctest exit status $rc)" >&2
-  exit "$rc"
+ALL_STEPS="suite format thread-safety asan tsan fuzz"
+if (($# > 0)); then
+  default_steps="suite"  # ctest arguments pick tests of the plain build
+else
+  default_steps="$ALL_STEPS"
 fi
+read -r -a steps <<<"${TEST_STEPS:-$default_steps}"
 
-echo "test.sh: tests passed; checking the formatting"
-if ! bash "$ROOT/scripts/format.sh" --check; then
-  echo "test.sh: FAILED (formatting: run scripts/format.sh)" >&2
-  exit 1
-fi
+say() { printf 'test.sh: %s\n' "$*"; }
 
-echo "test.sh: checking lock annotations"
-if ! bash "$ROOT/scripts/thread_safety.sh"; then
-  echo "test.sh: FAILED (thread-safety analysis)" >&2
-  exit 1
-fi
-echo "test.sh: PASSED"
+# Steps run in an `||` list, where errexit is off: chain with &&.
+step_suite() {
+  bash "$ROOT/scripts/setup.sh" && say "running ctest in $BUILD_DIR" &&
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 300 --no-tests=error "$@"
+}
+step_format() { bash "$ROOT/scripts/format.sh" --check; }
+step_thread-safety() { bash "$ROOT/scripts/thread_safety.sh"; }
+# The sanitizer builds have build directories of their own; BUILD_DIR names
+# the plain one.
+step_asan() { env -u BUILD_DIR bash "$ROOT/scripts/sanitize.sh"; }
+step_tsan() { env -u BUILD_DIR bash "$ROOT/scripts/tsan.sh"; }
+step_fuzz() { bash "$ROOT/scripts/fuzz.sh"; }
+
+summary=()
+for step in "${steps[@]}"; do
+  if [[ " $ALL_STEPS " != *" $step "* ]]; then
+    say "unknown step '$step' (steps: $ALL_STEPS)" >&2
+    exit 2
+  fi
+  say "---- $step ----"
+  started=$SECONDS
+  rc=0
+  "step_$step" "$@" || rc=$?
+  summary+=("$(printf '%-14s %4ds  %s' "$step" $((SECONDS - started)) \
+    "$( ((rc == 0)) && echo passed || echo "FAILED (exit status $rc)")")")
+  if ((rc != 0)); then
+    printf 'test.sh: %s\n' "${summary[@]}" >&2
+    say "FAILED in step '$step'" >&2
+    exit "$rc"
+  fi
+done
+printf 'test.sh: %s\n' "${summary[@]}"
+say "PASSED"
