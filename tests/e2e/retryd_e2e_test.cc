@@ -7,10 +7,13 @@
 //
 // Every wait is bounded; every child is killed and reaped by its owner, and
 // dies with the test process (PR_SET_PDEATHSIG) if the test is killed.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -432,6 +435,38 @@ TEST_F(RetrydE2eTest, MissingTopicOnRealClusterExits1) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 1));
   EXPECT_THAT(retryd.Stderr(), HasSubstr(topics.input));
   EXPECT_THAT(retryd.Stderr(), ::testing::Not(HasSubstr(topics.output)));
+}
+
+// A bootstrap address where nothing answers: retryd says which address it
+// could not reach and exits 1 within its start-up check, rather than
+// waiting for Kafka forever or starting threads that can never consume.
+TEST_F(RetrydE2eTest, UnreachableBrokerAtStartExits1) {
+  // A loopback port bound but not listening: connections to it are refused,
+  // and no other process can take it while the socket is open.
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string unreachable = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+
+  TestTopics topics = CreateTopics("unreachable");
+  std::string text = ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0);
+  const size_t at = text.find(Broker().bootstrap_servers());
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, Broker().bootstrap_servers().size(), unreachable);
+  const std::string config = Path("unreachable.textproto");
+  WriteFile(config, text);
+
+  RetrydProcess retryd(Path("run"), {"--config", config});
+  ASSERT_TRUE(retryd.started());
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 1));
+  EXPECT_THAT(retryd.Stderr(),
+              HasSubstr(absl::StrCat("cannot read topic metadata from ", unreachable)));
+  close(sock);
 }
 
 // consumed=N from every summary line in `text`.

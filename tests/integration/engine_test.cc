@@ -4,6 +4,7 @@
 #include "server/engine/engine.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -132,6 +133,83 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
     (absl::StartsWith(k, "perm-") ? want_dlq : want_output).insert(k);
   EXPECT_EQ(Keys(ReadAll(topics.output)), want_output);
   EXPECT_EQ(Keys(ReadAll(topics.dlq)), want_dlq);
+}
+
+// Fails the first attempt of every record carrying a "fail-once" header,
+// whatever its key and value (null ones included); succeeds otherwise.
+class FailOnceByHeader : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override {
+    for (const Header& h : record.headers) {
+      if (h.key == "fail-once" && attempt == 1) return Outcome::Retriable("fail-once");
+    }
+    return Outcome::Ok();
+  }
+};
+
+// Kafka tells a null key, value or header value from an empty one; so does
+// retryd, on the primary path and through the retry topic: every record
+// reaches the output with the fields it was written with.
+TEST(EngineTest, NullAndEmptyFieldsSurviveBothPaths) {
+  const testing::TestTopics topics = CreateTopics("nulls");
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<FailOnceByHeader>());
+  ASSERT_NE(engine, nullptr);
+
+  struct Case {
+    std::optional<std::string> key, value;
+    bool fail_once;
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, std::nullopt, false},
+      {std::nullopt, std::nullopt, true},
+      {std::nullopt, "v", false},
+      {std::nullopt, "v", true},
+      {"", std::nullopt, false},
+      {"", std::nullopt, true},
+      {"", "", false},
+      {"", "", true},
+  };
+  std::vector<OutgoingRecord> records;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    OutgoingRecord r;
+    r.topic = topics.input;
+    r.partition = static_cast<int32_t>(i % 2);
+    r.key = cases[i].key;
+    r.value = cases[i].value;
+    // "case" tells the records apart, as neither key nor value can.
+    r.headers = {{"case", absl::StrCat(i)}, {"h-null", std::nullopt}, {"h-empty", ""}};
+    if (cases[i].fail_once) r.headers.push_back({"fail-once", std::nullopt});
+    records.push_back(std::move(r));
+  }
+  testing::ProduceRecords(records);
+
+  std::map<std::string, Record> output;  // By "case".
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (Record& r : ReadAll(topics.output)) output[HeaderValue(r, "case")] = std::move(r);
+        return output.size() == cases.size();
+      },
+      absl::Seconds(60)))
+      << output.size() << " of " << cases.size() << " records reached the output";
+  engine->Stop();
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("case ", i));
+    const Record& r = output.at(absl::StrCat(i));
+    EXPECT_EQ(r.key, cases[i].key);
+    EXPECT_EQ(r.value, cases[i].value);
+    EXPECT_EQ(HeaderValue(r, std::string(kAttemptHeader)), cases[i].fail_once ? "2" : "1");
+    std::map<std::string, std::optional<std::string>> user_headers;
+    for (const Header& h : r.headers) {
+      if (!absl::StartsWith(h.key, "retryd-")) user_headers[h.key] = h.value;
+    }
+    EXPECT_EQ(user_headers.at("h-null"), std::nullopt);
+    EXPECT_EQ(user_headers.at("h-empty"), std::optional<std::string>(""));
+    if (cases[i].fail_once) EXPECT_EQ(user_headers.at("fail-once"), std::nullopt);
+  }
 }
 
 TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {

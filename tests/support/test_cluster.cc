@@ -65,18 +65,27 @@ EngineOptions TestEngineOptions(const TestTopics& topics) {
 }
 
 void ProduceKeys(const std::string& topic, const std::vector<std::string>& keys) {
-  kafka::ProducerOptions options;
-  options.bootstrap_servers = Broker().bootstrap_servers();
-  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  absl::Mutex mu;
-  int failed = 0;
+  std::vector<OutgoingRecord> records;
+  records.reserve(keys.size());
   for (const std::string& key : keys) {
     OutgoingRecord r;
     r.topic = topic;
     r.key = key;
     r.value = absl::StrCat("v-", key);
     r.headers = {{"h-bin", std::string("\0\xff", 2)}, {"h-null", std::nullopt}};
+    records.push_back(std::move(r));
+  }
+  ProduceRecords(records);
+}
+
+void ProduceRecords(const std::vector<OutgoingRecord>& records) {
+  kafka::ProducerOptions options;
+  options.bootstrap_servers = Broker().bootstrap_servers();
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  absl::Mutex mu;
+  int failed = 0;
+  for (const OutgoingRecord& r : records) {
     absl::Status s = (*producer)->Produce(r, [&](absl::Status delivered) {
       if (!delivered.ok()) {
         absl::MutexLock lock(&mu);

@@ -35,6 +35,10 @@ EngineOptions TestEngineOptions(const TestTopics& topics);
 // Produces one record per key (value "v-<key>"), waits for every ack.
 void ProduceKeys(const std::string& topic, const std::vector<std::string>& keys);
 
+// Writes `records` as they are (their topics and partitions), in order, and
+// waits until all are delivered; a test failure if any is not.
+void ProduceRecords(const std::vector<OutgoingRecord>& records);
+
 // Every record of `topic` as it stands now.
 std::vector<Record> ReadAll(const std::string& topic);
 
