@@ -82,7 +82,8 @@ def read_topic(consumer, tps, deadline):
     remaining = {tp for tp in tps if end[tp] > 0}
     while remaining:
         if time.monotonic() > deadline:
-            left = {f"{tp.topic}/{tp.partition}": end[tp] - consumer.position(tp) for tp in remaining}
+            left = {f"{tp.topic}/{tp.partition}": end[tp] - consumer.position(tp)
+                    for tp in remaining}
             raise TimeoutError(f"reading stopped short of the end: {left}")
         for tp, batch in consumer.poll(timeout_ms=500, max_records=10000).items():
             for r in batch:
@@ -156,7 +157,8 @@ def main():
 
     want_out = sum(1 for w, _ in expected.values() if w == "output")
     rows = [
-        ("produced", f"{len(expected)} ({want_out} for output, {len(expected) - want_out} for dlq)"),
+        ("produced",
+         f"{len(expected)} ({want_out} for output, {len(expected) - want_out} for dlq)"),
         ("output records", f"{sum(copies['output'].values())} ({len(copies['output'])} keys)"),
         ("dlq records", f"{sum(copies['dlq'].values())} ({len(copies['dlq'])} keys)"),
         ("lost", len(lost)),

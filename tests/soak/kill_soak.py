@@ -38,10 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INPUT, RETRY, OUTPUT, DLQ = "soak-input", "soak-retry", "soak-output", "soak-dlq"
 GROUP = "soak"
 RETRY_GROUP = GROUP + ".retry"  # retryd's retry threads: "<group_id>.retry".
-# retryd logs this when a thread's group assigns it partitions.
 # kafka-python probes the broker's version when it connects, within 2 s by
 # default: too short on busy CI cores.
 CLIENT = {"api_version_auto_timeout_ms": 30000}
+# retryd logs this when a thread's group assigns it partitions.
 ASSIGNED = re.compile(rb"thread \d+: assigned [1-9]\d* partitions")
 
 
@@ -63,7 +63,8 @@ def parse_args():
                    help="a kill comes up to this many seconds after retryd's groups assign "
                         "it partitions (4)")
     p.add_argument("--finish-timeout", type=float, default=300.0,
-                   help="seconds allowed, after the last restart, for lag 0 (300)")
+                   help="seconds allowed for lag 0 once every record is produced and the "
+                        "last restart made (300)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, config)")
     args = p.parse_args()
     if args.records < 100 or args.kills < 1 or args.partitions < 1 or args.retry_threads < 1:
@@ -125,8 +126,8 @@ def make_keys(n, rng):
         kinds[i] = "poison-perm" if j % 2 == 0 else "poison-exh"
     out = []
     for i, kind in enumerate(kinds):
-        key = f"{kind}-{i:07d}"
-        out.append((key, "dlq" if kind.startswith("poison") else "output", f"v{i}.{rng.randrange(10**6)}"))
+        where = "dlq" if kind.startswith("poison") else "output"
+        out.append((f"{kind}-{i:07d}", where, f"v{i}.{rng.randrange(10**6)}"))
     return out
 
 
@@ -265,8 +266,9 @@ class Soak:
 
     def start_retryd(self):
         self.runs += 1
-        self.retryd = start([self.args.retryd, "--config", os.path.join(self.work, "retryd.textproto"),
-                             "--summary_interval_s", "0"], self.retryd_log())
+        config = os.path.join(self.work, "retryd.textproto")
+        self.retryd = start([self.args.retryd, "--config", config, "--summary_interval_s", "0"],
+                            self.retryd_log())
         self.started_at = time.monotonic()
 
     def check_retryd_alive(self):
@@ -330,8 +332,8 @@ class Soak:
                 return state
             done_once = done
             if time.monotonic() > deadline:
-                raise Failure(f"HANG: lag not 0 within {self.args.finish_timeout:.0f} s "
-                              f"after the last restart: {lag.describe()}\n"
+                raise Failure(f"HANG: lag not 0 after {self.args.finish_timeout:.0f} s of "
+                              f"waiting: {lag.describe()}\n"
                               f"retryd's log:\n{tail(self.retryd_log())}")
             if time.monotonic() - last_report > 10:
                 say(f"waiting for lag 0: produced {producer.sent}; {lag.describe()}")
