@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/control/control_server.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::control {
 namespace {

@@ -4,45 +4,18 @@
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
-#include <stdlib.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
-
-std::string MakeTempDir() {
-  // Removed when the test binary exits: some hold private keys.
-  static auto* const dirs = new std::vector<std::string>;
-  static const int registered = std::atexit([] {
-    for (const std::string& dir : *dirs) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  });
-  (void)registered;
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr && *base != 0 ? base : "/tmp", "/retryd-control-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern;
-  dirs->push_back(pattern);
-  return pattern;
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   if (failing_.load() && record.key.has_value() && absl::StartsWith(*record.key, "fail-")) {

@@ -25,10 +25,6 @@
 
 namespace retryd::testing {
 
-// A fresh directory under $TEST_TMPDIR or /tmp.
-std::string MakeTempDir();
-std::string ReadFileOrEmpty(const std::string& path);
-
 // Keys starting with "fail-" fail retriably while failing() is set (they
 // keep circulating through the retry topic); everything else succeeds.
 class SwitchProcessor : public Processor {

@@ -17,6 +17,7 @@
 #include "server/engine/processor.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {
