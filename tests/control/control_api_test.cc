@@ -56,7 +56,8 @@ std::unique_ptr<grpc::ClientReader<v1::MetricsSnapshot>> WatchOnStub(v1::Control
 class ControlApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = testing::StartEngine("control-api", /*retry_threads=*/1, kMaxRetryThreads).release();
+    engine_ = testing::StartEngineUnderTest("control-api", /*retry_threads=*/1, kMaxRetryThreads)
+                  .release();
     if (engine_ == nullptr) return;
     server_ = new ControlServer(*engine_->engine);
     ControlServerOptions options;

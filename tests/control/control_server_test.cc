@@ -69,7 +69,7 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& ser
 class ControlServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = testing::StartEngine("control-server", /*retry_threads=*/1, 4).release();
+    engine_ = testing::StartEngineUnderTest("control-server", /*retry_threads=*/1, 4).release();
   }
   static void TearDownTestSuite() {
     if (engine_ != nullptr) engine_->engine->Stop();
@@ -424,7 +424,7 @@ TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
 // ---- health --------------------------------------------------------------------
 
 TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
-  std::unique_ptr<EngineUnderTest> engine = testing::StartEngine("control-health", 1, 4);
+  std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-health", 1, 4);
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine->engine);
   ControlServerOptions options;

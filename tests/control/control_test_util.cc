@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
+#include "tests/support/outcomes.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
 
@@ -24,8 +25,8 @@ Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   return Outcome::Ok();
 }
 
-std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
-                                             int max_threads) {
+std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
+                                                      int max_threads) {
   auto out = std::make_unique<EngineUnderTest>();
   out->topics = CreateTopics(name);
   EngineOptions options = TestEngineOptions(out->topics);
@@ -34,16 +35,8 @@ std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_
   options.retry.max_attempts = 1000;  // "fail-" records circulate until released.
   auto processor = std::make_unique<SwitchProcessor>();
   out->processor = processor.get();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
-  if (!engine.ok()) {
-    ADD_FAILURE() << engine.status();
-    return nullptr;
-  }
-  out->engine = *std::move(engine);
-  if (absl::Status s = out->engine->Start(); !s.ok()) {
-    ADD_FAILURE() << s;
-    return nullptr;
-  }
+  out->engine = StartEngine(options, std::move(processor));
+  if (out->engine == nullptr) return nullptr;
   if (!WaitFor([&] { return AllAssigned(*out->engine, 3); }, absl::Seconds(60))) {
     ADD_FAILURE() << "the engine's groups did not settle within 60 s";
     return nullptr;

@@ -42,11 +42,11 @@ struct EngineUnderTest {
   std::unique_ptr<Engine> engine;
 };
 
-// Creates topics named after `name`, starts an engine with `retry_threads`
-// retry threads (cap `max_threads`) and waits until every thread has its
-// partitions. Fails the test (ADD_FAILURE) and returns null on error.
-std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
-                                             int max_threads);
+// Creates topics named after `name`, starts an engine (StartEngine) with
+// `retry_threads` retry threads (cap `max_threads`) and waits until every
+// thread has its partitions. Fails the test and returns null on error.
+std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
+                                                      int max_threads);
 
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,
