@@ -25,6 +25,7 @@
 #include "server/engine/engine.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace retryd::retryctl {
@@ -38,6 +39,25 @@ std::string JoinIds(const google::protobuf::RepeatedField<uint32_t>& ids) {
 
 std::string Plural(int64_t n, std::string_view one, std::string_view many) {
   return absl::StrFormat("%d %s", n, n == 1 ? one : many);
+}
+
+// The "totals" lines: every count of `totals` in the proto's order, under
+// its label, four to a line.
+constexpr size_t kTotalsPerLine = 4;
+std::string FormatTotals(const v1::Totals& totals) {
+  const google::protobuf::Reflection& reflection = *totals.GetReflection();
+  std::vector<std::string> items;
+  for (const ShownCount& count : ShownCounts(*v1::Totals::descriptor())) {
+    items.push_back(absl::StrCat(count.label, " ", reflection.GetInt64(totals, count.field)));
+  }
+  std::string out;
+  for (size_t i = 0; i < items.size(); i += kTotalsPerLine) {
+    const size_t end = std::min(items.size(), i + kTotalsPerLine);
+    absl::StrAppendFormat(&out, "%-14s%s%s\n", i == 0 ? "totals" : "",
+                          absl::StrJoin(items.begin() + i, items.begin() + end, ", "),
+                          end < items.size() ? "," : "");
+  }
+  return out;
 }
 
 }  // namespace
@@ -79,6 +99,21 @@ std::string EngineStateName(v1::EngineState state) {
   constexpr std::string_view kPrefix = "ENGINE_";
   if (name.rfind(kPrefix, 0) == 0) name.erase(0, kPrefix.size());
   return name;
+}
+
+std::vector<ShownCount> ShownCounts(const google::protobuf::Descriptor& descriptor) {
+  using google::protobuf::FieldDescriptor;
+  std::vector<ShownCount> counts;
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const FieldDescriptor* field = descriptor.field(i);
+    if (field->is_repeated() || field->cpp_type() != FieldDescriptor::CPPTYPE_INT64) continue;
+    const v1::Display& display = field->options().GetExtension(v1::display);
+    counts.push_back({field,
+                      display.label().empty() ? absl::StrReplaceAll(field->name(), {{"_", " "}})
+                                              : display.label(),
+                      display.rate_column()});
+  }
+  return counts;
 }
 
 std::string FormatElapsed(int64_t ms) {
@@ -126,16 +161,12 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
     if (thread.role() == v1::PRIMARY) ++primaries;
     if (thread.role() == v1::RETRY) ++retries;
   }
-  const v1::Totals& t = status.totals();
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
   absl::StrAppendFormat(&out, "%-14s%s\n", "in_order", OnOff(status.in_order()));
   absl::StrAppendFormat(&out, "%-14s%s\n", "kafka", kafka);
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
-  absl::StrAppendFormat(&out, "%-14sconsumed %d, processed %d, succeeded %d, failed attempts %d,\n",
-                        "totals", t.consumed(), t.processed(), t.succeeded(), t.failed_attempts());
-  absl::StrAppendFormat(&out, "%-14ssent to retry %d, dead-lettered %d, in flight %d\n", "",
-                        t.sent_to_retry(), t.dead_lettered(), t.in_flight());
+  out.append(FormatTotals(status.totals()));
   absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",
                         status.threads_size(), primaries, retries, status.max_retry_threads());
   if (status.threads().empty()) return out;

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "retryd/v1/control.pb.h"
 
@@ -36,6 +38,17 @@ std::string RoleName(v1::ThreadRole role);
 std::string ThreadStateName(v1::ThreadState state);
 // "RUNNING", "DRAINING", ... (without the ENGINE_ prefix).
 std::string EngineStateName(v1::EngineState state);
+
+// A count a metrics message reports (an int64 field of v1::Totals or
+// v1::ThreadMetrics) and how retryctl shows it, from the field's display
+// option: a new count in the proto needs no code in retryctl.
+struct ShownCount {
+  const google::protobuf::FieldDescriptor* field;
+  std::string label;        // The option's label, or the field's name with spaces.
+  std::string rate_column;  // The header of its rate column in watch; "" for none.
+};
+// Every count of `descriptor`, in the proto's order.
+std::vector<ShownCount> ShownCounts(const google::protobuf::Descriptor& descriptor);
 
 // A compact duration: "850ms", "12.3s", "2m13s", "1h02m", "3d04h"; "-" if
 // negative.

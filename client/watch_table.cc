@@ -1,26 +1,30 @@
 #include "client/watch_table.h"
 
 #include <algorithm>
-#include <iterator>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/retryctl_format.h"
+#include "google/protobuf/message.h"
 
 namespace retryd::retryctl {
 namespace {
 
-// A rate column: its header and the cumulative count it is the rate of.
-struct RateColumn {
-  const char* header;
-  int64_t (v1::ThreadMetrics::*count)() const;
-};
-constexpr RateColumn kRateColumns[] = {
-    {"PROC/s", &v1::ThreadMetrics::processed},       {"OK/s", &v1::ThreadMetrics::succeeded},
-    {"FAIL/s", &v1::ThreadMetrics::failed_attempts}, {"RETRY/s", &v1::ThreadMetrics::sent_to_retry},
-    {"DLQ/s", &v1::ThreadMetrics::dead_lettered},
-};
+// The rate columns: the cumulative counts of v1::ThreadMetrics whose display
+// option names a column, in the proto's order.
+const std::vector<ShownCount>& RateColumns() {
+  static const std::vector<ShownCount>* const columns = [] {
+    auto* out = new std::vector<ShownCount>;
+    for (ShownCount& count : ShownCounts(*v1::ThreadMetrics::descriptor())) {
+      if (!count.rate_column.empty()) out->push_back(std::move(count));
+    }
+    return out;
+  }();
+  return *columns;
+}
 
 std::string FormatRate(double per_second) {
   if (per_second < 1000) return absl::StrFormat("%.1f", per_second);
@@ -56,8 +60,8 @@ std::vector<const v1::ThreadMetrics*> ThreadsById(const v1::MetricsSnapshot& sna
 std::string HeaderRow() {
   std::string header =
       absl::StrFormat("%4s %-7s %-15s %8s %5s", "ID", "ROLE", "STATE", "IN-STATE", "PARTS");
-  for (const RateColumn& column : kRateColumns) {
-    absl::StrAppendFormat(&header, " %8s", column.header);
+  for (const ShownCount& column : RateColumns()) {
+    absl::StrAppendFormat(&header, " %8s", column.rate_column);
   }
   absl::StrAppendFormat(&header, " %6s %6s %8s %7s %7s %7s", "INFL", "SCHED", "LAG", "P50ms",
                         "P99ms", "MAXms");
@@ -66,9 +70,12 @@ std::string HeaderRow() {
 
 // The cumulative count of each rate column.
 std::vector<int64_t> RateCounts(const v1::ThreadMetrics& thread) {
+  const google::protobuf::Reflection& reflection = *thread.GetReflection();
   std::vector<int64_t> values;
-  values.reserve(std::size(kRateColumns));
-  for (const RateColumn& column : kRateColumns) values.push_back((thread.*column.count)());
+  values.reserve(RateColumns().size());
+  for (const ShownCount& column : RateColumns()) {
+    values.push_back(reflection.GetInt64(thread, column.field));
+  }
   return values;
 }
 

@@ -29,6 +29,7 @@
 #include "server/control/control_config.h"
 #include "server/control/control_server.h"
 #include "server/demo/demo_load.h"
+#include "server/engine/counters.h"
 #include "server/engine/engine.h"
 #include "server/kafka/embedded_broker.h"
 #include "server/kafka/topics.h"
@@ -60,10 +61,14 @@ std::vector<std::string> AllTopics(const EngineOptions& o) {
   return topics;
 }
 
+// One line: what came in, where it went (the outcome counters), what is
+// still pending.
 void PrintSummary(const EngineTotals& t, int64_t demo_produced) {
-  std::string line = absl::StrCat(
-      "consumed=", t.consumed, " succeeded=", t.succeeded, " sent_to_retry=", t.sent_to_retry,
-      " dead_lettered=", t.dead_lettered, " backlog=", t.retry_backlog, " in_flight=", t.in_flight);
+  std::string line = absl::StrCat("consumed=", t.consumed);
+  for (const CounterField& counter : kCounterFields) {
+    if (counter.outcome) absl::StrAppend(&line, " ", counter.name, "=", t.*counter.member);
+  }
+  absl::StrAppend(&line, " backlog=", t.retry_backlog, " in_flight=", t.in_flight);
   if (demo_produced >= 0) absl::StrAppend(&line, " demo_produced=", demo_produced);
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

@@ -3,8 +3,6 @@
 // token, and how a watch ends (--count, Ctrl-C, the server).
 #include "client/retryctl.h"
 
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,11 +14,13 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace retryd::retryctl {
 namespace {
 
 using ::retryd::testing::FakeRetryd;
+using ::retryd::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -48,20 +48,6 @@ RunResult RunAgainst(const FakeRetryd& fake, const std::vector<std::string>& arg
   const int code = RunRetryctl(args, env, io, DefaultClientFactory(), interrupt);
   return RunResult{code, out.str(), err.str()};
 }
-
-// A file in the test's temporary directory, removed with the object.
-class TempFile {
- public:
-  TempFile(const std::string& name, const std::string& contents)
-      : path_(::testing::TempDir() + "/" + name) {
-    std::ofstream(path_) << contents;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 v1::MetricsSnapshot SnapshotAt(int64_t time_unix_ms, int64_t processed) {
   v1::MetricsSnapshot snapshot;
@@ -236,16 +222,18 @@ TEST(RetryctlTest, UnreachableServerSaysWhereItLooked) {
 
 TEST(RetryctlTest, TokenFromFileIsSentAsBearer) {
   FakeRetryd fake;
-  const TempFile token("token", "s3cret\n");
-  const RunResult run = RunAgainst(fake, {"--token-file", token.path(), "status"});
+  const TempDir dir;
+  const RunResult run =
+      RunAgainst(fake, {"--token-file", dir.WriteFile("token", "s3cret\n"), "status"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_THAT(fake.last_call("GetStatus")->authorization, Optional(std::string("Bearer s3cret")));
 }
 
 TEST(RetryctlTest, TokenFileFromTheEnvironment) {
   FakeRetryd fake;
-  const TempFile token("env-token", "  from-env  \n");
-  const RunResult run = RunAgainst(fake, {"inorder", "off"}, Environment{"", token.path()});
+  const TempDir dir;
+  const std::string token = dir.WriteFile("env-token", "  from-env  \n");
+  const RunResult run = RunAgainst(fake, {"inorder", "off"}, Environment{"", token});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_THAT(fake.last_call("SetInOrder")->authorization,
               Optional(std::string("Bearer from-env")));
@@ -269,8 +257,8 @@ TEST(RetryctlTest, UnreadableOrEmptyTokenFileIsAUsageError) {
   EXPECT_EQ(run.exit_code, kExitUsage);
   EXPECT_THAT(run.err, StartsWith("retryctl: --token-file: cannot read /nonexistent/token"));
 
-  const TempFile empty("empty-token", "\n");
-  run = RunAgainst(fake, {"--token-file", empty.path(), "status"});
+  const TempDir dir;
+  run = RunAgainst(fake, {"--token-file", dir.WriteFile("empty-token", "\n"), "status"});
   EXPECT_EQ(run.exit_code, kExitUsage);
   EXPECT_THAT(run.err, HasSubstr("is empty"));
   EXPECT_TRUE(fake.calls().empty());

@@ -6,7 +6,9 @@
 //
 // A new counter is a member of `Counters` and an entry of `kCounterFields`
 // (the build fails if one is missing), plus a field of the same name in the
-// protos that report it (retryd.v1.ThreadMetrics, retryd.v1.Totals).
+// protos that report it (retryd.v1.ThreadMetrics, retryd.v1.Totals; their
+// `display` options say how retryctl shows it), plus the line that counts
+// it. Nothing else names counters one by one.
 //
 // Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
 // readers never wait for a worker).
@@ -40,14 +42,18 @@ struct Counters {
 struct CounterField {
   const char* name;  // Also the name of its field in the protos.
   int64_t Counters::*member;
+  // Counts one of the ends a processor call leads to (output, retry topic,
+  // dead-letter topic): where the records went. retryd's summary line shows
+  // these.
+  bool outcome = false;
 };
 
 inline constexpr CounterField kCounterFields[] = {
     {"processed", &Counters::processed},
-    {"succeeded", &Counters::succeeded},
+    {"succeeded", &Counters::succeeded, /*outcome=*/true},
     {"failed_attempts", &Counters::failed_attempts},
-    {"sent_to_retry", &Counters::sent_to_retry},
-    {"dead_lettered", &Counters::dead_lettered},
+    {"sent_to_retry", &Counters::sent_to_retry, /*outcome=*/true},
+    {"dead_lettered", &Counters::dead_lettered, /*outcome=*/true},
     {"commits", &Counters::commits},
     {"due_clamped", &Counters::due_clamped},
     {"backpressure_waits", &Counters::backpressure_waits},

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -13,10 +12,12 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace retryd {
 namespace {
 
+using ::retryd::testing::TempDir;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -445,49 +446,32 @@ TEST(ConfigLoaderTest, MissingFileIsNotFoundNamingThePath) {
   EXPECT_THAT(loaded.status().message(), HasSubstr("/nonexistent/retryd.textproto"));
 }
 
-// A file in a fresh temporary directory, removed at the end of the test.
-class TempFile {
- public:
-  explicit TempFile(absl::string_view contents) {
-    char dir[] = "/tmp/retryd_config_test.XXXXXX";
-    dir_ = mkdtemp(dir);
-    path_ = dir_ + "/file";
-    std::ofstream(path_) << contents;
-  }
-  ~TempFile() {
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string dir_;
-  std::string path_;
-};
-
 TEST(ConfigLoaderTest, ConfigFileErrorsNameThePath) {
-  TempFile file(
+  const TempDir dir;
+  const std::string path = dir.WriteFile(
+      "retryd.textproto",
       "group_id: \"g\"\ninput_topics: \"in\"\nprimary_threads: 99\nprocessor { simulate {} }\n");
-  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(file.path(), {});
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(path, {});
   ASSERT_FALSE(loaded.ok());
-  EXPECT_THAT(
-      loaded.status().message(),
-      HasSubstr(absl::StrCat(file.path(), ":3: primary_threads: must be between 1 and 64")));
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(absl::StrCat(path, ":3: primary_threads: must be between 1 and 64")));
 }
 
 TEST(ConfigLoaderTest, UnreadableFileIsPermissionDenied) {
   if (geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
-  TempFile file(WithBase(""));
-  ASSERT_EQ(chmod(file.path().c_str(), 0), 0);
-  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(file.path(), {});
+  const TempDir dir;
+  const std::string path = dir.WriteFile("retryd.textproto", WithBase(""));
+  ASSERT_EQ(chmod(path.c_str(), 0), 0);
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(path, {});
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(loaded.status().message(), HasSubstr(file.path()));
+  EXPECT_THAT(loaded.status().message(), HasSubstr(path));
 }
 
 TEST(ConfigLoaderTest, SecretsComeFromEnvironmentAndFiles) {
   ASSERT_EQ(setenv("RETRYD_TEST_SASL_PASSWORD", "env-s3cret", 1), 0);
-  TempFile key_password("file-s3cret\n");
+  const TempDir dir;
+  const std::string key_password = dir.WriteFile("key-password", "file-s3cret\n");
   const std::string text = WithBase(absl::StrCat(
       R"cfg(
 kafka {
@@ -495,7 +479,7 @@ kafka {
   properties { key: "security.protocol" value: "SASL_SSL" }
   properties_from_env { key: "sasl.password" value: "RETRYD_TEST_SASL_PASSWORD" }
   properties_from_file { key: "ssl.key.password" value: ")cfg",
-      key_password.path(), "\" }\n}"));
+      key_password, "\" }\n}"));
   absl::StatusOr<LoadedConfig> loaded = Load(text);
   unsetenv("RETRYD_TEST_SASL_PASSWORD");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -540,15 +524,16 @@ TEST(ConfigLoaderTest, SecretsAreRefusedInPlainProperties) {
 }
 
 TEST(ConfigLoaderTest, OnlyOneTrailingNewlineIsStrippedFromSecretFiles) {
-  TempFile crlf("pw\r\n");
+  const TempDir dir;
+  const std::string crlf = dir.WriteFile("crlf", "pw\r\n");
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase(absl::StrCat(
-      "kafka { properties_from_file { key: \"sasl.password\" value: \"", crlf.path(), "\" } }")));
+      "kafka { properties_from_file { key: \"sasl.password\" value: \"", crlf, "\" } }")));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.kafka_properties.at("sasl.password"), "pw");
 
-  TempFile two("pw\n\n");
+  const std::string two = dir.WriteFile("two", "pw\n\n");
   loaded = Load(WithBase(absl::StrCat(
-      "kafka { properties_from_file { key: \"sasl.password\" value: \"", two.path(), "\" } }")));
+      "kafka { properties_from_file { key: \"sasl.password\" value: \"", two, "\" } }")));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.kafka_properties.at("sasl.password"), "pw\n");
 }

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/control/control_server.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::control {
 namespace {
@@ -55,7 +56,8 @@ std::unique_ptr<grpc::ClientReader<v1::MetricsSnapshot>> WatchOnStub(v1::Control
 class ControlApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = testing::StartEngine("control-api", /*retry_threads=*/1, kMaxRetryThreads).release();
+    engine_ = testing::StartEngineUnderTest("control-api", /*retry_threads=*/1, kMaxRetryThreads)
+                  .release();
     if (engine_ == nullptr) return;
     server_ = new ControlServer(*engine_->engine);
     ControlServerOptions options;

@@ -10,11 +10,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +30,8 @@
 #include "server/control/control_config.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/retryd_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::control {
 namespace {
@@ -43,9 +43,9 @@ using ::retryd::testing::Channel;
 using ::retryd::testing::Client;
 using ::retryd::testing::EngineUnderTest;
 using ::retryd::testing::ExitedWith;
-using ::retryd::testing::MakeTempDir;
 using ::retryd::testing::ReadFileOrEmpty;
 using ::retryd::testing::RetrydProcess;
+using ::retryd::testing::TempDir;
 using ::retryd::testing::WaitFor;
 using ::retryd::testing::WatchStatus;
 using ::testing::Contains;
@@ -69,7 +69,7 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& ser
 class ControlServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = testing::StartEngine("control-server", /*retry_threads=*/1, 4).release();
+    engine_ = testing::StartEngineUnderTest("control-server", /*retry_threads=*/1, 4).release();
   }
   static void TearDownTestSuite() {
     if (engine_ != nullptr) engine_->engine->Stop();
@@ -377,10 +377,11 @@ std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::
 }
 
 TEST_F(ControlServerTest, TlsServesOnlyTls) {
-  const std::string dir = MakeTempDir();
-  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir, "server");
+  const TempDir dir;
+  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir.path(), "server");
   if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
-  const std::optional<testing::CertFiles> stranger = testing::MakeSelfSignedCert(dir, "stranger");
+  const std::optional<testing::CertFiles> stranger =
+      testing::MakeSelfSignedCert(dir.path(), "stranger");
   absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert);
   ASSERT_TRUE(options.ok()) << options.status();
   ControlServer server(*engine_->engine);
@@ -398,11 +399,13 @@ TEST_F(ControlServerTest, TlsServesOnlyTls) {
 }
 
 TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
-  const std::string dir = MakeTempDir();
-  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir, "server");
+  const TempDir dir;
+  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir.path(), "server");
   if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
-  const std::optional<testing::CertFiles> client = testing::MakeSelfSignedCert(dir, "client");
-  const std::optional<testing::CertFiles> stranger = testing::MakeSelfSignedCert(dir, "stranger");
+  const std::optional<testing::CertFiles> client =
+      testing::MakeSelfSignedCert(dir.path(), "client");
+  const std::optional<testing::CertFiles> stranger =
+      testing::MakeSelfSignedCert(dir.path(), "stranger");
   // The client's own self-signed certificate is the CA the server trusts.
   absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert, client->cert);
   ASSERT_TRUE(options.ok()) << options.status();
@@ -421,7 +424,7 @@ TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
 // ---- health --------------------------------------------------------------------
 
 TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
-  std::unique_ptr<EngineUnderTest> engine = testing::StartEngine("control-health", 1, 4);
+  std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-health", 1, 4);
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine->engine);
   ControlServerOptions options;
@@ -462,24 +465,23 @@ TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
 
 // ---- retryd's main() -----------------------------------------------------------
 
-std::string WriteConfig(const std::string& dir, const std::string& extra) {
-  const std::string path = dir + "/retryd.textproto";
-  std::ofstream(path) << "group_id: \"control-main\"\n"
-                         "input_topics: \"control-main-in\"\n"
-                         "processor { simulate {} }\n"
-                      << extra;
-  return path;
+// Writes a config for retryd into `dir`, with `extra` at its end; returns its path.
+std::string WriteConfig(const TempDir& dir, const std::string& extra) {
+  return dir.WriteFile("retryd.textproto", absl::StrCat("group_id: \"control-main\"\n"
+                                                        "input_topics: \"control-main-in\"\n"
+                                                        "processor { simulate {} }\n",
+                                                        extra));
 }
 
 TEST(ControlMainTest, BadControlSettingsExit2) {
-  const std::string dir = MakeTempDir();
+  const TempDir dir;
   struct Case {
     std::string config_extra;
     std::vector<std::string> flags;
     std::string message;
   };
   const std::vector<Case> cases = {
-      {absl::StrCat("control { auth_token_file: \"", dir, "/no-token\" }\n"),
+      {absl::StrCat("control { auth_token_file: \"", dir.Path("no-token"), "\" }\n"),
        {},
        "control.auth_token_file"},
       {"control { tls_cert_file: \"/etc/hostname\" }\n", {}, "control.tls_key_file"},
@@ -490,13 +492,11 @@ TEST(ControlMainTest, BadControlSettingsExit2) {
        {},
        "kafka.properties[\"sasl.password\"]: holds a secret"},
   };
-  int n = 0;
   for (const Case& c : cases) {
-    const std::string case_dir = absl::StrCat(dir, "/", n++);
-    ASSERT_EQ(mkdir(case_dir.c_str(), 0700), 0);
+    const TempDir case_dir;
     std::vector<std::string> args = {"--config", WriteConfig(case_dir, c.config_extra)};
     args.insert(args.end(), c.flags.begin(), c.flags.end());
-    RetrydProcess retryd(case_dir + "/retryd", args);
+    RetrydProcess retryd(case_dir.Path("retryd"), args);
     EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(30)), 2))
         << c.message << ": " << retryd.Stderr();
     EXPECT_THAT(retryd.Stderr(), HasSubstr(c.message));
@@ -517,15 +517,15 @@ TEST(ControlMainTest, PortInUseExits1) {
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
   const std::string taken = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
 
-  const std::string dir = MakeTempDir();
-  RetrydProcess retryd(dir + "/retryd", {"--config", WriteConfig(dir, ""), "--listen", taken});
+  const TempDir dir;
+  RetrydProcess retryd(dir.Path("retryd"), {"--config", WriteConfig(dir, ""), "--listen", taken});
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(90)), 1)) << retryd.Stderr();
   EXPECT_THAT(retryd.Stderr(), HasSubstr("cannot listen on " + taken));
   EXPECT_THAT(retryd.Stderr(), HasSubstr("already in use"));
 }
 
 TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
-  const std::string dir = MakeTempDir();
+  const TempDir dir;
   // A secret from the environment: GetStatus names the variable only.
   ASSERT_EQ(setenv("RETRYD_TEST_KAFKA_PASSWORD", "hunter2-from-env", 1), 0);
   absl::Cleanup unset = [] { unsetenv("RETRYD_TEST_KAFKA_PASSWORD"); };
@@ -533,8 +533,8 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
       WriteConfig(dir,
                   "kafka { properties_from_env { key: \"sasl.password\" value: "
                   "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
-  RetrydProcess retryd(dir + "/retryd", {"--config", config, "--listen", "127.0.0.1:0",
-                                         "--summary_interval_s", "0"});
+  RetrydProcess retryd(dir.Path("retryd"), {"--config", config, "--listen", "127.0.0.1:0",
+                                            "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
   ASSERT_TRUE(WaitFor(
       [&] {

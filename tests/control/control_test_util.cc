@@ -4,45 +4,19 @@
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
-#include <stdlib.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
-
-std::string MakeTempDir() {
-  // Removed when the test binary exits: some hold private keys.
-  static auto* const dirs = new std::vector<std::string>;
-  static const int registered = std::atexit([] {
-    for (const std::string& dir : *dirs) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  });
-  (void)registered;
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr && *base != 0 ? base : "/tmp", "/retryd-control-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << pattern;
-  dirs->push_back(pattern);
-  return pattern;
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   if (failing_.load() && record.key.has_value() && absl::StartsWith(*record.key, "fail-")) {
@@ -51,8 +25,8 @@ Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   return Outcome::Ok();
 }
 
-std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
-                                             int max_threads) {
+std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
+                                                      int max_threads) {
   auto out = std::make_unique<EngineUnderTest>();
   out->topics = CreateTopics(name);
   EngineOptions options = TestEngineOptions(out->topics);
@@ -61,16 +35,8 @@ std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_
   options.retry.max_attempts = 1000;  // "fail-" records circulate until released.
   auto processor = std::make_unique<SwitchProcessor>();
   out->processor = processor.get();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
-  if (!engine.ok()) {
-    ADD_FAILURE() << engine.status();
-    return nullptr;
-  }
-  out->engine = *std::move(engine);
-  if (absl::Status s = out->engine->Start(); !s.ok()) {
-    ADD_FAILURE() << s;
-    return nullptr;
-  }
+  out->engine = StartEngine(options, std::move(processor));
+  if (out->engine == nullptr) return nullptr;
   if (!WaitFor([&] { return AllAssigned(*out->engine, 3); }, absl::Seconds(60))) {
     ADD_FAILURE() << "the engine's groups did not settle within 60 s";
     return nullptr;

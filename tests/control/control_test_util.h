@@ -25,10 +25,6 @@
 
 namespace retryd::testing {
 
-// A fresh directory under $TEST_TMPDIR or /tmp.
-std::string MakeTempDir();
-std::string ReadFileOrEmpty(const std::string& path);
-
 // Keys starting with "fail-" fail retriably while failing() is set (they
 // keep circulating through the retry topic); everything else succeeds.
 class SwitchProcessor : public Processor {
@@ -46,11 +42,11 @@ struct EngineUnderTest {
   std::unique_ptr<Engine> engine;
 };
 
-// Creates topics named after `name`, starts an engine with `retry_threads`
-// retry threads (cap `max_threads`) and waits until every thread has its
-// partitions. Fails the test (ADD_FAILURE) and returns null on error.
-std::unique_ptr<EngineUnderTest> StartEngine(const std::string& name, int retry_threads,
-                                             int max_threads);
+// Creates topics named after `name`, starts an engine (StartEngine) with
+// `retry_threads` retry threads (cap `max_threads`) and waits until every
+// thread has its partitions. Fails the test and returns null on error.
+std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
+                                                      int max_threads);
 
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,

@@ -2,7 +2,6 @@
 // mapping, the bearer-token check, counters into protos, the snapshot
 // builder, the executor and the control config.
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "server/control/snapshot_builder.h"
 #include "server/control/status.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/temp_dir.h"
 
 namespace retryd::control {
 namespace {
@@ -298,18 +298,10 @@ TEST(BlockingExecutorTest, ShutdownRunsWhatIsQueued) {
 
 class ControlConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = testing::MakeTempDir();
-    config_.set_listen_address("127.0.0.1:0");
-  }
-  std::string Write(const std::string& name, const std::string& contents) {
-    const std::string path = dir_ + "/" + name;
-    std::ofstream(path) << contents;
-    return path;
-  }
+  void SetUp() override { config_.set_listen_address("127.0.0.1:0"); }
   absl::Status Load() { return ControlServerOptionsFromConfig(config_).status(); }
 
-  std::string dir_;
+  const testing::TempDir dir_;
   retryd::v1::Config config_;
 };
 
@@ -323,7 +315,7 @@ TEST_F(ControlConfigTest, DefaultsToNoTokenAndPlaintext) {
 }
 
 TEST_F(ControlConfigTest, ReadsTheTokenFromAFileOrTheEnvironment) {
-  config_.mutable_control()->set_auth_token_file(Write("token", "file-token\n"));
+  config_.mutable_control()->set_auth_token_file(dir_.WriteFile("token", "file-token\n"));
   absl::StatusOr<ControlServerOptions> options = ControlServerOptionsFromConfig(config_);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->auth_token, "file-token") << "one trailing newline is stripped";
@@ -355,7 +347,7 @@ TEST_F(ControlConfigTest, RemoteListenAddressNeedsAuthenticationOrTheOptIn) {
   EXPECT_THAT(refused.message(), HasSubstr("0.0.0.0:50051"));
   EXPECT_THAT(refused.message(), HasSubstr("control.allow_unauthenticated_remote: true"));
 
-  const std::string pem = Write("fake.pem", "-----BEGIN SOMETHING-----\n");
+  const std::string pem = dir_.WriteFile("fake.pem", "-----BEGIN SOMETHING-----\n");
   config_.mutable_control()->set_tls_cert_file(pem);
   config_.mutable_control()->set_tls_key_file(pem);
   EXPECT_EQ(Load().code(), absl::StatusCode::kInvalidArgument) << "TLS alone authenticates no one";
@@ -363,7 +355,7 @@ TEST_F(ControlConfigTest, RemoteListenAddressNeedsAuthenticationOrTheOptIn) {
   EXPECT_TRUE(Load().ok()) << "mutual TLS: " << Load();
   config_.mutable_control()->clear_tls_client_ca_file();
 
-  config_.mutable_control()->set_auth_token_file(Write("token", "t0ken\n"));
+  config_.mutable_control()->set_auth_token_file(dir_.WriteFile("token", "t0ken\n"));
   EXPECT_TRUE(Load().ok()) << "token: " << Load();
   config_.mutable_control()->clear_auth_token_file();
 
@@ -378,11 +370,11 @@ TEST_F(ControlConfigTest, ErrorsNameTheField) {
     std::function<void(retryd::v1::ControlConfig&)> set;
     std::string field;
   };
-  const std::string empty_token = Write("empty", "\n");
-  const std::string spaced_token = Write("spaced", "two words\n");
-  const std::string not_pem = Write("not-pem", "hello\n");
+  const std::string empty_token = dir_.WriteFile("empty", "\n");
+  const std::string spaced_token = dir_.WriteFile("spaced", "two words\n");
+  const std::string not_pem = dir_.WriteFile("not-pem", "hello\n");
   const std::vector<Case> cases = {
-      {[&](auto& c) { c.set_auth_token_file(dir_ + "/missing"); }, "control.auth_token_file"},
+      {[&](auto& c) { c.set_auth_token_file(dir_.Path("missing")); }, "control.auth_token_file"},
       {[&](auto& c) { c.set_auth_token_file(empty_token); }, "control.auth_token_file"},
       {[&](auto& c) { c.set_auth_token_file(spaced_token); }, "control.auth_token_file"},
       {[&](auto& c) {
@@ -410,8 +402,8 @@ TEST_F(ControlConfigTest, ErrorsNameTheField) {
     EXPECT_THAT(s.message(), HasSubstr(c.field + ":")) << s;
   }
   config_.clear_control();
-  config_.mutable_control()->set_auth_token_file(dir_ + "/missing");
-  EXPECT_THAT(Load().message(), HasSubstr(dir_ + "/missing")) << "names the path";
+  config_.mutable_control()->set_auth_token_file(dir_.Path("missing"));
+  EXPECT_THAT(Load().message(), HasSubstr(dir_.Path("missing"))) << "names the path";
 }
 
 }  // namespace

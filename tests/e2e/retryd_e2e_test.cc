@@ -19,18 +19,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,8 +40,11 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/outcomes.h"
 #include "tests/support/retryd_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {
@@ -53,10 +53,14 @@ using ::retryd::testing::Broker;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::DescribeStatus;
 using ::retryd::testing::ExitedWith;
+using ::retryd::testing::Keys;
 using ::retryd::testing::kRetrydBinary;
+using ::retryd::testing::MixedKeys;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
+using ::retryd::testing::ReadFileOrEmpty;
 using ::retryd::testing::RetrydProcess;
+using ::retryd::testing::TempDir;
 using ::retryd::testing::TestTopics;
 using ::retryd::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -66,19 +70,6 @@ constexpr char kSourceDir[] = RETRYD_SOURCE_DIR;
 // How long a stopping retryd may take: its shutdown_timeout_ms (10 s in the
 // configs below, 30 s by default) plus leaving the groups.
 constexpr absl::Duration kExitTimeout = absl::Seconds(60);
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
 
 // The last `lines` lines of `text`.
 std::string Tail(const std::string& text, size_t lines) {
@@ -90,23 +81,6 @@ std::string Tail(const std::string& text, size_t lines) {
     pos = nl;
   }
   return text.substr(pos == 0 ? 0 : pos + 1);
-}
-
-// Keys as the engine integration test mixes them: perm- go to the
-// dead-letter topic, flaky- succeed on their third attempt, ok- at once.
-std::vector<std::string> MixedKeys(int n, const std::string& tag = "") {
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) {
-    const char* kind = i % 13 == 0 ? "perm-" : i % 7 == 0 ? "flaky-" : "ok-";
-    keys.push_back(absl::StrCat(kind, tag, i));
-  }
-  return keys;
-}
-
-std::multiset<std::string> Keys(const std::vector<Record>& records) {
-  std::multiset<std::string> keys;
-  for (const Record& r : records) keys.insert(r.key.value_or("<null>"));
-  return keys;
 }
 
 // Where each key ended up, and how often.
@@ -210,37 +184,25 @@ std::string ClusterConfig(const TestTopics& topics, const std::string& group, ui
 // logs. On failure the logs' tails are printed and the directory is kept.
 class RetrydE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ =
-        absl::StrCat(tmp != nullptr && *tmp != 0 ? tmp : "/tmp", "/retryd-e2e-XXXXXX");
-    ASSERT_NE(mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
-    dir_ = templ;
-  }
-
   void TearDown() override {
-    if (dir_.empty()) return;
-    if (!HasFailure()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-      return;
-    }
+    if (dir_.path().empty() || !HasFailure()) return;
+    dir_.Keep();
     std::vector<std::filesystem::path> logs;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
       const std::string ext = entry.path().extension().string();
       if (ext == ".stdout" || ext == ".stderr") logs.push_back(entry.path());
     }
     std::sort(logs.begin(), logs.end());
     for (const auto& path : logs) {
       std::fprintf(stderr, "---- tail of %s ----\n%s\n", path.c_str(),
-                   Tail(ReadFile(path.string()), 40).c_str());
+                   Tail(ReadFileOrEmpty(path.string()), 40).c_str());
     }
-    std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir_.c_str());
+    std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir_.path().c_str());
   }
 
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.Path(name); }
 
-  std::string dir_;
+  TempDir dir_;
 };
 
 // Killed mid-run with SIGKILL, retryd restarted in the same group resumes
@@ -250,9 +212,9 @@ TEST_F(RetrydE2eTest, CrashRecovery) {
   const TestTopics topics = CreateTopics("crash");
   const std::vector<std::string> keys = MixedKeys(4000);
   ProduceKeys(topics.input, keys);
-  const std::string config = Path("crash.textproto");
   // 1 ms per attempt: the run takes several seconds, so the kill lands in it.
-  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/1));
+  const std::string config = dir_.WriteFile(
+      "crash.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/1));
 
   {
     RetrydProcess first(Path("run1"), {"--config", config, "--summary_interval_s", "1"});
@@ -310,8 +272,8 @@ TEST_F(RetrydE2eTest, CrashRecovery) {
 // group processes only new records.
 TEST_F(RetrydE2eTest, GracefulStopCommits) {
   const TestTopics topics = CreateTopics("graceful");
-  const std::string config = Path("graceful.textproto");
-  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  const std::string config = dir_.WriteFile(
+      "graceful.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
   const std::vector<std::string> keys = MixedKeys(500);
 
   Outcomes first_run;
@@ -369,14 +331,13 @@ TEST_F(RetrydE2eTest, GracefulStopCommits) {
 TEST_F(RetrydE2eTest, BadConfigExits2) {
   {
     SCOPED_TRACE("invalid field on line 3");
-    const std::string config = Path("bad.textproto");
-    WriteFile(config,
-              "# An invalid config: max_attempts must be 1..1000.\n"
-              "group_id: \"bad\"\n"
-              "retry { max_attempts: 0 }\n"
-              "kafka { bootstrap_servers: \"127.0.0.1:9\" }\n"
-              "input_topics: \"in\"\n"
-              "processor { simulate {} }\n");
+    const std::string config = dir_.WriteFile("bad.textproto",
+                                              "# An invalid config: max_attempts must be 1..1000.\n"
+                                              "group_id: \"bad\"\n"
+                                              "retry { max_attempts: 0 }\n"
+                                              "kafka { bootstrap_servers: \"127.0.0.1:9\" }\n"
+                                              "input_topics: \"in\"\n"
+                                              "processor { simulate {} }\n");
     RetrydProcess retryd(Path("bad"), {"--config", config});
     ASSERT_TRUE(retryd.started());
     EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 2));
@@ -427,8 +388,8 @@ TEST_F(RetrydE2eTest, HelpAndVersion) {
 TEST_F(RetrydE2eTest, MissingTopicOnRealClusterExits1) {
   TestTopics topics = CreateTopics("missing");
   topics.input = absl::StrCat("never-created-", getpid(), "-", topics.input);
-  const std::string config = Path("missing.textproto");
-  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  const std::string config = dir_.WriteFile(
+      "missing.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
 
   RetrydProcess retryd(Path("run"), {"--config", config});
   ASSERT_TRUE(retryd.started());
@@ -551,8 +512,8 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   using retryctl_e2e::CommandResult;
   using retryctl_e2e::Retryctl;
   const TestTopics topics = CreateTopics("retryctl");
-  const std::string config = Path("retryctl.textproto");
-  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  const std::string config = dir_.WriteFile(
+      "retryctl.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
   RetrydProcess retryd(Path("retryd"), {"--config", config, "--summary_interval_s", "0"});
   const std::string address = retryctl_e2e::ControlAddress(retryd);
   ASSERT_FALSE(address.empty()) << "retryd printed no control address";
@@ -623,8 +584,8 @@ TEST_F(RetrydE2eTest, FatalProducerErrorExits1) {
   // Kafka protocol: API key 0 is Produce; 7 REQUEST_TIMED_OUT, 59
   // UNKNOWN_PRODUCER_ID.
   Broker().PushRequestErrors(0, {7, 59});
-  const std::string config = Path("fatal.textproto");
-  WriteFile(config, ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
+  const std::string config = dir_.WriteFile(
+      "fatal.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
 
   RetrydProcess retryd(Path("run"), {"--config", config, "--summary_interval_s", "1"});
   ASSERT_TRUE(retryd.started());

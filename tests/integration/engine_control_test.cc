@@ -16,7 +16,9 @@
 #include "server/engine/metrics_sampler.h"
 #include "server/engine/processor.h"
 #include "server/processors/simulate.h"
+#include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {
@@ -24,6 +26,7 @@ namespace {
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
 using ::retryd::testing::TestEngineOptions;
 using ::retryd::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -66,10 +69,9 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   options.retry.max_attempts = 3;
   // Long enough that a backlog is still there a moment later.
   options.retry.backoff = {.initial_ms = 3000, .multiplier = 1.0, .max_ms = 3000};
-  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(options, DoomedProcessor());
-  ASSERT_TRUE(created.ok()) << created.status();
-  Engine& engine = **created;
-  ASSERT_TRUE(engine.Start().ok());
+  const std::unique_ptr<Engine> owned = StartEngine(options, DoomedProcessor());
+  ASSERT_NE(owned, nullptr);
+  Engine& engine = *owned;
   MetricsSampler sampler(engine, absl::Milliseconds(50));
   sampler.Start();
   const absl::Duration kJoin = absl::Seconds(60);
@@ -224,10 +226,9 @@ TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
   // Long enough that the backlog is still there when the last retry thread
   // has been stopped.
   options.retry.backoff = {.initial_ms = 3000, .multiplier = 1.0, .max_ms = 3000};
-  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(options, FlakyProcessor());
-  ASSERT_TRUE(created.ok()) << created.status();
-  Engine& engine = **created;
-  ASSERT_TRUE(engine.Start().ok());
+  const std::unique_ptr<Engine> owned = StartEngine(options, FlakyProcessor());
+  ASSERT_NE(owned, nullptr);
+  Engine& engine = *owned;
   ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
   const std::vector<std::string> flaky = Keys("flaky-", 20);
   ProduceKeys(topics.input, flaky);
@@ -280,19 +281,17 @@ TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
   options.retry.threads = 0;  // Failures pile up in the retry topic.
   const std::vector<std::string> flaky = Keys("flaky-", 10);
   {
-    absl::StatusOr<std::unique_ptr<Engine>> first = Engine::Create(options, FlakyProcessor());
-    ASSERT_TRUE(first.ok()) << first.status();
-    ASSERT_TRUE((*first)->Start().ok());
+    const std::unique_ptr<Engine> first = StartEngine(options, FlakyProcessor());
+    ASSERT_NE(first, nullptr);
     ProduceKeys(topics.input, flaky);
-    ASSERT_TRUE(WaitFor([&] { return (*first)->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
-    (*first)->Stop();
+    ASSERT_TRUE(WaitFor([&] { return first->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
+    first->Stop();
   }
 
   options.in_order = true;
-  absl::StatusOr<std::unique_ptr<Engine>> created = Engine::Create(options, FlakyProcessor());
-  ASSERT_TRUE(created.ok()) << created.status();
-  Engine& engine = **created;
-  ASSERT_TRUE(engine.Start().ok());
+  const std::unique_ptr<Engine> owned = StartEngine(options, FlakyProcessor());
+  ASSERT_NE(owned, nullptr);
+  Engine& engine = *owned;
   EXPECT_TRUE(
       WaitFor([&] { return AllIn(flaky, KeysOf(ReadAll(topics.output))); }, absl::Seconds(60)))
       << "the leftover retry records were not processed";
@@ -337,11 +336,10 @@ TEST(EngineStopTest, StopIsBoundedWhenKafkaIsUnreachable) {
   options.shutdown_timeout_ms = 2000;
   absl::Notification gate;
   std::atomic<int> calls{0};
-  absl::StatusOr<std::unique_ptr<Engine>> created =
-      Engine::Create(options, std::make_unique<GatedFailingProcessor>(gate, calls));
-  ASSERT_TRUE(created.ok()) << created.status();
-  Engine& engine = **created;
-  ASSERT_TRUE(engine.Start().ok());
+  const std::unique_ptr<Engine> owned =
+      StartEngine(options, std::make_unique<GatedFailingProcessor>(gate, calls));
+  ASSERT_NE(owned, nullptr);
+  Engine& engine = *owned;
   ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
   ProduceKeys(topics.input, Keys("stranded-", 30));
   // The primary holds fetched records behind the gate; then the cluster

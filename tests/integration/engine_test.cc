@@ -19,6 +19,7 @@
 #include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {

@@ -17,6 +17,7 @@
 #include "server/engine/retry_headers.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd {
 namespace {

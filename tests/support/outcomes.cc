@@ -9,6 +9,7 @@
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 #include "server/processors/simulate.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
 

@@ -9,24 +9,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "tests/support/test_cluster.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
-namespace {
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 const char kRetrydBinary[] = RETRYD_BINARY;
 
 std::string DescribeStatus(int status) {
@@ -112,7 +100,7 @@ std::optional<int> RetrydProcess::WaitExit(absl::Duration timeout) {
   return status_;
 }
 
-std::string RetrydProcess::Stdout() const { return ReadWholeFile(stdout_path_); }
-std::string RetrydProcess::Stderr() const { return ReadWholeFile(stderr_path_); }
+std::string RetrydProcess::Stdout() const { return ReadFileOrEmpty(stdout_path_); }
+std::string RetrydProcess::Stderr() const { return ReadFileOrEmpty(stderr_path_); }
 
 }  // namespace retryd::testing

@@ -5,8 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
 #include "server/kafka/producer.h"
@@ -124,16 +123,6 @@ bool AllAssigned(const Engine& engine, size_t partitions) {
   }
   for (const auto& [role, n] : assigned) {
     if (n != partitions) return false;
-  }
-  return true;
-}
-
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Notification never;
-  while (!condition()) {
-    if (absl::Now() >= deadline) return false;
-    never.WaitForNotificationWithTimeout(absl::Milliseconds(50));
   }
   return true;
 }

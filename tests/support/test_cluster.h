@@ -3,13 +3,11 @@
 #ifndef RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
 #define RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/time/time.h"
 #include "server/engine/engine.h"
 #include "server/engine/options.h"
 #include "server/kafka/embedded_broker.h"
@@ -49,11 +47,6 @@ std::string HeaderValue(const Record& record, const std::string& name);
 // `partitions` are assigned: the groups are stable, so no rebalance will
 // interrupt what the test does next.
 bool AllAssigned(const Engine& engine, size_t partitions);
-
-// Checks `condition` every 50 ms until it holds or `timeout` passes;
-// returns whether it held. The bounded way tests wait for asynchronous
-// outcomes they can only observe by looking.
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout);
 
 }  // namespace retryd::testing
 

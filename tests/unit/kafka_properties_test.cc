@@ -3,8 +3,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -13,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
 #include "server/kafka/properties.h"
+#include "tests/support/temp_dir.h"
 
 namespace retryd::kafka {
 namespace {
@@ -24,10 +23,9 @@ using ::testing::Not;
 // so a test can read what was logged so far.
 class StderrToFile {
  public:
-  StderrToFile() {
-    char path[] = "/tmp/retryd-stderr-XXXXXX";
-    const int fd = mkstemp(path);
-    path_ = path;
+  StderrToFile() : path_(dir_.Path("stderr")) {
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    EXPECT_GE(fd, 0) << "cannot open " << path_;
     std::fflush(stderr);
     saved_ = dup(STDERR_FILENO);
     dup2(fd, STDERR_FILENO);
@@ -37,17 +35,12 @@ class StderrToFile {
     std::fflush(stderr);
     dup2(saved_, STDERR_FILENO);
     close(saved_);
-    unlink(path_.c_str());
   }
-  std::string Contents() const {
-    std::ifstream in(path_);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string Contents() const { return ::retryd::testing::ReadFileOrEmpty(path_); }
 
  private:
-  std::string path_;
+  const ::retryd::testing::TempDir dir_;
+  const std::string path_;
   int saved_ = -1;
 };
 
