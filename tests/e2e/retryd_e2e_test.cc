@@ -419,8 +419,7 @@ TEST_F(RetrydE2eTest, UnreachableBrokerAtStartExits1) {
   const size_t at = text.find(Broker().bootstrap_servers());
   ASSERT_NE(at, std::string::npos);
   text.replace(at, Broker().bootstrap_servers().size(), unreachable);
-  const std::string config = Path("unreachable.textproto");
-  WriteFile(config, text);
+  const std::string config = dir_.WriteFile("unreachable.textproto", text);
 
   RetrydProcess retryd(Path("run"), {"--config", config});
   ASSERT_TRUE(retryd.started());
