@@ -59,7 +59,6 @@ for target in "${targets[@]}"; do
   "$BUILD_DIR/tests/fuzz/${target}_fuzz" "${args[@]}" "${dirs[@]}" </dev/null >"$log" 2>&1 || rc=$?
   if ((rc == 0)); then
     say "$target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 | tr -s '\t ' ' ')"
-    say "$target: $(grep -E '^stat::average_exec_per_sec' "$log")"
     continue
   fi
   failed+=("$target")
