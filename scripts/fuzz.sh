@@ -53,6 +53,7 @@ for target in "${targets[@]}"; do
   [[ -d "$FUZZ_DIR/regressions/$target" ]] && dirs+=("$FUZZ_DIR/regressions/$target")
   log="$BUILD_DIR/$target.log"
   say "running $target for ${seconds}s (log: $log)"
+  touch "$work/$target.start"
   rc=0
   # stdin from /dev/null: a config naming /dev/stdin as a file to read must
   # not make the run wait.
@@ -65,7 +66,7 @@ for target in "${targets[@]}"; do
   tail -n 60 "$log" >&2
   say "FAILED: $target exited with status $rc" >&2
   # Only this run's inputs: the directory keeps those of earlier runs.
-  find "$crashes" -type f -newer "$work/$target" | while read -r input; do
+  find "$crashes" -type f -newer "$work/$target.start" | while read -r input; do
     say "  input: $input" >&2
     say "  reproduce: $BUILD_DIR/tests/fuzz/${target}_fuzz $input" >&2
     say "  once fixed, keep it: cp $input tests/fuzz/regressions/$target/" >&2
