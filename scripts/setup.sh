@@ -25,6 +25,9 @@ PACKAGES=(
   # (run by scripts/test.sh) compiles with clang; scripts/format.sh --check
   # (run by scripts/test.sh too) needs clang-format.
   openssl clang clang-format
+  # libFuzzer, for scripts/fuzz.sh: clang only recommends it, and we install
+  # without recommends.
+  libclang-rt-14-dev
 )
 
 say() { printf 'setup.sh: %s\n' "$*"; }

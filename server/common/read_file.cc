@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace retryd {
@@ -27,12 +28,18 @@ class FileDescriptor {
   const int fd_;
 };
 
+// The path as it goes into a message: a path may hold any byte but NUL, and
+// a newline in it would split the one-line errors callers build around it.
+std::string Quoted(const std::string& path) {
+  return absl::StrCat("\"", absl::CHexEscape(path), "\"");
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
   const FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open \"", path, "\""));
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", Quoted(path)));
   }
   std::string contents;
   char buffer[64 * 1024];
@@ -42,13 +49,13 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max
     const ssize_t n = read(fd.get(), buffer, want);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("cannot read \"", path, "\""));
+      return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", Quoted(path)));
     }
     if (n == 0) break;
     contents.append(buffer, static_cast<size_t>(n));
     if (contents.size() > max_bytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("\"", path, "\" is larger than ", max_bytes, " bytes"));
+          absl::StrCat(Quoted(path), " is larger than ", max_bytes, " bytes"));
     }
   }
   return contents;

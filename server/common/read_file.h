@@ -13,7 +13,8 @@
 namespace retryd {
 
 // The contents of the file at `path`, if it holds at most `max_bytes`.
-// Errors name the path: a failed open or read has the code errno gives
+// Errors name the path (quoted, C-escaped, so that an error stays one line
+// whatever the path holds): a failed open or read has the code errno gives
 // (NOT_FOUND, PERMISSION_DENIED, ...) and its text; a larger file is
 // INVALID_ARGUMENT, read no further than max_bytes + 1 bytes.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes);

@@ -3,50 +3,24 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 #include "server/control/proto_convert.h"
+#include "server/control/request_validation.h"
 #include "server/control/status.h"
 
 namespace retryd::control {
 namespace {
 
-constexpr uint32_t kMinIntervalMs = 100;
-constexpr uint32_t kMaxIntervalMs = 60'000;
-constexpr int kMaxIdsPerRequest = 1024;
 // The most a blocking call's engine deadline is brought forward, so that the
 // engine's answer still reaches the client in time.
 constexpr absl::Duration kMaxDeadlineMargin = absl::Milliseconds(100);
-
-// Checks a repeated thread-id field and converts it to the engine's ids.
-absl::StatusOr<std::vector<int>> ThreadIds(const google::protobuf::RepeatedField<uint32_t>& field) {
-  if (field.size() > kMaxIdsPerRequest) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("thread_ids: at most ", kMaxIdsPerRequest, " ids, got ", field.size()));
-  }
-  std::vector<int> ids;
-  absl::flat_hash_set<uint32_t> seen;
-  for (uint32_t id : field) {
-    if (id == 0 || id > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("thread_ids: ", id, " is not a thread id; ids are between 1 and ",
-                       std::numeric_limits<int>::max(), " (see GetStatus)"));
-    }
-    if (!seen.insert(id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("thread_ids: ", id, " is listed twice"));
-    }
-    ids.push_back(static_cast<int>(id));
-  }
-  return ids;
-}
 
 std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
@@ -163,21 +137,12 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok()) {
-    const int cap = engine_.options().retry.max_threads;
     int running = 0;
     for (const auto& stats : engine_.Threads()) {
       running += stats->role() == ThreadRole::kRetry && !IsEnded(stats->state());
     }
-    const int room = std::max(0, cap - running);
-    if (request->count() < 1 || request->count() > room) {
-      status = absl::InvalidArgumentError(
-          room == 0
-              ? absl::StrCat("count: no room for more retry threads: ", running,
-                             " run and retry.max_threads is ", cap,
-                             "; stop some first, or raise retry.max_threads")
-              : absl::StrCat("count: must be between 1 and ", room, ", got ", request->count(),
-                             " (retry.max_threads is ", cap, ", ", running, " running)"));
-    }
+    status =
+        ValidateStartRetryThreadsRequest(*request, engine_.options().retry.max_threads, running);
   }
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
@@ -204,40 +169,28 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
     v1::StopRetryThreadsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
-  absl::StatusOr<std::vector<int>> ids = ThreadIds(request->thread_ids());
-  if (status.ok() && !ids.ok()) status = ids.status();
-  if (status.ok()) {
-    if (!ids->empty() && request->count() != 0) {
-      status = absl::InvalidArgumentError(
-          "count and thread_ids: give one of them, not both (thread_ids stops those threads, "
-          "count the most recently started)");
-    } else if (ids->empty() && request->count() < 1) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "count: must be at least 1 (a count above the number running stops them all), got ",
-          request->count(), "; or give thread_ids"));
-    }
-  }
+  if (status.ok()) status = ValidateStopRetryThreadsRequest(*request);
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
+  std::vector<int> ids = EngineThreadIds(request->thread_ids());
   const bool graceful = request->has_graceful() ? request->graceful() : true;
   const std::string peer = context->peer();
-  RunBlocking(
-      context, reactor,
-      [this, request, response, graceful, peer, ids = *std::move(ids)](absl::Time deadline) {
-        absl::StatusOr<std::vector<int>> stopped =
-            ids.empty() ? engine_.StopRetryThreads(request->count(), graceful, deadline)
-                        : engine_.StopRetryThreadsById(ids, graceful, deadline);
-        LogInfo("control: StopRetryThreads(",
-                ids.empty() ? absl::StrCat("count=", request->count())
-                            : absl::StrCat("ids=", JoinIds(ids)),
-                graceful ? "" : ", now", ") from ", peer, ": ",
-                stopped.ok() ? JoinIds(*stopped) : stopped.status().ToString());
-        if (!stopped.ok()) return stopped.status();
-        for (int id : *stopped) response->add_stopped_thread_ids(static_cast<uint32_t>(id));
-        return absl::OkStatus();
-      });
+  RunBlocking(context, reactor,
+              [this, request, response, graceful, peer, ids = std::move(ids)](absl::Time deadline) {
+                absl::StatusOr<std::vector<int>> stopped =
+                    ids.empty() ? engine_.StopRetryThreads(request->count(), graceful, deadline)
+                                : engine_.StopRetryThreadsById(ids, graceful, deadline);
+                LogInfo("control: StopRetryThreads(",
+                        ids.empty() ? absl::StrCat("count=", request->count())
+                                    : absl::StrCat("ids=", JoinIds(ids)),
+                        graceful ? "" : ", now", ") from ", peer, ": ",
+                        stopped.ok() ? JoinIds(*stopped) : stopped.status().ToString());
+                if (!stopped.ok()) return stopped.status();
+                for (int id : *stopped) response->add_stopped_thread_ids(static_cast<uint32_t>(id));
+                return absl::OkStatus();
+              });
   return reactor;
 }
 
@@ -246,11 +199,7 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
                                                      v1::SetInOrderResponse* response) {
   auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
-  if (status.ok() && request->drain_retries() && !request->in_order()) {
-    status = absl::InvalidArgumentError(
-        "drain_retries: only with in_order: true (it empties the retry backlog before the "
-        "switch to in-order)");
-  }
+  if (status.ok()) status = ValidateSetInOrderRequest(*request);
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -285,17 +234,10 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
 grpc::ServerWriteReactor<v1::MetricsSnapshot>* ControlService::WatchMetrics(
     grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) {
   absl::Status status = Authorize(*context, Access::kReadOnly);
-  if (status.ok() &&
-      (request->interval_ms() < kMinIntervalMs || request->interval_ms() > kMaxIntervalMs)) {
-    status = absl::InvalidArgumentError(absl::StrCat("interval_ms: must be between ",
-                                                     kMinIntervalMs, " and ", kMaxIntervalMs,
-                                                     ", got ", request->interval_ms()));
-  }
-  absl::StatusOr<std::vector<int>> ids = ThreadIds(request->thread_ids());
-  if (status.ok() && !ids.ok()) status = ids.status();
+  if (status.ok()) status = ValidateWatchMetricsRequest(*request);
   if (!status.ok()) return new RefusedWriter(status);
   return new MetricsWatcher(watchers_, sampler_, absl::Milliseconds(request->interval_ms()),
-                            *std::move(ids));
+                            EngineThreadIds(request->thread_ids()));
 }
 
 }  // namespace retryd::control

@@ -6,9 +6,11 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -576,6 +578,21 @@ kafka {
   EXPECT_THAT(error,
               HasSubstr("test.textproto:3: kafka.properties_from_file[\"ssl.key.password\"]: "
                         "cannot open \"/nonexistent/secret\""));
+}
+
+// Found by tests/fuzz/config_loader_fuzz.cc: a file path written with "\n"
+// put a raw newline into its error, splitting it over two lines, the second
+// of which named no file (and could pass for another error).
+TEST(ConfigLoaderTest, AnErrorQuotingAPathStaysOneLine) {
+  const std::string error = ErrorOf(WithBase(R"cfg(primary_threads: 0
+kafka {
+  properties_from_file { key: "ssl.key.password" value: "/nonexistent/a\ntest.textproto:1: b" }
+})cfg"));
+  const std::vector<std::string> lines = absl::StrSplit(error, '\n');
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("test.textproto:3: kafka.properties_from_file"),
+                                 StartsWith("test.textproto:1: primary_threads: ")))
+      << error;
+  EXPECT_THAT(error, HasSubstr("cannot open \"/nonexistent/a\\ntest.textproto:1: b\""));
 }
 
 }  // namespace

@@ -1,0 +1,84 @@
+#include "server/control/request_validation.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace retryd::control {
+namespace {
+
+absl::Status ValidateThreadIds(const google::protobuf::RepeatedField<uint32_t>& thread_ids) {
+  if (thread_ids.size() > kMaxThreadIdsPerRequest) {
+    return absl::InvalidArgumentError(absl::StrCat("thread_ids: at most ", kMaxThreadIdsPerRequest,
+                                                   " ids, got ", thread_ids.size()));
+  }
+  absl::flat_hash_set<uint32_t> seen;
+  for (uint32_t id : thread_ids) {
+    if (id == 0 || id > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("thread_ids: ", id, " is not a thread id; ids are between 1 and ",
+                       std::numeric_limits<int>::max(), " (see GetStatus)"));
+    }
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("thread_ids: ", id, " is listed twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStartRetryThreadsRequest(const v1::StartRetryThreadsRequest& request,
+                                              int max_threads, int running) {
+  const int room = std::max(0, max_threads - running);
+  if (request.count() >= 1 && request.count() <= room) return absl::OkStatus();
+  if (room == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "count: no room for more retry threads: ", running, " run and retry.max_threads is ",
+        max_threads, "; stop some first, or raise retry.max_threads"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("count: must be between 1 and ", room, ", got ",
+                                                 request.count(), " (retry.max_threads is ",
+                                                 max_threads, ", ", running, " running)"));
+}
+
+absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& request) {
+  if (absl::Status s = ValidateThreadIds(request.thread_ids()); !s.ok()) return s;
+  if (!request.thread_ids().empty() && request.count() != 0) {
+    return absl::InvalidArgumentError(
+        "count and thread_ids: give one of them, not both (thread_ids stops those threads, "
+        "count the most recently started)");
+  }
+  if (request.thread_ids().empty() && request.count() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "count: must be at least 1 (a count above the number running stops them all), got ",
+        request.count(), "; or give thread_ids"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request) {
+  if (request.drain_retries() && !request.in_order()) {
+    return absl::InvalidArgumentError(
+        "drain_retries: only with in_order: true (it empties the retry backlog before the "
+        "switch to in-order)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWatchMetricsRequest(const v1::WatchMetricsRequest& request) {
+  if (request.interval_ms() < kMinWatchIntervalMs || request.interval_ms() > kMaxWatchIntervalMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interval_ms: must be between ", kMinWatchIntervalMs, " and ",
+                     kMaxWatchIntervalMs, ", got ", request.interval_ms()));
+  }
+  return ValidateThreadIds(request.thread_ids());
+}
+
+std::vector<int> EngineThreadIds(const google::protobuf::RepeatedField<uint32_t>& thread_ids) {
+  return std::vector<int>(thread_ids.begin(), thread_ids.end());
+}
+
+}  // namespace retryd::control

@@ -1,0 +1,48 @@
+// The checks of the control API's request messages, apart from the handlers
+// so that they can be tested and fuzzed without a server or an engine.
+//
+// Each Validate function returns OK or INVALID_ARGUMENT naming the field and
+// its allowed range; it runs after the bearer-token check and before the
+// engine is touched. GetStatusRequest has no fields, so it has no function.
+//
+// Thread-safety: pure functions.
+#ifndef RETRYD_SERVER_CONTROL_REQUEST_VALIDATION_H_
+#define RETRYD_SERVER_CONTROL_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "google/protobuf/repeated_field.h"
+#include "retryd/v1/control.pb.h"
+
+namespace retryd::control {
+
+// Bounds of WatchMetricsRequest.interval_ms.
+inline constexpr uint32_t kMinWatchIntervalMs = 100;
+inline constexpr uint32_t kMaxWatchIntervalMs = 60'000;
+// The most thread ids one request may name.
+inline constexpr int kMaxThreadIdsPerRequest = 1024;
+
+// count must lie in 1..(max_threads - running): `max_threads` is
+// retry.max_threads, `running` the retry threads that have not ended.
+absl::Status ValidateStartRetryThreadsRequest(const v1::StartRetryThreadsRequest& request,
+                                              int max_threads, int running);
+
+// Either thread_ids (each an id in 1..INT_MAX, none twice, at most
+// kMaxThreadIdsPerRequest) or a count of at least 1, not both.
+absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& request);
+
+// drain_retries only with in_order.
+absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request);
+
+// interval_ms in kMinWatchIntervalMs..kMaxWatchIntervalMs; thread_ids as for
+// StopRetryThreads (an empty list means every thread).
+absl::Status ValidateWatchMetricsRequest(const v1::WatchMetricsRequest& request);
+
+// The engine's ids for a thread_ids field that passed validation.
+std::vector<int> EngineThreadIds(const google::protobuf::RepeatedField<uint32_t>& thread_ids);
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_REQUEST_VALIDATION_H_
