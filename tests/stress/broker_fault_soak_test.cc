@@ -16,6 +16,7 @@
 // RETRYD_FAULT_SOAK_ROUNDS=N runs N rounds in one retryd process.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -37,26 +38,38 @@ namespace retryd::testing {
 namespace {
 
 using grpc::health::v1::HealthCheckResponse;
-using namespace kafka_protocol;  // NOLINT(build/namespaces): the protocol's names, read as such.
+
+// Kafka protocol API keys and error codes the test injects.
+constexpr int16_t kProduce = 0, kFetch = 1, kOffsetCommit = 8, kJoinGroup = 11, kSyncGroup = 14;
+constexpr int kNotLeader = 6, kRequestTimedOut = 7, kCoordinatorLoadInProgress = 14,
+              kCoordinatorNotAvailable = 15, kNotCoordinator = 16, kRebalanceInProgress = 27;
 
 // How long a stopping retryd may take: shutdown_timeout_ms plus leaving
 // the groups, with room for a slow machine.
 constexpr absl::Duration kExitTimeout = absl::Seconds(60);
-// The deadline of every start and stop: a stop takes at most
-// shutdown_timeout_ms for the leaving threads and as much again for the
-// others' checkpoint, and each waits for a rebalance (the mock's is
-// session.timeout.ms) with every broker down as often as not.
-constexpr absl::Duration kControlDeadline = absl::Seconds(60);
+// The deadline of a start: it answers once the new threads have joined
+// their group or, failing that (a coordinator down, joins refused), when
+// the deadline is near, with the threads it started. Short enough to keep
+// the churn going through the faults.
+constexpr absl::Duration kStartDeadline = absl::Seconds(15);
+// The deadline of a stop, which must finish what it began: up to
+// shutdown_timeout_ms for the leaving threads' hand-offs, as much again for
+// the others' checkpoint, and a rebalance (the mock's lasts the session
+// timeout), with the brokers down as often as not.
+constexpr absl::Duration kStopDeadline = absl::Seconds(60);
 // The deadline of GetStatus and health checks, which never wait for Kafka.
 constexpr absl::Duration kQuickDeadline = absl::Seconds(10);
 
 // Starts and stops retry threads on a thread of its own until Stop(): one
 // or two at a time, by count or by id, gracefully or not, a few seconds
-// apart. Every call goes through `log`.
+// apart. Starts go through `starter`, stops through `stopper`, every call
+// through `log`.
 class RetryThreadChurn {
  public:
-  RetryThreadChurn(RetrydClient& client, RpcLog& log, absl::Duration pause)
-      : client_(client), log_(log), pause_(pause), thread_([this] { Run(); }) {}
+  RetryThreadChurn(RetrydClient& starter, RetrydClient& stopper, RpcLog& log, absl::Duration pause)
+      : starter_(starter), stopper_(stopper), log_(log), pause_(pause), thread_([this] {
+          Run();
+        }) {}
   ~RetryThreadChurn() { Stop(); }
 
   // Ends after the cycle in progress, leaving the threads the config started.
@@ -73,7 +86,7 @@ class RetryThreadChurn {
       const int count = 1 + i % 2;
       std::vector<uint32_t> ids;
       const absl::Status started = log_.Record("StartRetryThreads", [&] {
-        absl::StatusOr<v1::StartRetryThreadsResponse> r = client_.StartRetryThreads(count);
+        absl::StatusOr<v1::StartRetryThreadsResponse> r = starter_.StartRetryThreads(count);
         if (r.ok()) ids.assign(r->thread_ids().begin(), r->thread_ids().end());
         return r.status();
       });
@@ -87,8 +100,8 @@ class RetryThreadChurn {
       // A failure is in the log, which the test checks at the end.
       log_.Record("StopRetryThreads",
                   [&] {
-                    return i % 2 == 0 ? client_.StopRetryThreadsById(ids, graceful).status()
-                                      : client_.StopRetryThreads(count, graceful).status();
+                    return i % 2 == 0 ? stopper_.StopRetryThreadsById(ids, graceful).status()
+                                      : stopper_.StopRetryThreads(count, graceful).status();
                   })
           .IgnoreError();
       cycles_.fetch_add(1);
@@ -96,13 +109,21 @@ class RetryThreadChurn {
     }
   }
 
-  RetrydClient& client_;
+  RetrydClient& starter_;
+  RetrydClient& stopper_;
   RpcLog& log_;
   const absl::Duration pause_;
   absl::Notification stop_;
   std::atomic<int> cycles_{0};
   std::thread thread_;  // Last: it uses the fields above.
 };
+
+// `errors` over and over, `times` times.
+std::vector<int> Repeat(const std::vector<int>& errors, int times) {
+  std::vector<int> out;
+  for (int i = 0; i < times; ++i) out.insert(out.end(), errors.begin(), errors.end());
+  return out;
+}
 
 class BrokerFaultSoakTest : public StressTest {
  protected:
@@ -151,14 +172,16 @@ TEST_F(BrokerFaultSoakTest, FaultsWhileRetryThreadsComeAndGoLoseNothing) {
   const std::string address = ControlAddress(retryd);
   ASSERT_FALSE(address.empty()) << "retryd printed no control address";
   std::unique_ptr<RetrydClient> quick = NewClient(address, kQuickDeadline);
-  std::unique_ptr<RetrydClient> control = NewClient(address, kControlDeadline);
+  std::unique_ptr<RetrydClient> starter = NewClient(address, kStartDeadline);
+  std::unique_ptr<RetrydClient> stopper = NewClient(address, kStopDeadline);
   ASSERT_TRUE(WaitFor([&] { return Health(*quick) == "SERVING"; }, absl::Seconds(60)))
       << "never SERVING: " << Health(*quick);
 
-  // 100 records a second: a long run stays well inside the mock's bounded
-  // log (see Outcomes::truncated).
-  Load load(topics.input, 10, absl::Milliseconds(100), "s");
-  RetryThreadChurn churn(*control, log_, absl::Seconds(2));
+  // 100 records a second, about 6,000 a round. A run of more than four
+  // rounds spreads four rounds' worth over all of them: the mock keeps a
+  // bounded log per partition (see Outcomes::truncated).
+  Load load(topics.input, 10, absl::Milliseconds(100) * std::max(1.0, rounds / 4.0), "s");
+  RetryThreadChurn churn(*starter, *stopper, log_, absl::Seconds(2));
   auto still_running = [&](const char* after) {
     const bool running = retryd.Running();
     EXPECT_TRUE(running) << "retryd " << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()))
@@ -179,29 +202,32 @@ TEST_F(BrokerFaultSoakTest, FaultsWhileRetryThreadsComeAndGoLoseNothing) {
       ASSERT_TRUE(broker.SetPartitionLeader(topic, 0, 2).ok());
     }
     ASSERT_TRUE(broker.SetBrokerDown(2).ok());
-    Hold(retryd, absl::Seconds(6));
+    Hold(retryd, absl::Seconds(8));
     ASSERT_TRUE(broker.SetBrokerUp(2).ok());
     if (!still_running("a leader down and up")) break;
 
     // Produce and Fetch requests fail, one error per request, until the
-    // errors are used up.
-    broker.PushRequestErrors(kProduce, {kNotLeader, kRequestTimedOut, kNotLeader, kRequestTimedOut,
-                                        kNotLeader, kRequestTimedOut});
-    broker.PushRequestErrors(kFetch, {kNotLeader, kRequestTimedOut, kNotLeader, kRequestTimedOut,
-                                      kNotLeader, kRequestTimedOut});
-    Hold(retryd, absl::Seconds(5));
+    // errors are used up: a few seconds of retries.
+    broker.PushRequestErrors(kProduce, Repeat({kNotLeader, kRequestTimedOut}, 10));
+    broker.PushRequestErrors(kFetch, Repeat({kNotLeader, kRequestTimedOut}, 10));
+    Hold(retryd, absl::Seconds(8));
     if (!still_running("Produce and Fetch errors")) break;
 
     // The group protocol fails: commits, and the joins and syncs the
-    // churn's rebalances make.
+    // churn's rebalances make. Only JoinGroup gets errors that move the
+    // coordinator: a client told so by any other request looks it up again
+    // and joins anew, and the mock aborts (rdkafka_mock_cgrp.c, "Assertion
+    // `!member->resp' failed") on a second JoinGroup from a member whose
+    // first it has not answered yet.
     broker.PushRequestErrors(
-        kOffsetCommit, {kNotCoordinator, kRequestTimedOut, kRebalanceInProgress, kNotCoordinator,
-                        kRequestTimedOut});
-    broker.PushRequestErrors(kJoinGroup, {kCoordinatorNotAvailable, kNotCoordinator,
-                                          kCoordinatorLoadInProgress, kNotCoordinator});
+        kOffsetCommit,
+        Repeat({kRequestTimedOut, kRebalanceInProgress, kCoordinatorLoadInProgress}, 5));
+    broker.PushRequestErrors(
+        kJoinGroup,
+        Repeat({kCoordinatorNotAvailable, kNotCoordinator, kCoordinatorLoadInProgress}, 2));
     broker.PushRequestErrors(kSyncGroup,
-                             {kNotCoordinator, kRebalanceInProgress, kCoordinatorNotAvailable});
-    Hold(retryd, absl::Seconds(8));
+                             Repeat({kRebalanceInProgress, kCoordinatorLoadInProgress}, 3));
+    Hold(retryd, absl::Seconds(10));
     if (!still_running("OffsetCommit, JoinGroup and SyncGroup errors")) break;
 
     // A slow broker: every answer from broker 1 comes 500 ms late.
@@ -275,9 +301,9 @@ TEST_F(BrokerFaultSoakTest, FaultsWhileRetryThreadsComeAndGoLoseNothing) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 
   EXPECT_THAT(log_.Failures(), ::testing::IsEmpty());
-  std::printf("fault-soak: %zu keys, %zu records in output+dlq, %zu duplicates\n",
+  std::printf("fault-soak: %zu keys, %zu records in output+dlq, %s\n",
               std::set<std::string>(outcomes.input.begin(), outcomes.input.end()).size(),
-              outcomes.output.size() + outcomes.dlq.size(), outcomes.Duplicates());
+              outcomes.output.size() + outcomes.dlq.size(), outcomes.DuplicateSummary().c_str());
   std::printf("fault-soak: RPCs: %s\n", log_.Summary().c_str());
 }
 

@@ -263,6 +263,19 @@ size_t Outcomes::Duplicates() const {
   return output.size() + dlq.size() - distinct.size();
 }
 
+std::string Outcomes::DuplicateSummary() const {
+  std::map<std::string, size_t> by_kind = {{"ok-", 0}, {"flaky-", 0}, {"perm-", 0}};
+  for (const std::multiset<std::string>* keys : {&output, &dlq}) {
+    for (auto it = keys->begin(); it != keys->end(); it = keys->upper_bound(*it)) {
+      for (auto& [kind, n] : by_kind) {
+        if (absl::StartsWith(*it, kind)) n += keys->count(*it) - 1;
+      }
+    }
+  }
+  return absl::StrCat(Duplicates(), " duplicates (ok- ", by_kind["ok-"], ", flaky- ",
+                      by_kind["flaky-"], ", perm- ", by_kind["perm-"], ")");
+}
+
 std::vector<std::string> UncommittedPartitions(const std::string& group, const std::string& topic,
                                                const std::map<int32_t, int64_t>& end) {
   const std::map<int32_t, int64_t> committed = CommittedOffsets(group, topic);

@@ -31,14 +31,6 @@ namespace retryd::testing {
 // else `fallback`: how a long run is asked for.
 int EnvInt(const char* name, int fallback);
 
-// Kafka protocol API keys and error codes the tests inject.
-namespace kafka_protocol {
-inline constexpr int16_t kProduce = 0, kFetch = 1, kOffsetCommit = 8, kJoinGroup = 11,
-                         kSyncGroup = 14;
-inline constexpr int kNotLeader = 6, kRequestTimedOut = 7, kCoordinatorLoadInProgress = 14,
-                     kCoordinatorNotAvailable = 15, kNotCoordinator = 16, kRebalanceInProgress = 27;
-}  // namespace kafka_protocol
-
 struct StressConfigOptions {
   int primary_threads = 1;
   int retry_threads = 1;
@@ -150,6 +142,9 @@ struct Outcomes {
   std::vector<std::string> Misplaced() const;
   // Records in output and DLQ beyond one per distinct key.
   size_t Duplicates() const;
+  // "N duplicates (ok- a, flaky- b, perm- c)": Duplicates() by kind of key,
+  // which tells what repeated them (ok- keys only the primaries process).
+  std::string DuplicateSummary() const;
 };
 
 // One line per partition of `topic` on which `group` has not committed up
