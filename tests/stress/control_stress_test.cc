@@ -163,6 +163,11 @@ class Watchers {
 
 class ControlStressTest : public StressTest {
  protected:
+  // Half a second between two group changes, cut short only if retryd exits.
+  static void Pause(RetrydProcess& retryd) {
+    WaitFor([&] { return !retryd.Running(); }, absl::Milliseconds(500));
+  }
+
   RpcLog log_;
 };
 
@@ -234,11 +239,16 @@ TEST_F(ControlStressTest, RetryThreadCyclesAndWatchersLeaveNothingBehind) {
     });
     ASSERT_TRUE(started.ok()) << "cycle " << i << ": " << started;
     ASSERT_EQ(ids.size(), static_cast<size_t>(count));
+    // A retry thread processes nothing while a group change it prepared
+    // for is under way: without a pause between changes the retry lane
+    // would hardly move.
+    Pause(retryd);
     const absl::Status stopped = log_.Record("StopRetryThreads", [&] {
       return i % 3 == 0 ? control->StopRetryThreadsById(ids, graceful).status()
                         : control->StopRetryThreads(count, graceful).status();
     });
     ASSERT_TRUE(stopped.ok()) << "cycle " << i << ": " << stopped;
+    Pause(retryd);
     // The one retry thread of the config, and no other left behind.
     const std::vector<std::string> states = retry_threads();
     ASSERT_EQ(states.size(), 1u) << "after cycle " << i << ": " << First(states);
