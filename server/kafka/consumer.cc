@@ -339,9 +339,9 @@ absl::Status Consumer::Close(absl::Time deadline) {
     // group to terminate, which with a commit or a leave still waiting for
     // the coordinator lasts until session.timeout.ms after the close began
     // (45 s by default), far past any stop deadline. Its threads are the
-    // price, paid only when a stop meets an unreachable broker: the handle
-    // is leaked on purpose, never destroyed.
-    rk_.release();
+    // price, paid only when a stop meets an unresponsive broker: the handle
+    // is abandoned on purpose, never destroyed.
+    AbandonHandle(std::move(rk_));
     return status;
   }
   if (!status.ok()) {

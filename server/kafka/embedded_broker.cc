@@ -65,4 +65,34 @@ absl::Status EmbeddedBroker::SetBrokerUp(int32_t broker_id) {
   return absl::OkStatus();
 }
 
+absl::Status EmbeddedBroker::SetBrokerRtt(int32_t broker_id, absl::Duration rtt) {
+  const rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_rtt(
+      cluster_, broker_id, static_cast<int>(absl::ToInt64Milliseconds(rtt)));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return absl::InvalidArgumentError(rd_kafka_err2str(err));
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedBroker::SetPartitionLeader(const std::string& topic, int32_t partition,
+                                                int32_t broker_id) {
+  const rd_kafka_resp_err_t err =
+      rd_kafka_mock_partition_set_leader(cluster_, topic.c_str(), partition, broker_id);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot make broker ", broker_id, " lead ",
+                                                   topic, "/", partition, ": ",
+                                                   rd_kafka_err2str(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddedBroker::SetGroupCoordinator(const std::string& group, int32_t broker_id) {
+  const rd_kafka_resp_err_t err =
+      rd_kafka_mock_coordinator_set(cluster_, "group", group.c_str(), broker_id);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot make broker ", broker_id,
+                                                   " coordinate group ", group, ": ",
+                                                   rd_kafka_err2str(err)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace retryd::kafka

@@ -44,8 +44,18 @@ class EmbeddedBroker {
   // as for a deleted topic (3, UNKNOWN_TOPIC_OR_PART) or a forbidden one
   // (29); 0 clears it. The mock cannot delete a topic.
   void SetTopicError(const std::string& topic, int error);
+  // A broker down refuses connections and drops the ones it has; its
+  // partitions keep it as leader (the mock elects no other) until it is up.
   absl::Status SetBrokerDown(int32_t broker_id);
   absl::Status SetBrokerUp(int32_t broker_id);
+  // Delays every answer of `broker_id` by `rtt` (zero: none).
+  absl::Status SetBrokerRtt(int32_t broker_id, absl::Duration rtt);
+  // Makes `broker_id` the leader of `topic`/`partition`; clients learn it
+  // from their next metadata request.
+  absl::Status SetPartitionLeader(const std::string& topic, int32_t partition, int32_t broker_id);
+  // Makes `broker_id` the coordinator of consumer group `group` for clients
+  // that look it up from now on.
+  absl::Status SetGroupCoordinator(const std::string& group, int32_t broker_id);
 
  private:
   EmbeddedBroker() = default;

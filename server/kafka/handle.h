@@ -16,6 +16,14 @@ struct HandleDeleter {
 };
 using HandlePtr = std::unique_ptr<rd_kafka_s, HandleDeleter>;
 
+// Gives `rk` up without destroying it, for a client whose destruction would
+// block for long (a consumer whose group leave the coordinator does not
+// answer): librdkafka keeps running it until the process exits. The handle
+// is kept in a process-wide list, never emptied, so that it stays reachable:
+// a leak checker (LeakSanitizer) sees a handle kept on purpose, not a leak.
+// Thread-safe.
+void AbandonHandle(HandlePtr rk);
+
 }  // namespace retryd::kafka
 
 #endif  // RETRYD_SERVER_KAFKA_HANDLE_H_

@@ -11,8 +11,6 @@
 #include "server/common/logging.h"
 
 namespace retryd::kafka {
-
-void HandleDeleter::operator()(rd_kafka_s* rk) const { rd_kafka_destroy(rk); }
 namespace {
 
 // librdkafka 2.0.2's rdkafka_conf.c flags sasl.password, sasl.oauthbearer.config,

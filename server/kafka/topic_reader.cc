@@ -8,15 +8,10 @@
 #include "absl/time/clock.h"
 #include "server/kafka/message.h"
 #include "server/kafka/properties.h"
+#include "server/kafka/watermarks.h"
 
 namespace retryd::kafka {
 namespace {
-
-// Where a partition's records started and ended when the read began.
-struct Watermarks {
-  int64_t low = 0;
-  int64_t high = 0;
-};
 
 int RemainingMs(absl::Time deadline) {
   return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
@@ -42,21 +37,12 @@ absl::StatusOr<HandlePtr> NewReader(const std::string& bootstrap_servers,
 }
 
 // The watermarks of each of `topic`'s partitions, by partition.
-absl::StatusOr<std::vector<Watermarks>> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
+absl::StatusOr<std::vector<Watermarks>> TopicWatermarks(rd_kafka_t* rk, const std::string& topic,
                                                         absl::Time deadline) {
   absl::StatusOr<int> partition_count =
       PartitionCount(rk, topic, absl::Milliseconds(RemainingMs(deadline)));
   if (!partition_count.ok()) return partition_count.status();
-  std::vector<Watermarks> watermarks(*partition_count);
-  for (int p = 0; p < *partition_count; ++p) {
-    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk, topic.c_str(), p, &watermarks[p].low, &watermarks[p].high, RemainingMs(deadline));
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return absl::UnavailableError(
-          absl::StrCat("watermarks of ", topic, "/", p, ": ", rd_kafka_err2str(err)));
-    }
-  }
-  return watermarks;
+  return QueryWatermarks(rk, topic, *partition_count, deadline);
 }
 
 // Assigns every partition that has records, from its low watermark.
@@ -126,7 +112,7 @@ absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_serve
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<HandlePtr> rk = NewReader(bootstrap_servers, properties);
   if (!rk.ok()) return rk.status();
-  absl::StatusOr<std::vector<Watermarks>> watermarks = QueryWatermarks(rk->get(), topic, deadline);
+  absl::StatusOr<std::vector<Watermarks>> watermarks = TopicWatermarks(rk->get(), topic, deadline);
   if (!watermarks.ok()) return watermarks.status();
   if (absl::Status assigned = AssignNonEmpty(rk->get(), topic, *watermarks); !assigned.ok()) {
     return assigned;

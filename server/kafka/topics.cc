@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/kafka/properties.h"
+#include "server/kafka/watermarks.h"
 
 namespace retryd::kafka {
 namespace {
@@ -101,17 +102,14 @@ absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<std::map<int32_t, int64_t>> committed = Committed(timeout);
   if (!committed.ok()) return committed.status();
+  absl::StatusOr<std::vector<Watermarks>> watermarks =
+      QueryWatermarks(rk_.get(), topic_, static_cast<int>(committed->size()), deadline);
+  if (!watermarks.ok()) return watermarks.status();
   int64_t lag = 0;
   for (const auto& [partition, offset] : *committed) {
-    int64_t low = 0, high = 0;
-    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk_.get(), topic_.c_str(), partition, &low, &high, RemainingMs(deadline));
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return absl::UnavailableError(
-          absl::StrCat("watermarks of ", topic_, "/", partition, ": ", rd_kafka_err2str(err)));
-    }
-    const int64_t from = offset >= 0 ? std::max(offset, low) : low;
-    if (high > from) lag += high - from;
+    const Watermarks& w = (*watermarks)[partition];
+    const int64_t from = offset >= 0 ? std::max(offset, w.low) : w.low;
+    if (w.high > from) lag += w.high - from;
   }
   return lag;
 }

@@ -463,6 +463,58 @@ TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
   engine->engine->Stop();
 }
 
+// After each probe that Kafka answers, the prober measures the retry backlog,
+// which asks the retry topic's leaders for their watermarks. With those
+// leaders down, the measurement must still end on time: it used to wait
+// for them for as long as they stayed down, and the prober with it, so
+// health stayed SERVING through the whole outage that followed.
+TEST(ControlHealthTest, NotServingWhenKafkaGoesDownAfterTheRetryLeaderWent) {
+  const testing::TestTopics topics = testing::CreateTopics("control-health-leader");
+  EngineOptions options = testing::TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // Broker 3 leads the retry topic; broker 1 coordinates the retry group,
+  // so the backlog measurement gets as far as the watermarks.
+  kafka::EmbeddedBroker& broker = Broker();
+  ASSERT_TRUE(broker.SetGroupCoordinator(options.group_id + ".retry", 1).ok());
+  for (int p = 0; p < 3; ++p) ASSERT_TRUE(broker.SetPartitionLeader(topics.retry, p, 3).ok());
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options, std::make_unique<testing::SwitchProcessor>());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->Start().ok());
+  ControlServer server(**engine);
+  ControlServerOptions server_options;
+  server_options.listen_address = "127.0.0.1:0";
+  server_options.probe_interval = absl::Milliseconds(200);
+  server_options.probe_timeout = absl::Seconds(1);
+  ASSERT_TRUE(server.Start(server_options).ok());
+  auto channel = Channel(Local(server));
+  auto health_is = [&](HealthCheckResponse::ServingStatus want) {
+    return Health(channel, "") == want;
+  };
+  ASSERT_TRUE(WaitFor([&] { return health_is(HealthCheckResponse::SERVING); }, absl::Seconds(30)))
+      << "never SERVING: " << Health(channel, "");
+
+  absl::Cleanup up = [&] {
+    for (int id = 1; id <= 3; ++id) (void)broker.SetBrokerUp(id);
+  };
+  ASSERT_TRUE(broker.SetBrokerDown(3).ok());
+  // Two brokers still answer: Kafka is reachable, so health stays SERVING
+  // (for at least 2 s, ten probe rounds, each measuring the backlog).
+  EXPECT_FALSE(WaitFor([&] { return !health_is(HealthCheckResponse::SERVING); }, absl::Seconds(2)))
+      << Health(channel, "") << " with one broker of three down";
+  ASSERT_TRUE(broker.SetBrokerDown(1).ok());
+  ASSERT_TRUE(broker.SetBrokerDown(2).ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return health_is(HealthCheckResponse::NOT_SERVING); }, absl::Seconds(30)))
+      << "still " << Health(channel, "") << " with every broker down";
+
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(broker.SetBrokerUp(id).ok());
+  EXPECT_TRUE(WaitFor([&] { return health_is(HealthCheckResponse::SERVING); }, absl::Seconds(60)))
+      << "still " << Health(channel, "") << " with the brokers back";
+  server.Stop();
+  (*engine)->Stop();
+}
+
 // ---- retryd's main() -----------------------------------------------------------
 
 // Writes a config for retryd into `dir`, with `extra` at its end; returns its path.
