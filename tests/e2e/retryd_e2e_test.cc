@@ -71,18 +71,6 @@ constexpr char kSourceDir[] = RETRYD_SOURCE_DIR;
 // configs below, 30 s by default) plus leaving the groups.
 constexpr absl::Duration kExitTimeout = absl::Seconds(60);
 
-// The last `lines` lines of `text`.
-std::string Tail(const std::string& text, size_t lines) {
-  size_t pos = text.size();
-  if (pos > 0 && text[pos - 1] == '\n') --pos;
-  for (size_t n = 0; n < lines && pos > 0; ++n) {
-    const size_t nl = text.rfind('\n', pos - 1);
-    if (nl == std::string::npos) return text;
-    pos = nl;
-  }
-  return text.substr(pos == 0 ? 0 : pos + 1);
-}
-
 // Where each key ended up, and how often.
 struct Outcomes {
   std::multiset<std::string> output, dlq;
@@ -185,19 +173,7 @@ std::string ClusterConfig(const TestTopics& topics, const std::string& group, ui
 class RetrydE2eTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    if (dir_.path().empty() || !HasFailure()) return;
-    dir_.Keep();
-    std::vector<std::filesystem::path> logs;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
-      const std::string ext = entry.path().extension().string();
-      if (ext == ".stdout" || ext == ".stderr") logs.push_back(entry.path());
-    }
-    std::sort(logs.begin(), logs.end());
-    for (const auto& path : logs) {
-      std::fprintf(stderr, "---- tail of %s ----\n%s\n", path.c_str(),
-                   Tail(ReadFileOrEmpty(path.string()), 40).c_str());
-    }
-    std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir_.path().c_str());
+    if (HasFailure()) KeepLogsAndPrintTails(dir_, 40);
   }
 
   std::string Path(const std::string& name) const { return dir_.Path(name); }

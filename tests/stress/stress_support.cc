@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/support/outcomes.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
 
@@ -296,57 +297,6 @@ std::string First(const std::vector<std::string>& items, size_t n) {
   for (size_t i = 0; i < items.size() && i < n; ++i) absl::StrAppend(&s, i ? ", " : "", items[i]);
   if (items.size() > n) absl::StrAppend(&s, ", ... (", items.size(), " in all)");
   return s;
-}
-
-namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The last `lines` lines of `text`.
-std::string Tail(const std::string& text, size_t lines) {
-  size_t pos = text.size();
-  if (pos > 0 && text[pos - 1] == '\n') --pos;
-  for (size_t n = 0; n < lines && pos > 0; ++n) {
-    const size_t nl = text.rfind('\n', pos - 1);
-    if (nl == std::string::npos) return text;
-    pos = nl;
-  }
-  return text.substr(pos == 0 ? 0 : pos + 1);
-}
-
-}  // namespace
-
-void StressTest::SetUp() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ =
-      absl::StrCat(tmp != nullptr && *tmp != 0 ? tmp : "/tmp", "/retryd-stress-XXXXXX");
-  ASSERT_NE(mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
-  dir_ = templ;
-}
-
-void StressTest::TearDown() {
-  if (dir_.empty()) return;
-  if (!HasFailure()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-    return;
-  }
-  std::vector<std::filesystem::path> logs;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
-    const std::string ext = entry.path().extension().string();
-    if (ext == ".stdout" || ext == ".stderr") logs.push_back(entry.path());
-  }
-  std::sort(logs.begin(), logs.end());
-  for (const auto& path : logs) {
-    std::fprintf(stderr, "---- tail of %s ----\n%s\n", path.c_str(),
-                 Tail(ReadFile(path.string()), 60).c_str());
-  }
-  std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir_.c_str());
 }
 
 }  // namespace retryd::testing

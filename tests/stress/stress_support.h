@@ -24,6 +24,7 @@
 #include "server/kafka/producer.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::testing {
 
@@ -159,12 +160,13 @@ std::string First(const std::vector<std::string>& items, size_t n = 10);
 // failure the logs' tails are printed and the directory is kept.
 class StressTest : public ::testing::Test {
  protected:
-  void SetUp() override;
-  void TearDown() override;
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  void TearDown() override {
+    if (HasFailure()) KeepLogsAndPrintTails(dir_, 60);
+  }
+  std::string Path(const std::string& name) const { return dir_.Path(name); }
 
  private:
-  std::string dir_;
+  TempDir dir_;
 };
 
 }  // namespace retryd::testing

@@ -6,9 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/temp_dir.h"
@@ -102,5 +106,38 @@ std::optional<int> RetrydProcess::WaitExit(absl::Duration timeout) {
 
 std::string RetrydProcess::Stdout() const { return ReadFileOrEmpty(stdout_path_); }
 std::string RetrydProcess::Stderr() const { return ReadFileOrEmpty(stderr_path_); }
+
+namespace {
+
+// The last `lines` lines of `text`.
+std::string Tail(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (size_t n = 0; n < lines && pos > 0; ++n) {
+    const size_t nl = text.rfind('\n', pos - 1);
+    if (nl == std::string::npos) return text;
+    pos = nl;
+  }
+  return text.substr(pos == 0 ? 0 : pos + 1);
+}
+
+}  // namespace
+
+void KeepLogsAndPrintTails(TempDir& dir, size_t lines) {
+  if (dir.path().empty()) return;
+  dir.Keep();
+  std::vector<std::filesystem::path> logs;
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path(), ignored)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext == ".stdout" || ext == ".stderr") logs.push_back(entry.path());
+  }
+  std::sort(logs.begin(), logs.end());
+  for (const auto& path : logs) {
+    std::fprintf(stderr, "---- tail of %s ----\n%s\n", path.c_str(),
+                 Tail(ReadFileOrEmpty(path.string()), lines).c_str());
+  }
+  std::fprintf(stderr, "---- logs and configs kept in %s ----\n", dir.path().c_str());
+}
 
 }  // namespace retryd::testing

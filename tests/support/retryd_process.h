@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace retryd::testing {
 
@@ -55,6 +56,11 @@ class RetrydProcess {
   int pid_ = -1;
   std::optional<int> status_;  // Set once reaped.
 };
+
+// For a failed test: keeps `dir` for someone to look at and prints the last
+// `lines` lines of every child's log in it (the *.stdout and *.stderr files
+// RetrydProcess writes), then where the directory is.
+void KeepLogsAndPrintTails(TempDir& dir, size_t lines);
 
 }  // namespace retryd::testing
 
