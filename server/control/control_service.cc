@@ -22,9 +22,14 @@ namespace {
 constexpr uint32_t kMinIntervalMs = 100;
 constexpr uint32_t kMaxIntervalMs = 60'000;
 constexpr int kMaxIdsPerRequest = 1024;
-// The most a blocking call's engine deadline is brought forward, so that the
-// engine's answer still reaches the client in time.
-constexpr absl::Duration kMaxDeadlineMargin = absl::Milliseconds(100);
+// A blocking call's engine deadline is brought forward so that the engine's
+// answer still reaches the client in time. gRPC sends the client's remaining
+// time rounded up, by up to 1 % of it (grpc-timeout keeps three significant
+// digits: 10.01 s arrives as 10.1 s, 100.5 s as 101 s), so the call's
+// deadline here may be that much later than the client's; beyond that, the
+// answer needs a moment to get there. Never more than a tenth of the time
+// left, so that a short call keeps most of it.
+constexpr absl::Duration kAnswerTime = absl::Milliseconds(100);
 
 // Checks a repeated thread-id field and converts it to the engine's ids.
 absl::StatusOr<std::vector<int>> ThreadIds(const google::protobuf::RepeatedField<uint32_t>& field) {
@@ -106,7 +111,7 @@ absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& con
   const absl::Time deadline = absl::FromChrono(call_deadline);
   const absl::Duration left = deadline - now;
   if (left <= absl::ZeroDuration()) return deadline;
-  return deadline - std::min(left / 10, kMaxDeadlineMargin);
+  return deadline - std::min(left / 10, left / 100 + kAnswerTime);
 }
 
 void ControlService::RunBlocking(grpc::CallbackServerContext* context,
