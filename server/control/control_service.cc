@@ -18,9 +18,14 @@
 namespace retryd::control {
 namespace {
 
-// The most a blocking call's engine deadline is brought forward, so that the
-// engine's answer still reaches the client in time.
-constexpr absl::Duration kMaxDeadlineMargin = absl::Milliseconds(100);
+// A blocking call's engine deadline is brought forward so that the engine's
+// answer still reaches the client in time. gRPC sends the client's remaining
+// time rounded up, by up to 1 % of it (grpc-timeout keeps three significant
+// digits: 10.01 s arrives as 10.1 s, 100.5 s as 101 s), so the call's
+// deadline here may be that much later than the client's; beyond that, the
+// answer needs a moment to get there. Never more than a tenth of the time
+// left, so that a short call keeps most of it.
+constexpr absl::Duration kAnswerTime = absl::Milliseconds(100);
 
 std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
@@ -80,7 +85,7 @@ absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& con
   const absl::Time deadline = absl::FromChrono(call_deadline);
   const absl::Duration left = deadline - now;
   if (left <= absl::ZeroDuration()) return deadline;
-  return deadline - std::min(left / 10, kMaxDeadlineMargin);
+  return deadline - std::min(left / 10, left / 100 + kAnswerTime);
 }
 
 void ControlService::RunBlocking(grpc::CallbackServerContext* context,

@@ -515,6 +515,36 @@ TEST(ControlHealthTest, NotServingWhenKafkaGoesDownAfterTheRetryLeaderWent) {
   (*engine)->Stop();
 }
 
+// ---- deadlines -------------------------------------------------------------------
+
+// A start whose thread cannot join its group answers when the call's
+// deadline is near, with the thread it started. gRPC sends the client's
+// remaining time rounded up, by up to 1 % of it (100.5 s arrives as 101 s):
+// the server's deadline is later than the client's by that much. Timed by
+// it less 100 ms, the answer came after the client's deadline, and the
+// client got DEADLINE_EXCEEDED without learning that a thread had started.
+TEST(ControlDeadlineTest, StartThatCannotJoinAnswersBeforeTheCallsDeadline) {
+  std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-deadline", 1, 4);
+  ASSERT_NE(engine, nullptr);
+  ControlServer server(*engine->engine);
+  ControlServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  ASSERT_TRUE(server.Start(options).ok());
+  constexpr int16_t kJoinGroup = 11;
+  constexpr int kCoordinatorLoadInProgress = 14;  // Retriable: the join goes on failing.
+  Broker().PushRequestErrors(kJoinGroup, std::vector<int>(100000, kCoordinatorLoadInProgress));
+  absl::Cleanup clear = [] { Broker().ClearRequestErrors(kJoinGroup); };
+  std::unique_ptr<RetrydClient> client =
+      Client(Channel(Local(server)), "", absl::Milliseconds(100'500));
+
+  const absl::StatusOr<v1::StartRetryThreadsResponse> started = client->StartRetryThreads(1);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->thread_ids_size(), 1);
+  std::move(clear).Invoke();
+  server.Stop();
+  engine->engine->Stop();
+}
+
 // ---- retryd's main() -----------------------------------------------------------
 
 // Writes a config for retryd into `dir`, with `extra` at its end; returns its path.
