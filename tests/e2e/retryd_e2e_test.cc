@@ -53,6 +53,7 @@ using ::retryd::testing::Broker;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::DescribeStatus;
 using ::retryd::testing::ExitedWith;
+using ::retryd::testing::KafkaDebugConfig;
 using ::retryd::testing::Keys;
 using ::retryd::testing::kRetrydBinary;
 using ::retryd::testing::MixedKeys;
@@ -118,11 +119,8 @@ std::string First(const std::vector<std::string>& v, size_t n = 10) {
 // A config on Broker() over `topics` in group `group`: fast commits and
 // backoff, one retry thread, the simulate processor with `latency_ms`.
 std::string ClusterConfig(const TestTopics& topics, const std::string& group, uint32_t latency_ms) {
-  std::string debug;
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
-  if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG"); d != nullptr && *d != 0) {
-    debug = absl::StrCat("  properties { key: \"debug\" value: \"", d, "\" }\n");
-  }
+  const std::string debug = KafkaDebugConfig();
   return absl::StrCat(
       "# Written by retryd_e2e_test.\n"
       "listen_address: \"127.0.0.1:0\"\n"

@@ -155,14 +155,8 @@ TEST_F(BrokerFaultSoakTest, FaultsWhileRetryThreadsComeAndGoLoseNothing) {
   config.primary_threads = 2;
   config.retry_threads = 1;
   config.max_retry_threads = 4;
-  const std::string config_path = Path("retryd.textproto");
-  {
-    std::FILE* f = std::fopen(config_path.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    const std::string text = StressConfig(topics, group, config);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
+  const std::string config_path =
+      WriteFile("retryd.textproto", StressConfig(topics, group, config));
   kafka::EmbeddedBroker& broker = Broker();
 
   RetrydProcess retryd(Path("retryd"), {"--config", config_path, "--summary_interval_s", "5"});

@@ -182,14 +182,8 @@ TEST_F(ControlStressTest, RetryThreadCyclesAndWatchersLeaveNothingBehind) {
   // session timeout less a second.
   config.session_timeout_ms = 3000;
   config.heartbeat_interval_ms = 500;
-  const std::string config_path = Path("retryd.textproto");
-  {
-    std::FILE* f = std::fopen(config_path.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    const std::string text = StressConfig(topics, group, config);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
+  const std::string config_path =
+      WriteFile("retryd.textproto", StressConfig(topics, group, config));
   kafka::EmbeddedBroker& broker = Broker();
 
   RetrydProcess retryd(Path("retryd"), {"--config", config_path, "--summary_interval_s", "5"});

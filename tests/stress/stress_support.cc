@@ -33,11 +33,8 @@ int EnvInt(const char* name, int fallback) {
 
 std::string StressConfig(const TestTopics& topics, const std::string& group,
                          const StressConfigOptions& o) {
-  std::string debug;
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
-  if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG"); d != nullptr && *d != 0) {
-    debug = absl::StrCat("  properties { key: \"debug\" value: \"", d, "\" }\n");
-  }
+  const std::string debug = KafkaDebugConfig();
   return absl::StrCat(
       "# Written by the stress tests.\n"
       "listen_address: \"127.0.0.1:0\"\n"

@@ -164,6 +164,10 @@ class StressTest : public ::testing::Test {
     if (HasFailure()) KeepLogsAndPrintTails(dir_, 60);
   }
   std::string Path(const std::string& name) const { return dir_.Path(name); }
+  // Writes `contents` to Path(name); returns that path.
+  std::string WriteFile(const std::string& name, const std::string& contents) const {
+    return dir_.WriteFile(name, contents);
+  }
 
  private:
   TempDir dir_;

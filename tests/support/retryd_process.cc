@@ -38,7 +38,7 @@ RetrydProcess::RetrydProcess(const std::string& log_prefix, const std::vector<st
     : stdout_path_(log_prefix + ".stdout"), stderr_path_(log_prefix + ".stderr") {
   std::vector<std::string> argv_strings = {binary};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  // librdkafka's debug lines (see ClusterConfig) are logged at debug level.
+  // librdkafka's debug lines (see KafkaDebugConfig) are logged at debug level.
   if (const char* d = std::getenv("RETRYD_KAFKA_DEBUG");
       binary == kRetrydBinary && d != nullptr && *d != 0) {
     argv_strings.push_back("--verbose");
@@ -122,6 +122,12 @@ std::string Tail(const std::string& text, size_t lines) {
 }
 
 }  // namespace
+
+std::string KafkaDebugConfig() {
+  const char* d = std::getenv("RETRYD_KAFKA_DEBUG");
+  if (d == nullptr || *d == 0) return "";
+  return absl::StrCat("  properties { key: \"debug\" value: \"", d, "\" }\n");
+}
 
 void KeepLogsAndPrintTails(TempDir& dir, size_t lines) {
   if (dir.path().empty()) return;

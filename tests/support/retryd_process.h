@@ -57,6 +57,11 @@ class RetrydProcess {
   std::optional<int> status_;  // Set once reaped.
 };
 
+// The config lines (inside `kafka { ... }`) that turn on librdkafka's debug
+// contexts named by $RETRYD_KAFKA_DEBUG (e.g. "cgrp,fetch"), or "" when it is
+// unset; RetrydProcess then runs retryd with --verbose so that they show.
+std::string KafkaDebugConfig();
+
 // For a failed test: keeps `dir` for someone to look at and prints the last
 // `lines` lines of every child's log in it (the *.stdout and *.stderr files
 // RetrydProcess writes), then where the directory is.
