@@ -1,15 +1,26 @@
 // The processor interface: what retryd runs every record through.
 //
-// Implementations must be thread-safe: every primary and retry thread calls
-// Process() on the same instance concurrently. Process() may block (it is the
-// record's work); it must return within a bounded time so that a graceful stop
-// can finish.
+// Two ways to implement it:
+//  * synchronous: Process() does the record's work on the calling thread
+//    (the `simulate` processor, or C++ embedded as a library);
+//  * asynchronous: asynchronous() returns true and Start() begins a call
+//    that ends later, on any thread (the `grpc` processor). Each retryd
+//    thread then keeps up to max_concurrent_calls() calls in flight.
+//
+// Implementations must be thread-safe: every primary and retry thread uses
+// the same instance concurrently. A call must end within a bounded time
+// (a deadline) so that a graceful stop can finish.
 #ifndef RETRYD_SERVER_ENGINE_PROCESSOR_H_
 #define RETRYD_SERVER_ENGINE_PROCESSOR_H_
 
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/functional/any_invocable.h"
+#include "server/engine/cancellation.h"
 #include "server/model/record.h"
 
 namespace retryd {
@@ -19,14 +30,42 @@ struct Outcome {
     kOk,         // Done.
     kRetriable,  // Try again later, with backoff.
     kPermanent,  // Never retried: straight to the dead-letter topic.
+    // The work could not be done for a reason that is likely not the
+    // record's: the processor's downstream is unreachable, or refuses calls
+    // in a way that points at its configuration. The record uses up no
+    // attempt and is tried again later; while such answers come in a row,
+    // the engine takes the downstream for down (see DownstreamGate). Should
+    // the downstream answer other records meanwhile, the record is judged
+    // by `fallback` instead.
+    kUnavailable,
   };
   Kind kind = Kind::kOk;
   std::string reason;  // Why it failed; empty for kOk.
+  // kUnavailable only: the outcome once the downstream is known to be up.
+  Kind fallback = Kind::kRetriable;
+  // kOk only: what the output record carries instead of the input's value
+  // (an inner nullopt is a null value) and headers. Unset: forwarded as is.
+  std::optional<std::optional<std::string>> value;
+  std::optional<Headers> headers;
 
   static Outcome Ok() { return {Kind::kOk, {}}; }
   static Outcome Retriable(std::string why) { return {Kind::kRetriable, std::move(why)}; }
   static Outcome Permanent(std::string why) { return {Kind::kPermanent, std::move(why)}; }
+  static Outcome Unavailable(std::string why, Kind fallback) {
+    Outcome o{Kind::kUnavailable, std::move(why)};
+    o.fallback = fallback;
+    return o;
+  }
 };
+
+// What a call knows of the record's history.
+struct AttemptInfo {
+  int attempt = 1;               // 1 on the record's first attempt.
+  int64_t first_failure_ms = 0;  // Unix ms of its first failed attempt; 0 before.
+};
+
+// Receives a call's outcome, exactly once, on any thread.
+using ProcessDone = absl::AnyInvocable<void(Outcome) &&>;
 
 class Processor {
  public:
@@ -37,6 +76,20 @@ class Processor {
   // topic, partition, offset, timestamp and headers (retryd's own headers are
   // removed), exactly as the primary thread saw it.
   virtual Outcome Process(const Record& record, int attempt) = 0;
+
+  // True if the engine should use Start() rather than Process().
+  virtual bool asynchronous() const { return false; }
+  // Calls one retryd thread may have in flight at once (asynchronous only).
+  virtual int max_concurrent_calls() const { return 1; }
+
+  // Begins processing `record`; `done` gets the outcome, possibly before
+  // Start returns. `record` need not outlive the call to Start. Once
+  // `cancel` is cancelled the engine ignores the outcome, so the call may
+  // end at once (with any outcome). The default runs Process() inline.
+  virtual void Start(const Record& record, const AttemptInfo& info,
+                     std::shared_ptr<Cancellation> cancel, ProcessDone done) {
+    std::move(done)(Process(record, info.attempt));
+  }
 };
 
 }  // namespace retryd
