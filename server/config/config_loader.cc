@@ -674,6 +674,15 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   engine.commit_interval_ms = static_cast<int>(config.commit_interval_ms());
   engine.max_in_flight = static_cast<int>(config.max_in_flight());
   engine.shutdown_timeout_ms = static_cast<int>(config.shutdown_timeout_ms());
+  if (config.processor().has_grpc()) {
+    // Zero stands for the default (DownstreamOptions), as in config.proto.
+    const v1::GrpcProcessorConfig& grpc = config.processor().grpc();
+    DownstreamOptions& d = engine.downstream;
+    if (grpc.outage_after() != 0) d.outage_after = static_cast<int>(grpc.outage_after());
+    if (grpc.probe_initial_ms() != 0) d.probe_initial_ms = grpc.probe_initial_ms();
+    if (grpc.probe_max_ms() != 0) d.probe_max_ms = grpc.probe_max_ms();
+    d.probe_max_ms = std::max(d.probe_max_ms, d.probe_initial_ms);
+  }
   return engine;
 }
 

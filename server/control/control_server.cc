@@ -214,6 +214,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   // NOT_SERVING until the first probe answers.
   health->SetServingStatus("", false);
   health->SetServingStatus(v1::Control::service_full_name(), false);
+  health->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
 
   if (!AuthenticatesCallers(options) && !IsLoopback(options.listen_address)) {
     LogWarning("control API: listening on ", options.listen_address,
@@ -290,6 +291,7 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
                               absl::Duration timeout) {
   SetThreadName("control-health");
   std::optional<bool> reported;
+  std::optional<bool> downstream_reported;
   do {
     // One timeout for the whole round, so that a round (and a Stop waiting
     // for it) takes at most `timeout`, not one per request.
@@ -320,6 +322,10 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
                                    : absl::StrCat("the engine is ", EngineStateName(state)));
       }
       reported = serving;
+    }
+    if (const bool up = !engine_.downstream().down; downstream_reported != up) {
+      health->SetServingStatus(kDownstreamHealthService, up);
+      downstream_reported = up;
     }
   } while (!stop_probing_.WaitForNotificationWithTimeout(interval));
 }

@@ -74,6 +74,12 @@ struct ControlServerOptions {
   int max_watchers = 256;
 };
 
+// The health service name that reports the processor's downstream:
+// NOT_SERVING while retryd takes it for down (see DownstreamGate). Apart from
+// "" and retryd.v1.Control, so that a liveness probe does not restart retryd
+// for a downstream outage.
+inline constexpr char kDownstreamHealthService[] = "retryd.downstream";
+
 class ControlServer {
  public:
   explicit ControlServer(Engine& engine);

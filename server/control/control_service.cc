@@ -132,6 +132,7 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
   response->set_max_retry_threads(static_cast<uint32_t>(engine_.options().retry.max_threads));
   response->set_version(RETRYD_VERSION);
   response->set_kafka_reachable(kafka_reachable_());
+  ToProto(engine_.downstream(), *response->mutable_downstream());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -28,6 +28,8 @@ v1::ThreadState ToProto(ThreadState state) {
       return v1::WAITING_BACKOFF;
     case ThreadState::kPaused:
       return v1::PAUSED;
+    case ThreadState::kWaitingDownstream:
+      return v1::WAITING_DOWNSTREAM;
     case ThreadState::kStopping:
       return v1::STOPPING;
     case ThreadState::kStopped:
@@ -106,6 +108,17 @@ v1::Config WithoutSecrets(v1::Config config) {
     if (kafka::IsSecretProperty(key)) value = std::string(kafka::kRedacted);
   }
   return config;
+}
+
+void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
+  out.set_state(downstream.down ? v1::DOWN : v1::UP);
+  out.set_consecutive_unavailable(downstream.consecutive_unavailable);
+  out.set_outages(downstream.outages);
+  out.set_last_error(downstream.last_error);
+  if (downstream.down) {
+    out.set_down_since_unix_ms(absl::ToUnixMillis(downstream.since));
+    out.set_next_probe_unix_ms(absl::ToUnixMillis(downstream.next_probe));
+  }
 }
 
 }  // namespace retryd::control

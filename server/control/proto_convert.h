@@ -30,6 +30,7 @@ void ToProto(const std::vector<TopicPartition>& partitions,
 // counter's name (kCounterFields). The others are not part of that message.
 void ToProto(const Counters& counters, google::protobuf::Message& out);
 void ToProto(const EngineTotals& totals, v1::Totals& out);
+void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
 
 // `config` as GetStatus shows it: a secret librdkafka setting (see

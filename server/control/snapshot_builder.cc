@@ -38,6 +38,7 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
   out.set_engine_state(ToProto(current_->state));
   out.set_in_order(current_->in_order);
   out.set_retry_backlog(current_->retry_backlog);
+  ToProto(current_->downstream, *out.mutable_downstream());
 
   absl::flat_hash_set<int> present;
   for (const ThreadSample& thread : current_->threads) {
@@ -64,6 +65,7 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   ToProto(static_cast<const Counters&>(thread), *m);
   m->set_in_flight(thread.in_flight);
   m->set_scheduled(thread.scheduled);
+  m->set_calls_in_flight(thread.calls_in_flight);
   m->set_lag(thread.lag);
 
   const ThreadSample* before = FindThread(baseline_.get(), thread.id);

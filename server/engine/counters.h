@@ -35,6 +35,9 @@ struct Counters {
   // Times the thread had max_in_flight hand-offs unacknowledged and stopped
   // to wait for acknowledgements (pausing its partitions if they were slow).
   int64_t backpressure_waits = 0;
+  // Calls that found the processor's downstream unavailable (see
+  // DownstreamGate): the record used up no attempt and waited.
+  int64_t unavailable = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -57,6 +60,7 @@ inline constexpr CounterField kCounterFields[] = {
     {"commits", &Counters::commits},
     {"due_clamped", &Counters::due_clamped},
     {"backpressure_waits", &Counters::backpressure_waits},
+    {"unavailable", &Counters::unavailable},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

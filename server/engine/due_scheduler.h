@@ -32,6 +32,10 @@ struct HeldRecord {
   int64_t first_failure_ms = 0;
   int64_t due_ms = 0;
   std::string last_error;
+  // Set when a call found the processor's downstream unavailable: the
+  // DownstreamGate's answers() then. If the downstream answers others while
+  // this record waits, its next unavailable call is judged as its own.
+  int64_t deferred_at_answers = -1;
 };
 
 class DueScheduler {

@@ -34,6 +34,11 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.retry.lookahead < 1) return invalid("retry.lookahead must be at least 1");
   if (o.max_in_flight < 1) return invalid("max_in_flight must be at least 1");
   if (o.commit_interval_ms < 1) return invalid("commit_interval_ms must be at least 1");
+  if (o.downstream.outage_after < 1) return invalid("downstream.outage_after must be at least 1");
+  if (o.downstream.probe_initial_ms < 1 ||
+      o.downstream.probe_max_ms < o.downstream.probe_initial_ms) {
+    return invalid("downstream probe delays must be 1 <= probe_initial_ms <= probe_max_ms");
+  }
   return absl::OkStatus();
 }
 
@@ -118,7 +123,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
       producer_(std::move(producer)),
       retry_lag_(std::move(retry_lag)),
       in_order_(options_.in_order),
-      context_{&options_, processor_.get(), producer_.get(), &in_order_, &input_paused_} {}
+      gate_(options_.downstream),
+      context_{&options_, processor_.get(), producer_.get(), &in_order_, &input_paused_, &gate_} {}
 
 Engine::~Engine() { Stop(); }
 

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "server/engine/cancellation.h"
 #include "server/engine/counters.h"
+#include "server/engine/downstream_gate.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -85,6 +86,10 @@ class Engine {
   // What cannot be done in time (a broker unreachable) is logged and left to
   // be processed again. Idempotent; blocks until done.
   void Stop();
+
+  // The processor's downstream as the engine sees it (always up for a
+  // processor that never reports it unavailable).
+  DownstreamGate::Snapshot downstream() const { return gate_.snapshot(); }
 
   // Control operations (StartRetryThreads, StopRetryThreads*, SetInOrder)
   // run one at a time; a call waits for the one before it, up to its
@@ -246,6 +251,7 @@ class Engine {
   std::atomic<int64_t> measured_retry_backlog_{-1};  // -1: never measured.
   std::atomic<bool> in_order_;
   std::atomic<bool> input_paused_{false};
+  DownstreamGate gate_;
   const WorkerContext context_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.

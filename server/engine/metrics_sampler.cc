@@ -22,6 +22,7 @@ ThreadSample Read(const ThreadStats& s) {
   t.partitions = s.partitions();
   t.in_flight = s.in_flight.load(std::memory_order_relaxed);
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
+  t.calls_in_flight = s.calls_in_flight.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);
   t.processing = s.processing_latency.Read();
   t.end_to_end = s.end_to_end_latency.Read();
@@ -65,6 +66,7 @@ void MetricsSampler::SampleOnce() {
   sample->time_ms = absl::ToUnixMillis(absl::Now());
   sample->state = engine_.state();
   sample->in_order = engine_.in_order();
+  sample->downstream = engine_.downstream();
   TickMax tick_max{sample->time_ms, {}};
   auto add = [&](const std::shared_ptr<const ThreadStats>& stats) {
     sample->threads.push_back(Read(*stats));

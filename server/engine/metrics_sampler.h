@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/engine/counters.h"
+#include "server/engine/downstream_gate.h"
 #include "server/engine/engine.h"
 #include "server/engine/latency_histogram.h"
 #include "server/engine/thread_stats.h"
@@ -34,8 +35,8 @@ struct ThreadSample : Counters {
   ThreadState state = ThreadState::kStarting;
   int64_t state_since_ms = 0;
   std::vector<TopicPartition> partitions;
-  int64_t in_flight = 0, scheduled = 0, lag = 0;        // Gauges.
-  LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
+  int64_t in_flight = 0, scheduled = 0, lag = 0, calls_in_flight = 0;  // Gauges.
+  LatencyHistogram::Counts processing{}, end_to_end{};                 // Cumulative.
   std::string last_error;
   int64_t last_error_ms = 0;
 };
@@ -45,6 +46,7 @@ struct EngineSample {
   EngineState state = EngineState::kCreated;
   bool in_order = false;
   int64_t retry_backlog = 0;
+  DownstreamGate::Snapshot downstream;
   // Running threads, then threads stopped within the last minute (state
   // STOPPED or FAILED), by id.
   std::vector<ThreadSample> threads;

@@ -27,6 +27,13 @@ struct RetryOptions {
   uint64_t seed = 0;  // Jitter seed; 0 picks one at random.
 };
 
+// When the processor's downstream is taken for down (see DownstreamGate).
+struct DownstreamOptions {
+  int outage_after = 5;            // Unavailable calls in a row.
+  int64_t probe_initial_ms = 500;  // First delay between probes.
+  int64_t probe_max_ms = 30000;    // Largest delay between probes.
+};
+
 struct EngineOptions {
   std::string bootstrap_servers;                        // Required.
   std::map<std::string, std::string> kafka_properties;  // Passed to librdkafka.
@@ -37,6 +44,7 @@ struct EngineOptions {
   int primary_threads = 1;
   bool in_order = false;
   RetryOptions retry;
+  DownstreamOptions downstream;
   int commit_interval_ms = 1000;    // How often watermarks are committed.
   int max_in_flight = 10000;        // Per thread: records awaiting an ack.
   int shutdown_timeout_ms = 30000;  // Graceful stop: wait this long for acks.

@@ -48,12 +48,20 @@ struct Outcome {
   std::optional<std::optional<std::string>> value;
   std::optional<Headers> headers;
 
-  static Outcome Ok() { return {Kind::kOk, {}}; }
-  static Outcome Retriable(std::string why) { return {Kind::kRetriable, std::move(why)}; }
-  static Outcome Permanent(std::string why) { return {Kind::kPermanent, std::move(why)}; }
+  static Outcome Ok() { return Make(Kind::kOk, {}); }
+  static Outcome Retriable(std::string why) { return Make(Kind::kRetriable, std::move(why)); }
+  static Outcome Permanent(std::string why) { return Make(Kind::kPermanent, std::move(why)); }
   static Outcome Unavailable(std::string why, Kind fallback) {
-    Outcome o{Kind::kUnavailable, std::move(why)};
+    Outcome o = Make(Kind::kUnavailable, std::move(why));
     o.fallback = fallback;
+    return o;
+  }
+
+ private:
+  static Outcome Make(Kind kind, std::string reason) {
+    Outcome o;
+    o.kind = kind;
+    o.reason = std::move(reason);
     return o;
   }
 };

@@ -18,6 +18,8 @@ const char* ThreadStateName(ThreadState state) {
       return "WAITING_BACKOFF";
     case ThreadState::kPaused:
       return "PAUSED";
+    case ThreadState::kWaitingDownstream:
+      return "WAITING_DOWNSTREAM";
     case ThreadState::kStopping:
       return "STOPPING";
     case ThreadState::kStopped:

@@ -31,9 +31,12 @@ enum class ThreadState {
   kIdle,            // Nothing to do: no records arrived in the last poll.
   kWaitingBackoff,  // Holding records until their due time, nothing else to do.
   kPaused,          // Every assigned partition is paused (back-pressure).
-  kStopping,        // Finishing in-flight work before it stops.
-  kStopped,         // Done; the thread has exited.
-  kFailed,          // Stopped by an error it could not recover from.
+  // The processor's downstream is taken for down: partitions paused, records
+  // waiting for it (see DownstreamGate).
+  kWaitingDownstream,
+  kStopping,  // Finishing in-flight work before it stops.
+  kStopped,   // Done; the thread has exited.
+  kFailed,    // Stopped by an error it could not recover from.
 };
 
 // Stopped or failed: the thread has exited and does no more work.
@@ -88,9 +91,10 @@ class ThreadStats {
 
   AtomicCounters counters;  // Cumulative.
   // Gauges.
-  std::atomic<int64_t> in_flight{0};  // Records handed to Kafka, not yet acknowledged.
-  std::atomic<int64_t> scheduled{0};  // Records held until their due time.
-  std::atomic<int64_t> lag{0};        // Records behind the high watermarks.
+  std::atomic<int64_t> in_flight{0};        // Records handed to Kafka, not yet acknowledged.
+  std::atomic<int64_t> scheduled{0};        // Records held until their due time.
+  std::atomic<int64_t> calls_in_flight{0};  // Processor calls in flight.
+  std::atomic<int64_t> lag{0};              // Records behind the high watermarks.
   // Latencies: the processor call, and record timestamp to final outcome.
   // Mutable: recording does not change what the stats describe, and the
   // metrics sampler (the one caller of TakeMaxMs) holds a const view.

@@ -57,7 +57,10 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
       role_(role),
       context_(context),
       sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1)),
-      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {}
+      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)),
+      max_calls_(context.processor->asynchronous()
+                     ? std::max(1, context.processor->max_concurrent_calls())
+                     : 1) {}
 
 Worker::~Worker() {
   if (thread_.joinable()) {
@@ -75,6 +78,10 @@ absl::Status Worker::Start() {
     return consumer.status();
   }
   consumer_ = *std::move(consumer);
+  {
+    absl::MutexLock lock(&sink_->call_mu);
+    sink_->wake = consumer_.get();
+  }
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
@@ -106,8 +113,13 @@ int64_t Worker::HeldCount(const TopicPartition& tp) const {
   int64_t n = HeldRecords(tp);
   if (InOrder()) {
     if (auto it = trackers_.find(tp); it != trackers_.end()) n += sink_->FailedHandOffs(it->second);
+    if (auto it = calling_.find(tp); it != calling_.end()) n += it->second;
   }
   return n;
+}
+
+bool Worker::CanCall(const TopicPartition& tp) const {
+  return !AtCallLimit() && !(InOrder() && calling_.contains(tp));
 }
 
 void Worker::Run() {
@@ -117,6 +129,7 @@ void Worker::Run() {
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     ServeCheckpoint();
+    TakeFinishedCalls();
     if (HandOffsBroken()) {
       failed = true;
       break;
@@ -148,6 +161,8 @@ void Worker::Run() {
       HandleConsumed(std::move(**polled));
     } else if (!sink_->joined.HasBeenNotified()) {
       // Still joining the group: stays STARTING.
+    } else if (context_.gate->down() && !paused_.empty() && paused_.size() == trackers_.size()) {
+      sink_->SetState(ThreadState::kWaitingDownstream);
     } else if (scheduler_.size() > 0) {
       sink_->SetState(ThreadState::kWaitingBackoff);
     } else if (!paused_.empty() && paused_.size() == trackers_.size()) {
@@ -157,6 +172,12 @@ void Worker::Run() {
     }
   }
   sink_->SetState(ThreadState::kStopping);
+  {
+    // Close() gives up the queue that Wake() signals; OnRevoked waits for
+    // calls on call_mu itself.
+    absl::MutexLock lock(&sink_->call_mu);
+    sink_->wake = nullptr;
+  }
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
   // graceful) and commits before the group gets them back. Bounded: with the
   // broker unreachable, leaving the group would block for a long time.
@@ -165,6 +186,12 @@ void Worker::Run() {
                absl::FromUnixNanos(stop_deadline_ns_.load(std::memory_order_relaxed)));
   if (absl::Status s = consumer_->Close(stop_deadline + kStopGrace); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
+  }
+  // No call may outlive the worker (the processor may go right after).
+  AwaitCalls(nullptr, absl::Now());
+  AwaitCalls(nullptr, absl::Now() + kStopGrace);
+  if (!calls_.empty()) {
+    LogWarning("thread ", id_, ": ", calls_.size(), " processor calls did not end when cancelled");
   }
   UpdateGauges();
   sink_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
@@ -185,8 +212,9 @@ void Worker::HandleConsumed(Record record) {
     return;
   }
   if (role_ == ThreadRole::kPrimary) {
-    if (HeldCount(tp) > 0) {
-      // In order: it waits behind the held record of its partition.
+    if (HeldCount(tp) > 0 || !CanCall(tp)) {
+      // It waits behind the held record of its partition (in order, or one
+      // deferred while the downstream was unavailable), or for a call slot.
       waiting_[tp].push_back(std::move(record));
       return;
     }
@@ -228,7 +256,7 @@ void Worker::HandleConsumed(Record record) {
   const int64_t now = NowMs();
   ClampDue(held, now);
   // Quiesced for a rebalance: read, but processed only after it.
-  if (held.due_ms <= now && !quiesced_) {
+  if (held.due_ms <= now && !quiesced_ && !AtCallLimit()) {
     Attempt(std::move(held));
   } else {
     scheduler_.Add(std::move(held));
@@ -259,18 +287,126 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
 }
 
 void Worker::Attempt(HeldRecord held) {
+  const absl::Time now = absl::Now();
+  const DownstreamGate::Admission admission = context_.gate->Admit(now);
+  if (admission == DownstreamGate::Admission::kWait) {
+    Defer(std::move(held), now);
+    return;
+  }
+  const bool probe = admission == DownstreamGate::Admission::kProbe;
   sink_->counters.Add(&Counters::processed);
-  const absl::Time started = absl::Now();
-  Outcome outcome = context_.processor->Process(held.record, held.attempt);
+  if (!context_.processor->asynchronous()) {
+    Outcome outcome = context_.processor->Process(held.record, held.attempt);
+    Conclude(std::move(held), std::move(outcome), now, probe);
+    return;
+  }
+  const int64_t id = next_call_id_++;
+  Call& call = calls_[id];
+  call.tracker = trackers_.at(held.source);
+  call.cancel = std::make_shared<Cancellation>();
+  call.started = now;
+  call.probe = probe;
+  call.held = std::move(held);
+  ++calling_[call.held.source];
+  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
+  std::shared_ptr<Sink> sink = sink_;
+  context_.processor->Start(call.held.record, {call.held.attempt, call.held.first_failure_ms},
+                            call.cancel, [sink, id](Outcome outcome) {
+                              absl::MutexLock lock(&sink->call_mu);
+                              sink->finished_calls.emplace_back(id, std::move(outcome));
+                              if (sink->wake != nullptr) sink->wake->Wake();
+                            });
+}
+
+void Worker::TakeFinishedCalls() {
+  std::vector<std::pair<int64_t, Outcome>> finished;
+  {
+    absl::MutexLock lock(&sink_->call_mu);
+    finished.swap(sink_->finished_calls);
+  }
+  for (auto& [id, outcome] : finished) {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) continue;
+    Call call = std::move(it->second);
+    calls_.erase(it);
+    const TopicPartition tp = call.held.source;
+    if (auto c = calling_.find(tp); c != calling_.end() && --c->second <= 0) calling_.erase(c);
+    // Cancelled by retryd (a stop, a revoke): the record is read again by
+    // whoever owns its partition next, and uses up no attempt.
+    if (call.cancel->cancelled() || call.tracker->abandoned()) {
+      if (call.probe) context_.gate->OnProbeAbandoned();
+      continue;
+    }
+    Conclude(std::move(call.held), std::move(outcome), call.started, call.probe);
+    if (waiting_.contains(tp)) ready_.insert(tp);
+  }
+  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
+}
+
+bool Worker::CallsInFlight(const std::vector<TopicPartition>* tps) const {
+  if (tps == nullptr) return !calls_.empty();
+  return std::any_of(tps->begin(), tps->end(),
+                     [this](const TopicPartition& tp) { return calling_.contains(tp); });
+}
+
+void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline) {
+  Sink* sink = sink_.get();
+  auto finished = [sink]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sink->call_mu) {
+    return !sink->finished_calls.empty();
+  };
+  while (CallsInFlight(tps) && absl::Now() < deadline) {
+    {
+      absl::MutexLock lock(&sink_->call_mu);
+      sink_->call_mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
+    }
+    TakeFinishedCalls();
+  }
+  for (auto& [id, call] : calls_) {
+    if (tps == nullptr || std::find(tps->begin(), tps->end(), call.held.source) != tps->end()) {
+      call.cancel->Cancel();
+    }
+  }
+}
+
+void Worker::Defer(HeldRecord held, absl::Time now) {
+  held.due_ms = absl::ToUnixMillis(context_.gate->RetryAt(now));
+  if (InOrder()) {
+    HoldInPlace(std::move(held));
+    return;
+  }
+  scheduler_.Add(std::move(held));
+  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+}
+
+void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe) {
   const absl::Time finished = absl::Now();  // One clock read for both latencies.
   sink_->processing_latency.Record(finished - started);
+  DownstreamGate& gate = *context_.gate;
+  if (outcome.kind == Outcome::Kind::kUnavailable) {
+    // Refused while the downstream answered others since it was last
+    // deferred: the record's own failure after all.
+    const bool own = held.deferred_at_answers >= 0 && gate.answers() > held.deferred_at_answers;
+    if (!own) {
+      sink_->counters.Add(&Counters::unavailable);
+      sink_->SetLastError(outcome.reason);
+      gate.OnUnavailable(probe, outcome.reason, finished);
+      held.deferred_at_answers = gate.answers();
+      Defer(std::move(held), finished);
+      return;
+    }
+    if (probe) gate.OnProbeAbandoned();
+    outcome.kind = outcome.fallback;
+  } else {
+    gate.OnAnswered(probe);
+  }
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
       sink_->counters.Add(&Counters::succeeded);
       RecordEndToEnd(held, finished);
-      OnSuccess(held);
+      OnSuccess(held, outcome);
       return;
     case Outcome::Kind::kPermanent:
+    case Outcome::Kind::kUnavailable:  // A fallback of kUnavailable is not one.
       sink_->counters.Add(&Counters::failed_attempts);
       sink_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
@@ -319,7 +455,7 @@ const char* Worker::EmissionName(Emission kind) {
   return "unknown";
 }
 
-void Worker::OnSuccess(const HeldRecord& held) {
+void Worker::OnSuccess(const HeldRecord& held, Outcome& outcome) {
   const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
   const std::string& output_topic = context_.options->output_topic;
   if (output_topic.empty()) {
@@ -329,8 +465,9 @@ void Worker::OnSuccess(const HeldRecord& held) {
   HandOff h;
   h.record.topic = output_topic;
   h.record.key = held.record.key;
-  h.record.value = held.record.value;
-  h.record.headers = held.record.headers;
+  // What the processor made of it, else the input as it was.
+  h.record.value = outcome.value ? std::move(*outcome.value) : held.record.value;
+  h.record.headers = outcome.headers ? std::move(*outcome.headers) : held.record.headers;
   SetHeader(h.record.headers, kOriginalTopicHeader, held.record.topic);
   SetHeader(h.record.headers, kOriginalPartitionHeader, absl::StrCat(held.record.partition));
   SetHeader(h.record.headers, kOriginalOffsetHeader, absl::StrCat(held.record.offset));
@@ -641,8 +778,9 @@ bool Worker::HandOffsBroken() {
 void Worker::ReleaseRecovered() {
   if (waiting_.empty()) return;
   std::vector<TopicPartition> ready;
+  if (AtCallLimit()) return;
   for (const auto& [tp, queue] : waiting_) {
-    if (scheduler_.CountFor(tp) > 0) continue;
+    if (scheduler_.CountFor(tp) > 0 || !CanCall(tp)) continue;
     auto it = trackers_.find(tp);
     if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
   }
@@ -653,7 +791,7 @@ void Worker::ProcessDue(absl::Time deadline) {
   // One record at a time, so a slow processor cannot keep the thread from
   // polling (and from its group) for longer than one call past `deadline`.
   bool progressed = true;
-  while (progressed && absl::Now() < deadline) {
+  while (progressed && absl::Now() < deadline && !AtCallLimit()) {
     progressed = false;
     std::vector<HeldRecord> due = scheduler_.PopDue(NowMs(), 1);
     if (!due.empty()) {
@@ -674,7 +812,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
     const TopicPartition& tp = *tp_it;
     auto it = waiting_.find(tp);
     while (it != waiting_.end() && !it->second.empty() && scheduler_.CountFor(tp) == 0 &&
-           absl::Now() < deadline) {
+           CanCall(tp) && absl::Now() < deadline) {
       std::deque<Record>& queue = it->second;
       HeldRecord held;
       held.source = tp;
@@ -688,8 +826,10 @@ bool Worker::DrainWaiting(absl::Time deadline) {
       waiting_.erase(it);
       it = waiting_.end();
     }
-    // Done with `tp` unless the deadline cut its queue short.
-    if (it == waiting_.end() || scheduler_.CountFor(tp) > 0) {
+    // Done with `tp` unless the deadline or the call limit cut its queue
+    // short; its call's end brings it back.
+    if (it == waiting_.end() || scheduler_.CountFor(tp) > 0 ||
+        (InOrder() && calling_.contains(tp))) {
       tp_it = ready_.erase(tp_it);
     } else {
       ++tp_it;
@@ -728,7 +868,7 @@ void Worker::ReconcilePauses() {
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    bool want = backpressure_ || input_paused || quiesced_;
+    bool want = backpressure_ || input_paused || quiesced_ || context_.gate->down();
     if (role_ == ThreadRole::kPrimary) {
       want = want || HeldCount(tp) >= lookahead;
     } else {
@@ -882,6 +1022,10 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
     const int64_t stop_ns = stop_deadline_ns_.load(std::memory_order_relaxed);
     deadline = std::min(deadline, absl::FromUnixNanos(stop_ns));
   }
+  // Calls of these partitions end first: graceful, they finish (their
+  // outcomes handed off) until the deadline; otherwise, or after it, they
+  // are cancelled and the next owner processes their records again.
+  AwaitCalls(&partitions, graceful && !lost ? deadline : absl::Now());
   if (!lost) {
     if (graceful && role_ == ThreadRole::kRetry && scheduler_.size() > 0) {
       // An unannounced rebalance (another instance came or went): hand the
@@ -998,6 +1142,9 @@ void Worker::ServeCheckpoint() {
   // next assignment is the end of the rebalance: no revoke comes first.
   revoked_while_quiesced_ = all.empty();
   quiesced_since_ = absl::Now();
+  // Calls in flight end first, or are cancelled, so the commit below stays
+  // true: nothing completes behind it.
+  AwaitCalls(nullptr, deadline);
   const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
   // Hand held records back only while the group takes commits: a hand-back
   // whose originals stay uncommitted would leave two live copies.

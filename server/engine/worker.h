@@ -9,6 +9,11 @@
 //    record until its due time (a bounded look-ahead per partition), then
 //    processes it again and re-enqueues it, or dead-letters it.
 //
+// With an asynchronous processor a worker keeps up to max_concurrent_calls()
+// calls in flight: in order, at most one per partition; otherwise any. The
+// outcomes come back through the Sink and are handled on the worker's
+// thread, which the consumer's Wake() brings out of its poll.
+//
 // An input offset is committed only below the lowest record whose outcome is
 // not yet durable (see CompletionTracker). Nothing here blocks while holding
 // a lock; the consumer is used only by the worker's own thread.
@@ -35,6 +40,7 @@
 #include "server/common/log_throttle.h"
 #include "server/engine/backoff.h"
 #include "server/engine/completion_tracker.h"
+#include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
 #include "server/engine/options.h"
 #include "server/engine/partition_state.h"
@@ -56,6 +62,9 @@ struct WorkerContext {
   const std::atomic<bool>* in_order = nullptr;
   // While set, primary threads pause all their partitions (a drain).
   const std::atomic<bool>* input_paused = nullptr;
+  // Whether the processor's downstream takes calls; while it does not, every
+  // thread pauses its partitions.
+  DownstreamGate* gate = nullptr;
 };
 
 class Worker : public kafka::ConsumerListener {
@@ -206,13 +215,43 @@ class Worker : public kafka::ConsumerListener {
     bool failed ABSL_GUARDED_BY(redo_mu) = false;
     // An outage fails every record in flight at once: one line a second.
     LogThrottle redo_log{absl::Seconds(1)};
+
+    // Processor calls that ended, by call id, for the worker to take.
+    absl::Mutex call_mu;  // Guards the two fields below.
+    std::vector<std::pair<int64_t, Outcome>> finished_calls ABSL_GUARDED_BY(call_mu);
+    // Woken when a call ends; cleared before the consumer closes.
+    kafka::Consumer* wake ABSL_GUARDED_BY(call_mu) = nullptr;
+  };
+
+  // A processor call in flight (asynchronous processors).
+  struct Call {
+    HeldRecord held;
+    std::shared_ptr<CompletionTracker> tracker;
+    std::shared_ptr<Cancellation> cancel;
+    absl::Time started;
+    bool probe = false;  // The DownstreamGate's probe.
   };
 
   void Run();
   void HandleConsumed(Record record);
+  // Runs `held` through the processor (the caller checked CanCall()), or
+  // defers it while the downstream is down.
   void Attempt(HeldRecord held);
+  // Whether a call for a record of `tp` may start now.
+  bool CanCall(const TopicPartition& tp) const;
+  bool AtCallLimit() const { return static_cast<int>(calls_.size()) >= max_calls_; }
+  // Hands `held` to the outcome of its call.
+  void Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe);
+  // Holds `held` (no attempt used up) until the downstream may take it.
+  void Defer(HeldRecord held, absl::Time now);
+  // Concludes the calls that ended.
+  void TakeFinishedCalls();
+  // Waits (taking finished calls) until no call of `tps` is in flight or
+  // `deadline`; then cancels those left. Null `tps`: every call.
+  void AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline);
+  bool CallsInFlight(const std::vector<TopicPartition>* tps) const;
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
-  void OnSuccess(const HeldRecord& held);
+  void OnSuccess(const HeldRecord& held, Outcome& outcome);
   void OnRetriableFailure(HeldRecord held, std::string reason);
   void DeadLetter(const HeldRecord& held, std::string reason);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
@@ -318,6 +357,12 @@ class Worker : public kafka::ConsumerListener {
   bool revoked_while_quiesced_ = false;
   absl::Time quiesced_since_;
   std::set<TopicPartition> paused_;
+  // Processor calls in flight, by id, and their count per partition (a
+  // partition's count outlives its revoke until its calls end).
+  std::map<int64_t, Call> calls_;
+  std::map<TopicPartition, int> calling_;
+  int64_t next_call_id_ = 0;
+  const int max_calls_;
   bool backpressure_ = false;
   absl::Time next_commit_;
 };

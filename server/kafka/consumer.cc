@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
   if (!rk.ok()) return rk.status();
   consumer->rk_ = *std::move(rk);
   rd_kafka_poll_set_consumer(consumer->rk_.get());
+  consumer->poll_queue_ = rd_kafka_queue_get_consumer(consumer->rk_.get());
   std::vector<TopicPartition> subscription;
   for (const std::string& topic : options.topics)
     subscription.push_back({topic, RD_KAFKA_PARTITION_UA});
@@ -310,8 +311,19 @@ int64_t Consumer::Lag(const std::vector<TopicPartition>& partitions) {
   return lag;
 }
 
+void Consumer::Wake() {
+  if (poll_queue_ != nullptr) rd_kafka_queue_yield(poll_queue_);
+}
+
+void Consumer::ReleasePollQueue() {
+  if (poll_queue_ == nullptr) return;
+  rd_kafka_queue_destroy(poll_queue_);
+  poll_queue_ = nullptr;
+}
+
 absl::Status Consumer::Close(absl::Time deadline) {
   if (rk_ == nullptr) return absl::OkStatus();
+  ReleasePollQueue();
   // rd_kafka_consumer_close() would block until the group is left, which
   // with the coordinator unreachable takes session.timeout.ms or longer.
   // The asynchronous close posts the rebalance (OnRevoked) to `queue`,
@@ -354,6 +366,7 @@ absl::Status Consumer::Close(absl::Time deadline) {
 
 void Consumer::Abandon() {
   if (rk_ == nullptr) return;
+  ReleasePollQueue();
   // Not HandleDeleter's rd_kafka_destroy(), which would close the consumer.
   rd_kafka_destroy_flags(rk_.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }

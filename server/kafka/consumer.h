@@ -21,6 +21,8 @@
 #include "server/kafka/handle.h"
 #include "server/model/record.h"
 
+struct rd_kafka_queue_s;  // rd_kafka_queue_t
+
 namespace retryd::kafka {
 
 // A partition's offset as the group commits it: the next offset to read,
@@ -106,6 +108,12 @@ class Consumer {
   // would. For tests of crash recovery and for fatal errors.
   void Abandon();
 
+  // Makes a Poll() in progress return at once (with no record), or the next
+  // one if none is. Thread-safe, the one method that is; callable until
+  // Close() or Abandon() begins, which the caller must order after its last
+  // Wake() (e.g. under a mutex it shares with the waking thread).
+  void Wake();
+
  private:
   Consumer(ConsumerListener* listener) : listener_(listener) {}
   static void OnRebalance(rd_kafka_s* rk, int err, void* partitions, void* opaque);
@@ -114,6 +122,9 @@ class Consumer {
   ConsumerListener* const listener_;
   // Set once by Create(); null once Close() or Abandon() let go of it.
   HandlePtr rk_;
+  // The queue Poll() waits on, held for Wake(); released before rk_ goes.
+  rd_kafka_queue_s* poll_queue_ = nullptr;
+  void ReleasePollQueue();
   // A rebalance fails every commit in flight at once: one line a second.
   LogThrottle commit_failure_log_{absl::Seconds(1)};
 };
