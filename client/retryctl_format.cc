@@ -144,6 +144,23 @@ std::string SanitizeForTerminal(std::string_view text, size_t max_width) {
   return out;
 }
 
+std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
+  std::string out;
+  if (downstream.state() == v1::DOWN) {
+    absl::StrAppend(&out, "DOWN for ", FormatElapsed(now_ms - downstream.down_since_unix_ms()),
+                    ", intake paused, probing");
+  } else {
+    out = "up";
+  }
+  if (downstream.outages() > 0) {
+    absl::StrAppend(&out, " (", Plural(downstream.outages(), "outage", "outages"), " so far)");
+  }
+  if (downstream.state() == v1::DOWN && !downstream.last_error().empty()) {
+    absl::StrAppend(&out, "; last error: ", SanitizeForTerminal(downstream.last_error(), 120));
+  }
+  return out;
+}
+
 std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   std::string out;
   std::string engine = EngineStateName(status.state());
@@ -164,6 +181,10 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
   absl::StrAppendFormat(&out, "%-14s%s\n", "in_order", OnOff(status.in_order()));
   absl::StrAppendFormat(&out, "%-14s%s\n", "kafka", kafka);
+  if (status.has_downstream()) {
+    absl::StrAppendFormat(&out, "%-14s%s\n", "downstream",
+                          FormatDownstream(status.downstream(), absl::ToUnixMillis(now)));
+  }
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
   out.append(FormatTotals(status.totals()));

@@ -54,6 +54,10 @@ std::vector<ShownCount> ShownCounts(const google::protobuf::Descriptor& descript
 // negative.
 std::string FormatElapsed(int64_t ms);
 
+// The processor's downstream in one line: "up", or "DOWN for 12s, intake
+// paused, probing (2 outages so far); last error: ...".
+std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms);
+
 // `text` on one line, safe to print: newlines and tabs become spaces, every
 // other byte outside printable ASCII becomes '?'; cut
 // to `max_width` characters ending in "..." when longer (0: no limit).

@@ -81,6 +81,21 @@ TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
   EXPECT_THAT(text, Not(HasSubstr("PARTITIONS")));
 }
 
+TEST(FormatStatusTest, DownstreamLine) {
+  v1::GetStatusResponse status = SampleStatus();
+  v1::Downstream* downstream = status.mutable_downstream();
+  downstream->set_state(v1::UP);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("downstream    up\n"));
+  downstream->set_state(v1::DOWN);
+  downstream->set_down_since_unix_ms(988'000);
+  downstream->set_outages(2);
+  downstream->set_last_error("UNAVAILABLE: connection refused");
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("downstream    DOWN for 12.0s, intake paused, probing (2 outages so far); "
+                        "last error: UNAVAILABLE: connection refused\n"));
+}
+
 TEST(FormatStatusTest, ServerTextCannotDriveTheTerminal) {
   v1::GetStatusResponse status = SampleStatus();
   status.mutable_threads(0)->mutable_assigned_partitions(0)->set_topic("evil\x1b[2Jtopic");
