@@ -45,8 +45,8 @@ class BearerToken {
     off_t size = -1;
     ino_t inode = 0;
     bool operator==(const FileStamp& o) const {
-      return mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
-             size == o.size && inode == o.inode;
+      return mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec && size == o.size &&
+             inode == o.inode;
     }
   };
 
@@ -54,8 +54,7 @@ class BearerToken {
 
   static absl::StatusOr<FileStamp> Stamp(const std::string& path);
   // The token `contents` hold, or an error saying why there is none.
-  static absl::StatusOr<std::string> TokenIn(const std::string& contents,
-                                             const std::string& where);
+  static absl::StatusOr<std::string> TokenIn(const std::string& contents, const std::string& where);
 
   const std::string path_;  // Empty for a token from the environment.
   absl::Mutex mu_;          // Guards the fields below.

@@ -92,10 +92,10 @@ StatusTable::StatusTable() {
   outcomes_.fill(retryd::v1::RETRIABLE);
   outcomes_[StatusCode::OK] = retryd::v1::SUCCESS;
   outcomes_[StatusCode::ALREADY_EXISTS] = retryd::v1::SUCCESS;
-  for (StatusCode code : {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION,
-                          StatusCode::NOT_FOUND, StatusCode::OUT_OF_RANGE, StatusCode::DATA_LOSS,
-                          StatusCode::UNIMPLEMENTED, StatusCode::PERMISSION_DENIED,
-                          StatusCode::UNAUTHENTICATED}) {
+  for (StatusCode code :
+       {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION, StatusCode::NOT_FOUND,
+        StatusCode::OUT_OF_RANGE, StatusCode::DATA_LOSS, StatusCode::UNIMPLEMENTED,
+        StatusCode::PERMISSION_DENIED, StatusCode::UNAUTHENTICATED}) {
     outcomes_[code] = retryd::v1::DEAD_LETTER;
   }
 }
@@ -137,7 +137,8 @@ Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_v
   const Outcome::Kind kind = KindOf(table.outcome(code));
   if (kind == Outcome::Kind::kOk) return Outcome::Ok();
   std::string reason = StatusCodeName(code);
-  if (!message.empty()) absl::StrAppend(&reason, ": ", absl::string_view(message.data(), message.size()));
+  if (!message.empty())
+    absl::StrAppend(&reason, ": ", absl::string_view(message.data(), message.size()));
   if (PointsAtTheDownstream(code)) return Outcome::Unavailable(std::move(reason), kind);
   if (kind == Outcome::Kind::kPermanent) return Outcome::Permanent(std::move(reason));
   return Outcome::Retriable(std::move(reason));

@@ -224,8 +224,8 @@ void GrpcProcessor::Start(const Record& record, const AttemptInfo& info,
                              std::chrono::milliseconds(deadline_ms_));
   if (token_ != nullptr) call->context.AddMetadata("authorization", "Bearer " + token_->Get());
   if (cancel != nullptr) {
-    call->subscription.emplace(cancel->OnCancel(
-        [weak = std::weak_ptr<Call>(call), canceller = canceller_.get()] {
+    call->subscription.emplace(
+        cancel->OnCancel([weak = std::weak_ptr<Call>(call), canceller = canceller_.get()] {
           canceller->Post(weak);
         }));
     // Cancelled before it subscribed: no wake-up comes. Not yet started, the
@@ -250,8 +250,8 @@ void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
   // The wake-up points at canceller_: it must be gone before the processor
   // may be.
   call.subscription.reset();
-  std::move(call.done)(OutcomeOf(table_, status.error_code(), status.error_message(), call.request,
-                                 call.response));
+  std::move(call.done)(
+      OutcomeOf(table_, status.error_code(), status.error_message(), call.request, call.response));
   // Frees the call, unless the canceller holds it for a moment longer.
   self.reset();
   absl::MutexLock lock(&mu_);

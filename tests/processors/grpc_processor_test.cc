@@ -141,9 +141,9 @@ TEST_F(GrpcProcessorTest, EveryStatusMapsAsDocumented) {
 }
 
 TEST_F(GrpcProcessorTest, StatusMapOverridesTheTable) {
-  for (grpc::StatusCode code : {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::ABORTED,
-                                grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::PERMISSION_DENIED,
-                                grpc::StatusCode::INTERNAL}) {
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::ABORTED, grpc::StatusCode::UNAVAILABLE,
+        grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::INTERNAL}) {
     DownstreamServer::Answer answer;
     answer.code = code;
     server_.SetAnswer(absl::StrCat("c", static_cast<int>(code), "/"), std::move(answer));

@@ -79,8 +79,8 @@ class DownstreamServer {
   class Reactor;
 
   // Called by the service and its reactors, on gRPC's threads.
-  Answer Arrive(const retryd::v1::ProcessRequest& request, std::string authorization,
-                size_t* index) ABSL_LOCKS_EXCLUDED(mu_);
+  Answer Arrive(const retryd::v1::ProcessRequest& request, std::string authorization, size_t* index)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Answered(size_t index) ABSL_LOCKS_EXCLUDED(mu_);
   void Cancelled(size_t index) ABSL_LOCKS_EXCLUDED(mu_);
 
