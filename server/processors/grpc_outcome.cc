@@ -144,4 +144,20 @@ Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_v
   return Outcome::Retriable(std::move(reason));
 }
 
+Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code, std::string_view message,
+                        const retryd::v1::ProcessRequest& request,
+                        const std::string* response_bytes) {
+  retryd::v1::ProcessResponse response;
+  if (code == grpc::StatusCode::OK) {
+    if (response_bytes == nullptr) {
+      return Outcome::Retriable("malformed answer: OK without a ProcessResponse");
+    }
+    if (!response.ParseFromString(*response_bytes)) {
+      return Outcome::Retriable(absl::StrCat("malformed answer: ", response_bytes->size(),
+                                             " bytes that are not a ProcessResponse"));
+    }
+  }
+  return OutcomeOf(table, code, message, request, response);
+}
+
 }  // namespace retryd

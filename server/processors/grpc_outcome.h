@@ -68,6 +68,16 @@ Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_v
                   const retryd::v1::ProcessRequest& request,
                   const retryd::v1::ProcessResponse& response);
 
+// As OutcomeOf, from the answer as it came off the wire: `response_bytes` is
+// the serialized ProcessResponse, or null when the answer carried no
+// message. For OK, a missing message or bytes that do not parse as a
+// ProcessResponse (e.g. a header key that is not UTF-8) are a malformed
+// answer: kRetriable, saying so. gRPC's callback API reports such an answer
+// as plain OK, with whatever part of the message it could read.
+Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code, std::string_view message,
+                        const retryd::v1::ProcessRequest& request,
+                        const std::string* response_bytes);
+
 }  // namespace retryd
 
 #endif  // RETRYD_SERVER_PROCESSORS_GRPC_OUTCOME_H_

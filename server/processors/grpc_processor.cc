@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +89,9 @@ absl::StatusOr<std::unique_ptr<BearerToken>> TokenOf(
   return token;
 }
 
+// The one RPC of processor.proto, as gRPC names it on the wire.
+constexpr char kMethod[] = "/retryd.v1.RecordProcessor/Process";
+
 uint32_t OrDefault(uint32_t value, uint32_t fallback) { return value == 0 ? fallback : value; }
 
 }  // namespace
@@ -98,7 +102,7 @@ uint32_t OrDefault(uint32_t value, uint32_t fallback) { return value == 0 ? fall
 struct GrpcProcessor::Call {
   grpc::ClientContext context;
   retryd::v1::ProcessRequest request;
-  retryd::v1::ProcessResponse response;
+  grpc::ByteBuffer response;
   ProcessDone done;
   // Kept for the call: the subscription points into it.
   std::shared_ptr<Cancellation> cancel;
@@ -179,14 +183,12 @@ absl::StatusOr<std::unique_ptr<GrpcProcessor>> GrpcProcessor::Create(
   }
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(config.target(), *credentials, args);
-  return std::unique_ptr<GrpcProcessor>(
-      new GrpcProcessor(config, *std::move(table), *std::move(token),
-                        retryd::v1::RecordProcessor::NewStub(std::move(channel))));
+  return std::unique_ptr<GrpcProcessor>(new GrpcProcessor(
+      config, *std::move(table), *std::move(token), std::make_unique<Stub>(std::move(channel))));
 }
 
 GrpcProcessor::GrpcProcessor(const retryd::v1::GrpcProcessorConfig& config, StatusTable table,
-                             std::unique_ptr<BearerToken> token,
-                             std::unique_ptr<retryd::v1::RecordProcessor::Stub> stub)
+                             std::unique_ptr<BearerToken> token, std::unique_ptr<Stub> stub)
     : deadline_ms_(OrDefault(config.deadline_ms(), kDefaultDeadlineMs)),
       max_concurrent_calls_(
           static_cast<int>(OrDefault(config.max_concurrent_calls(), kDefaultMaxConcurrentCalls))),
@@ -241,8 +243,8 @@ void GrpcProcessor::Start(const Record& record, const AttemptInfo& info,
   raw->self = std::move(call);
   // The completion may run before this returns, on this thread: `raw` is
   // not touched after the call starts.
-  stub_->async()->Process(&raw->context, &raw->request, &raw->response,
-                          [this, raw](grpc::Status status) { Finish(*raw, status); });
+  stub_->UnaryCall(&raw->context, kMethod, grpc::StubOptions(), &raw->request, &raw->response,
+                   [this, raw](grpc::Status status) { Finish(*raw, status); });
 }
 
 void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
@@ -250,8 +252,16 @@ void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
   // The wake-up points at canceller_: it must be gone before the processor
   // may be.
   call.subscription.reset();
-  std::move(call.done)(
-      OutcomeOf(table_, status.error_code(), status.error_message(), call.request, call.response));
+  std::optional<std::string> bytes;
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && call.response.Valid() && call.response.Dump(&slices).ok()) {
+    bytes.emplace();
+    for (const grpc::Slice& slice : slices) {
+      bytes->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  std::move(call.done)(OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
+                                       call.request, bytes.has_value() ? &*bytes : nullptr));
   // Frees the call, unless the canceller holds it for a moment longer.
   self.reset();
   absl::MutexLock lock(&mu_);

@@ -18,6 +18,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/processor.grpc.pb.h"
 #include "server/engine/processor.h"
@@ -56,10 +58,12 @@ class GrpcProcessor : public Processor {
  private:
   struct Call;
   class Canceller;
+  // The answer is taken as bytes and parsed here: gRPC's callback API would
+  // report an answer that does not parse as OK (see OutcomeOfAnswer).
+  using Stub = grpc::TemplatedGenericStub<retryd::v1::ProcessRequest, grpc::ByteBuffer>;
 
   GrpcProcessor(const retryd::v1::GrpcProcessorConfig& config, StatusTable table,
-                std::unique_ptr<BearerToken> token,
-                std::unique_ptr<retryd::v1::RecordProcessor::Stub> stub);
+                std::unique_ptr<BearerToken> token, std::unique_ptr<Stub> stub);
 
   // Runs on a gRPC thread when `call` ends.
   void Finish(Call& call, const grpc::Status& status);
@@ -68,7 +72,7 @@ class GrpcProcessor : public Processor {
   const int max_concurrent_calls_;
   const StatusTable table_;
   const std::unique_ptr<BearerToken> token_;  // Null: no token.
-  const std::unique_ptr<retryd::v1::RecordProcessor::Stub> stub_;
+  const std::unique_ptr<Stub> stub_;
   std::unique_ptr<Canceller> canceller_;
 
   absl::Mutex mu_;  // Guards calls_in_flight_.

@@ -2,14 +2,17 @@
 // (server/processors/grpc_outcome.h): the status code, its message and the
 // response bytes all come from a service retryd does not control.
 //
-// Input: byte 0 is the status code (0..19: the 17 codes and numbers that
-// name none); byte 1 the number of status_map entries (0..3), each two
+// Input: byte 0 is the status code (its low bits modulo 20: the 17 codes
+// and numbers that name none; its top bit set: the answer carried no
+// message); byte 1 the number of status_map entries (0..3), each two
 // bytes: a code (0..17, 17 naming none) and an outcome (0..3); then one byte
 // L and the L bytes of the status message; the rest is the serialized
-// ProcessResponse (an input that ends early leaves the rest empty).
+// ProcessResponse, or bytes that are not one (an input that ends early
+// leaves the rest empty).
 //
 // Beyond "no crash, no sanitizer report", it checks the conversion's
-// promises: success only for OK, ALREADY_EXISTS or a SUCCESS mapping; a
+// promises: an OK answer that is missing or does not parse is retriable;
+// success only for OK, ALREADY_EXISTS or a SUCCESS mapping; a
 // replacement only after OK, and then exactly what the response asks for;
 // a failure always has a reason naming the code; kUnavailable only for the
 // four codes that point at the downstream.
@@ -66,8 +69,7 @@ retryd::v1::ProcessRequest Request() {
 
 bool PointsAtTheDownstream(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::UNIMPLEMENTED ||
-         code == grpc::StatusCode::UNAUTHENTICATED ||
-         code == grpc::StatusCode::PERMISSION_DENIED;
+         code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
 bool SameHeader(const Header& h, const retryd::v1::RecordHeader& r) {
@@ -112,27 +114,34 @@ void CheckReplacement(const retryd::v1::ProcessRequest& request,
 
 void FuzzProcessorResponse(std::string_view input) {
   Reader reader(input);
-  const auto code = static_cast<grpc::StatusCode>(reader.Byte() % 20);
+  const uint8_t first = reader.Byte();
+  const auto code = static_cast<grpc::StatusCode>((first & 0x7f) % 20);
+  const bool has_message = (first & 0x80) == 0;
   google::protobuf::Map<std::string, retryd::v1::StatusOutcome> overrides;
   for (int n = reader.Byte() % 4; n > 0; --n) {
     const std::string name = StatusCodeName(static_cast<grpc::StatusCode>(reader.Byte() % 18));
     overrides[name] = static_cast<retryd::v1::StatusOutcome>(reader.Byte() % 4);
   }
   const std::string message(reader.Take(reader.Byte()));
-  retryd::v1::ProcessResponse response;
-  // Bytes that do not parse fail the call in gRPC before it gets here.
-  if (!response.ParseFromArray(reader.Rest().data(), static_cast<int>(reader.Rest().size()))) {
-    return;
-  }
+  const std::string bytes(reader.Rest());
 
   absl::StatusOr<StatusTable> table = StatusTable::WithOverrides(overrides);
   Require(table.ok() || table.status().code() == absl::StatusCode::kInvalidArgument,
           "a bad status_map is INVALID_ARGUMENT", table.status().ToString());
   if (!table.ok()) table = StatusTable();
   const retryd::v1::ProcessRequest request = Request();
-  const Outcome outcome = OutcomeOf(*table, code, message, request, response);
+  const Outcome outcome =
+      OutcomeOfAnswer(*table, code, message, request, has_message ? &bytes : nullptr);
 
   if (code == grpc::StatusCode::OK) {
+    retryd::v1::ProcessResponse response;
+    if (!has_message || !response.ParseFromString(bytes)) {
+      Require(outcome.kind == Kind::kRetriable && outcome.reason.starts_with("malformed answer") &&
+                  !outcome.value.has_value() && !outcome.headers.has_value(),
+              "an OK answer without a readable ProcessResponse is retriable, and replaces nothing",
+              outcome.reason);
+      return;
+    }
     CheckReplacement(request, response, outcome);
     return;
   }

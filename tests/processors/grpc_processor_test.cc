@@ -305,6 +305,21 @@ TEST_F(GrpcProcessorTest, AMalformedAnswerIsRetriable) {
   EXPECT_THAT(outcome.reason, HasSubstr("both value and null_value"));
 }
 
+TEST_F(GrpcProcessorTest, AnAnswerThatDoesNotParseIsRetriable) {
+  // A proto3 string must be UTF-8: the server sends these bytes, and a
+  // reader of processor.proto rejects them.
+  DownstreamServer::Answer wrong;
+  wrong.response.set_value("partly read");
+  wrong.response.add_headers()->set_key("\xff\xfe");
+  server_.SetAnswer("", wrong);
+  std::unique_ptr<GrpcProcessor> processor = Make();
+  ASSERT_NE(processor, nullptr);
+  const Outcome outcome = processor->Process(Keyed("k"), 1);
+  EXPECT_EQ(outcome.kind, Kind::kRetriable);
+  EXPECT_THAT(outcome.reason, HasSubstr("not a ProcessResponse"));
+  EXPECT_FALSE(outcome.value.has_value());
+}
+
 TEST_F(GrpcProcessorTest, TokenFileIsSentAndARewrittenOneIsPickedUp) {
   const TempDir dir;
   const std::string path = dir.WriteFile("token", "  secret-1\n");
