@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -438,6 +439,67 @@ TEST_F(GrpcProcessorTest, ADownServerIsUnavailableUntilItIsBack) {
   ASSERT_TRUE(server_.Start().ok());
   EXPECT_TRUE(
       WaitFor([&] { return processor->Process(Keyed("k"), 1).kind == Kind::kOk; }, kTimeout));
+}
+
+// A self-signed certificate for `name` (its only subject name), made with
+// openssl; nullopt if openssl is missing.
+struct CertFiles {
+  std::string cert;
+  std::string key;
+};
+std::optional<CertFiles> MakeCert(const TempDir& dir, const std::string& name) {
+  if (std::system("openssl version > /dev/null 2>&1") != 0) return std::nullopt;
+  CertFiles files{dir.Path(name + ".crt"), dir.Path(name + ".key")};
+  const std::string log = dir.Path(name + ".log");
+  const std::string command =
+      absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=", name,
+                   " -addext subjectAltName=DNS:", name, " -keyout ", files.key, " -out ",
+                   files.cert, " > ", log, " 2>&1");
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << command << ": " << ::retryd::testing::ReadFileOrEmpty(log);
+  }
+  return files;
+}
+
+TEST(GrpcProcessorTlsTest, VerifiesTheServerAsServerNameAndPresentsTheClientCert) {
+  const TempDir dir;
+  const std::optional<CertFiles> server_cert = MakeCert(dir, "downstream.test");
+  const std::optional<CertFiles> client_cert = MakeCert(dir, "retryd.test");
+  if (!server_cert.has_value() || !client_cert.has_value()) {
+    GTEST_SKIP() << "openssl is not installed";
+  }
+  DownstreamServer server;
+  server.UseTls({::retryd::testing::ReadFileOrEmpty(server_cert->cert),
+                 ::retryd::testing::ReadFileOrEmpty(server_cert->key),
+                 ::retryd::testing::ReadFileOrEmpty(client_cert->cert)});
+  ASSERT_TRUE(server.Start().ok());
+
+  v1::GrpcProcessorConfig config;
+  config.set_target(server.target());
+  config.mutable_tls()->set_ca_file(server_cert->cert);
+  config.mutable_tls()->set_server_name("downstream.test");
+  config.mutable_tls()->set_cert_file(client_cert->cert);
+  config.mutable_tls()->set_key_file(client_cert->key);
+  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
+  ASSERT_TRUE(processor.ok()) << processor.status();
+  EXPECT_EQ((*processor)->Process(Keyed("k"), 1).kind, Kind::kOk);
+
+  // The certificate does not name 127.0.0.1.
+  v1::GrpcProcessorConfig no_name = config;
+  no_name.mutable_tls()->clear_server_name();
+  processor = GrpcProcessor::Create(no_name);
+  ASSERT_TRUE(processor.ok()) << processor.status();
+  EXPECT_EQ((*processor)->Process(Keyed("k"), 1).kind, Kind::kUnavailable);
+
+  // The server wants a client certificate.
+  v1::GrpcProcessorConfig no_client_cert = config;
+  no_client_cert.mutable_tls()->clear_cert_file();
+  no_client_cert.mutable_tls()->clear_key_file();
+  processor = GrpcProcessor::Create(no_client_cert);
+  ASSERT_TRUE(processor.ok()) << processor.status();
+  EXPECT_EQ((*processor)->Process(Keyed("k"), 1).kind, Kind::kUnavailable);
+
+  EXPECT_EQ(server.calls().size(), 1u);
 }
 
 TEST(GrpcProcessorCreateTest, BadFilesAndSettingsAreClearErrors) {

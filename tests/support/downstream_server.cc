@@ -93,8 +93,16 @@ absl::Status DownstreamServer::Start() {
   }
   int selected = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
-                           &selected);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls_.has_value()) {
+    grpc::SslServerCredentialsOptions options(
+        tls_->client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    options.pem_root_certs = tls_->client_ca;
+    options.pem_key_cert_pairs.push_back({tls_->key, tls_->cert});
+    credentials = grpc::SslServerCredentials(options);
+  }
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), credentials, &selected);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected == 0) {

@@ -10,7 +10,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +49,14 @@ class DownstreamServer {
     bool cancelled = false;
   };
 
+  // PEM contents for a server that speaks TLS.
+  struct Tls {
+    std::string cert;
+    std::string key;
+    // Not empty: clients must present a certificate this CA signed.
+    std::string client_ca;
+  };
+
   DownstreamServer();
   ~DownstreamServer();  // Stops it.
   DownstreamServer(const DownstreamServer&) = delete;
@@ -55,6 +65,8 @@ class DownstreamServer {
   // Listens on 127.0.0.1: on a free port the first time, then on the same
   // port again after Stop(), so that a client sees the same server return.
   absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Serves TLS from the next Start() on.
+  void UseTls(Tls tls) { tls_ = std::move(tls); }
   // Stops listening; calls in progress end CANCELLED (and are marked so).
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -89,6 +101,7 @@ class DownstreamServer {
   const std::unique_ptr<Service> service_;
   // Touched only by Start and Stop, which the test calls from one thread.
   std::unique_ptr<grpc::Server> server_;
+  std::optional<Tls> tls_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   int port_ ABSL_GUARDED_BY(mu_) = 0;
