@@ -7,8 +7,9 @@
 // one of gRPC's threads. One channel serves every retryd thread, balanced
 // round-robin over the addresses the target resolves to.
 //
-// Thread-safe. Destroying it waits for the calls in flight to end (each is
-// bounded by the deadline).
+// Thread-safe. Owns one thread, which cancels calls whose Cancellation fires
+// (see Canceller in the .cc). Destroying it waits for the calls in flight to
+// end (each is bounded by the deadline).
 #ifndef RETRYD_SERVER_PROCESSORS_GRPC_PROCESSOR_H_
 #define RETRYD_SERVER_PROCESSORS_GRPC_PROCESSOR_H_
 
