@@ -33,7 +33,7 @@
 #include "server/engine/engine.h"
 #include "server/kafka/embedded_broker.h"
 #include "server/kafka/topics.h"
-#include "server/processors/simulate.h"
+#include "server/processors/processor_factory.h"
 
 ABSL_FLAG(std::string, config, "", "Path of the config file (text-format retryd.v1.Config).");
 ABSL_FLAG(std::string, bootstrap_servers, "",

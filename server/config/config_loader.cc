@@ -23,6 +23,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/text_format.h"
+#include "server/common/grpc_code_names.h"
 #include "server/common/listen_address.h"
 #include "server/common/read_file.h"
 #include "server/kafka/properties.h"
@@ -44,6 +45,7 @@ constexpr size_t kMaxSecretBytes = 1 << 20;
 constexpr size_t kMaxTopicLength = 249;
 constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
 constexpr uint64_t kMaxLatencyMs = 60'000;
+constexpr uint64_t kMaxGrpcDelayMs = 3'600'000;  // One hour.
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -579,8 +581,9 @@ class Validator {
     }
   }
 
-  void CheckProcessor(const v1::Config& config) {
-    constexpr absl::string_view kExample = "e.g. processor { simulate {} }";
+  void CheckProcessor(v1::Config& config) {
+    constexpr absl::string_view kExample =
+        "e.g. processor { simulate {} } or processor { grpc { target: \"localhost:50061\" } }";
     if (!config.has_processor()) {
       Error(root_, "processor", absl::StrCat("required: say what processes records, ", kExample));
       return;
@@ -590,11 +593,63 @@ class Validator {
       case v1::ProcessorConfig::kSimulate:
         CheckSimulate(config.processor().simulate(), node.Child("simulate"));
         return;
+      case v1::ProcessorConfig::kGrpc:
+        CheckGrpc(*config.mutable_processor()->mutable_grpc(), node.Child("grpc"));
+        return;
       case v1::ProcessorConfig::KIND_NOT_SET:
         break;
     }
     errors_.Add(root_.Line("processor"), "processor",
                 absl::StrCat("choose a processor kind, ", kExample));
+  }
+
+  void CheckGrpc(v1::GrpcProcessorConfig& grpc, const Node& node) {
+    if (grpc.target().empty()) {
+      Error(node, "target",
+            "required: the downstream's gRPC address, e.g. target: \"localhost:50061\"");
+    }
+    Number(grpc, node, "deadline_ms", 10'000, 1, kMaxGrpcDelayMs);
+    Number(grpc, node, "max_concurrent_calls", 1, 1, 1024);
+    Number(grpc, node, "outage_after", 5, 1, 1000);
+    Number(grpc, node, "probe_initial_ms", 500, 1, kMaxGrpcDelayMs);
+    const uint64_t initial = grpc.probe_initial_ms();
+    const bool initial_ok = initial >= 1 && initial <= kMaxGrpcDelayMs;
+    if (grpc.probe_max_ms() == 0 && !node.Written("probe_max_ms")) {
+      grpc.set_probe_max_ms(initial_ok ? std::max<uint32_t>(30'000, grpc.probe_initial_ms())
+                                       : 30'000);
+    } else if (grpc.probe_max_ms() < 1 || grpc.probe_max_ms() > kMaxGrpcDelayMs) {
+      Error(node, "probe_max_ms",
+            absl::StrCat("must be between 1 and ", kMaxGrpcDelayMs, ", got ", grpc.probe_max_ms()));
+    } else if (initial_ok && grpc.probe_max_ms() < initial) {
+      Error(node, "probe_max_ms",
+            absl::StrCat("must be at least probe_initial_ms (", initial, "), got ",
+                         grpc.probe_max_ms()));
+    }
+    Number(grpc, node, "max_response_bytes", 4 << 20, 1024, 64 << 20);
+    if (!grpc.token_file().empty() && !grpc.token_env().empty()) {
+      Error(node, "token_env", "set either token_file or token_env, not both");
+    }
+    if (grpc.has_tls() && grpc.tls().cert_file().empty() != grpc.tls().key_file().empty()) {
+      const Node tls = node.Child("tls");
+      Error(tls, grpc.tls().cert_file().empty() ? "cert_file" : "key_file",
+            "mutual TLS needs both cert_file and key_file; set both or neither");
+    }
+    // Sorted, so that errors come in a stable order.
+    const std::map<std::string, v1::StatusOutcome> status_map(grpc.status_map().begin(),
+                                                              grpc.status_map().end());
+    for (const auto& [code, outcome] : status_map) {
+      const std::string path = absl::StrCat(node.Path("status_map"), "[", Quote(code), "]");
+      const int line = MapEntryLine(node, grpc, "status_map", code);
+      const std::optional<int> number = GrpcCodeNumber(std::string_view(code));
+      if (!number.has_value()) {
+        errors_.Add(line, path,
+                    "not a gRPC status code name; use the name in capitals, e.g. \"NOT_FOUND\"");
+      } else if (*number == 0) {
+        errors_.Add(line, path, "OK always means success and cannot be changed");
+      } else if (outcome != v1::SUCCESS && outcome != v1::RETRIABLE && outcome != v1::DEAD_LETTER) {
+        errors_.Add(line, path, "say what the code means: SUCCESS, RETRIABLE or DEAD_LETTER");
+      }
+    }
   }
 
   void CheckSimulate(const v1::SimulateConfig& simulate, const Node& node) {

@@ -3,7 +3,6 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -100,19 +99,6 @@ Outcome SimulateProcessor::Process(const Record& record, int attempt) {
     absl::SleepFor(absl::Milliseconds(latency));
   }
   return Decide(record, attempt);
-}
-
-absl::StatusOr<std::unique_ptr<Processor>> MakeProcessor(
-    const retryd::v1::ProcessorConfig& config) {
-  switch (config.kind_case()) {
-    case retryd::v1::ProcessorConfig::kSimulate:
-      return std::make_unique<SimulateProcessor>(config.simulate());
-    case retryd::v1::ProcessorConfig::KIND_NOT_SET:
-      return absl::InvalidArgumentError(
-          "processor: choose a processor kind, e.g. processor { simulate {} }");
-  }
-  return absl::UnimplementedError(absl::StrCat(
-      "processor: kind ", static_cast<int>(config.kind_case()), " is not supported by this build"));
 }
 
 }  // namespace retryd

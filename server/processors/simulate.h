@@ -1,6 +1,5 @@
 // The `simulate` processor: no real work, configurable latency and failures,
-// for demos, tests and benchmarks. Also the factory that turns a
-// retryd.v1.ProcessorConfig into a Processor.
+// for demos, tests and benchmarks.
 //
 // Every decision is a pure function of (seed, topic, partition, offset,
 // attempt): the same record on its n-th attempt gets the same outcome and
@@ -15,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/processor.h"
 #include "server/model/record.h"
@@ -53,10 +51,6 @@ class SimulateProcessor : public Processor {
   const double permanent_failure_rate_;
   const std::vector<Rule> rules_;
 };
-
-// Builds the processor `config` selects. InvalidArgumentError if no kind is
-// set; UnimplementedError for a kind this build does not know.
-absl::StatusOr<std::unique_ptr<Processor>> MakeProcessor(const retryd::v1::ProcessorConfig& config);
 
 }  // namespace retryd
 

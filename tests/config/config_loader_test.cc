@@ -54,6 +54,12 @@ std::string WithBase(absl::string_view first_lines) {
                       "processor { simulate {} }\n");
 }
 
+// A config whose processor is grpc { `body` }, the body starting on line 4.
+std::string WithGrpc(absl::string_view body) {
+  return absl::StrCat("group_id: \"g\"\ninput_topics: \"in\"\nprocessor { grpc {\n", body,
+                      "\n} }\n");
+}
+
 // The orders example as documented; deploy/examples/orders.textproto
 // must mean exactly this.
 constexpr char kOrdersVerbatim[] = R"cfg(
@@ -196,6 +202,41 @@ TEST(ConfigLoaderTest, DefaultsAreFilledIntoTheProto) {
   EXPECT_EQ(c.max_in_flight(), 10000u);
   EXPECT_EQ(c.shutdown_timeout_ms(), 30000u);
   EXPECT_EQ(c.embedded().partitions(), 3u);
+}
+
+TEST(ConfigLoaderTest, GrpcProcessorDefaultsAreFilledIn) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithGrpc("  target: \"localhost:50061\""));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::GrpcProcessorConfig& grpc = loaded->proto.processor().grpc();
+  EXPECT_EQ(grpc.target(), "localhost:50061");
+  EXPECT_EQ(grpc.deadline_ms(), 10000u);
+  EXPECT_EQ(grpc.max_concurrent_calls(), 1u);
+  EXPECT_EQ(grpc.outage_after(), 5u);
+  EXPECT_EQ(grpc.probe_initial_ms(), 500u);
+  EXPECT_EQ(grpc.probe_max_ms(), 30000u);
+  EXPECT_EQ(grpc.max_response_bytes(), 4u << 20);
+  EXPECT_FALSE(grpc.has_tls());
+}
+
+TEST(ConfigLoaderTest, GrpcProcessorTakesEveryFieldInRange) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithGrpc(R"cfg(
+  target: "dns:///processor.example:443"
+  deadline_ms: 3600000
+  max_concurrent_calls: 1024
+  tls { ca_file: "ca.pem" cert_file: "c.pem" key_file: "k.pem" server_name: "p.example" }
+  token_env: "PROCESSOR_TOKEN"
+  status_map { key: "NOT_FOUND" value: RETRIABLE }
+  status_map { key: "CANCELLED" value: DEAD_LETTER }
+  status_map { key: "ABORTED" value: SUCCESS }
+  outage_after: 1000
+  probe_initial_ms: 60000
+  max_response_bytes: 67108864)cfg"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::GrpcProcessorConfig& grpc = loaded->proto.processor().grpc();
+  EXPECT_EQ(grpc.max_concurrent_calls(), 1024u);
+  EXPECT_EQ(grpc.status_map().at("NOT_FOUND"), v1::RETRIABLE);
+  // The longest delay between probes is never below the first.
+  EXPECT_EQ(grpc.probe_max_ms(), 60000u);
 }
 
 TEST(ConfigLoaderTest, MaxBackoffDefaultsToAtLeastTheInitialDelay) {
@@ -413,7 +454,53 @@ INSTANTIATE_TEST_SUITE_P(
             "group_id: \"g\"\ninput_topics: \"in\"\nprocessor { simulate {\n"
             "  rule {\n    key_prefix: \"a\"\n    permanent: true\n    fail_attempts: 2\n  }\n} }",
             "test.textproto:7: processor.simulate.rule[0].fail_attempts: a rule either fails "
-            "permanently or fails its first fail_attempts attempts"}),
+            "permanently or fails its first fail_attempts attempts"},
+        BadConfig{"GrpcTargetMissing", WithGrpc("  deadline_ms: 100"),
+                  "test.textproto: processor.grpc.target: required: the downstream's gRPC "
+                  "address"},
+        BadConfig{"GrpcDeadlineZero", WithGrpc("  target: \"x:1\"\n  deadline_ms: 0"),
+                  "test.textproto:5: processor.grpc.deadline_ms: must be between 1 and 3600000, "
+                  "got 0"},
+        BadConfig{"GrpcDeadlineTooLong", WithGrpc("  target: \"x:1\" deadline_ms: 3600001"),
+                  "test.textproto:4: processor.grpc.deadline_ms: must be between 1 and 3600000"},
+        BadConfig{"GrpcConcurrencyTooHigh",
+                  WithGrpc("  target: \"x:1\" max_concurrent_calls: 1025"),
+                  "test.textproto:4: processor.grpc.max_concurrent_calls: must be between 1 and "
+                  "1024, got 1025"},
+        BadConfig{"GrpcOutageAfterZero", WithGrpc("  target: \"x:1\" outage_after: 0"),
+                  "test.textproto:4: processor.grpc.outage_after: must be between 1 and 1000"},
+        BadConfig{"GrpcProbeInitialZero", WithGrpc("  target: \"x:1\" probe_initial_ms: 0"),
+                  "test.textproto:4: processor.grpc.probe_initial_ms: must be between 1 and "
+                  "3600000"},
+        BadConfig{"GrpcProbeMaxBelowInitial",
+                  WithGrpc("  target: \"x:1\"\n  probe_initial_ms: 2000\n  probe_max_ms: 1000"),
+                  "test.textproto:6: processor.grpc.probe_max_ms: must be at least "
+                  "probe_initial_ms (2000), got 1000"},
+        BadConfig{"GrpcResponseLimitTooSmall",
+                  WithGrpc("  target: \"x:1\" max_response_bytes: 1023"),
+                  "test.textproto:4: processor.grpc.max_response_bytes: must be between 1024 and "
+                  "67108864, got 1023"},
+        BadConfig{"GrpcTokenFileAndEnv",
+                  WithGrpc("  target: \"x:1\"\n  token_file: \"t\"\n  token_env: \"T\""),
+                  "test.textproto:6: processor.grpc.token_env: set either token_file or "
+                  "token_env, not both"},
+        BadConfig{"GrpcCertWithoutKey",
+                  WithGrpc("  target: \"x:1\"\n  tls {\n    cert_file: \"c.pem\"\n  }"),
+                  "processor.grpc.tls.key_file: mutual TLS needs both cert_file and key_file"},
+        BadConfig{"GrpcStatusMapUnknownCode",
+                  WithGrpc("  target: \"x:1\"\n  status_map { key: \"not_found\" value: "
+                           "RETRIABLE }"),
+                  "test.textproto:5: processor.grpc.status_map[\"not_found\"]: not a gRPC "
+                  "status code name"},
+        BadConfig{"GrpcStatusMapOk",
+                  WithGrpc("  target: \"x:1\"\n  status_map { key: \"OK\" value: RETRIABLE }"),
+                  "test.textproto:5: processor.grpc.status_map[\"OK\"]: OK always means success "
+                  "and cannot be changed"},
+        BadConfig{"GrpcStatusMapUnspecified",
+                  WithGrpc("  target: \"x:1\"\n  status_map { key: \"ABORTED\" value: "
+                           "STATUS_OUTCOME_UNSPECIFIED }"),
+                  "test.textproto:5: processor.grpc.status_map[\"ABORTED\"]: say what the code "
+                  "means: SUCCESS, RETRIABLE or DEAD_LETTER"}),
     [](const ::testing::TestParamInfo<BadConfig>& info) { return info.param.name; });
 
 TEST(ConfigLoaderTest, UnknownFieldNamesLineAndSuggestsTheField) {

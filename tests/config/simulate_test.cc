@@ -183,21 +183,5 @@ TEST(SimulateProcessorTest, LatencyRangeIsHonoured) {
   }
 }
 
-TEST(MakeProcessorTest, BuildsTheConfiguredKind) {
-  v1::ProcessorConfig config;
-  config.mutable_simulate()->set_permanent_failure_rate(1.0);
-  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(config);
-  ASSERT_TRUE(processor.ok()) << processor.status();
-  ExpectOutcome((*processor)->Process(MakeRecord(1), 1), Kind::kPermanent,
-                "simulated permanent failure");
-}
-
-TEST(MakeProcessorTest, NoKindIsInvalidArgument) {
-  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(v1::ProcessorConfig{});
-  ASSERT_FALSE(processor.ok());
-  EXPECT_EQ(processor.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(processor.status().message(), ::testing::HasSubstr("processor { simulate {} }"));
-}
-
 }  // namespace
 }  // namespace retryd
