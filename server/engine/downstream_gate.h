@@ -39,9 +39,9 @@ class DownstreamGate {
     bool down = false;
     absl::Time since;  // When it went down; InfinitePast() if never.
     int64_t consecutive_unavailable = 0;
-    int64_t outages = 0;      // Times it went down.
-    std::string last_error;   // The last unavailable call's reason.
-    absl::Time next_probe;    // While down.
+    int64_t outages = 0;     // Times it went down.
+    std::string last_error;  // The last unavailable call's reason.
+    absl::Time next_probe;   // While down.
   };
 
   explicit DownstreamGate(const DownstreamOptions& options);

@@ -13,9 +13,12 @@ namespace {
 using retryd::v1::StatusOutcome;
 
 // Codes that point at the downstream or its configuration rather than at
-// the record (processor.proto).
+// the record (processor.proto). CANCELLED reaches here only from the
+// downstream's side (the engine ignores calls it cancels itself): a server
+// shutting down cancels the calls it was serving.
 bool PointsAtTheDownstream(grpc::StatusCode code) {
   switch (code) {
+    case grpc::StatusCode::CANCELLED:
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::UNIMPLEMENTED:
     case grpc::StatusCode::UNAUTHENTICATED:

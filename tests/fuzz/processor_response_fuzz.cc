@@ -68,8 +68,9 @@ retryd::v1::ProcessRequest Request() {
 }
 
 bool PointsAtTheDownstream(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::UNIMPLEMENTED ||
-         code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED;
+  return code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::UNAVAILABLE ||
+         code == grpc::StatusCode::UNIMPLEMENTED || code == grpc::StatusCode::UNAUTHENTICATED ||
+         code == grpc::StatusCode::PERMISSION_DENIED;
 }
 
 bool SameHeader(const Header& h, const retryd::v1::RecordHeader& r) {

@@ -34,6 +34,7 @@ using ::retryd::testing::AllAssigned;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::HeaderValue;
 using ::retryd::testing::Keys;
+using ::retryd::testing::OutOfOrder;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
 using ::retryd::testing::StartEngine;
@@ -104,9 +105,8 @@ class ScriptedAsyncProcessor : public Processor {
       bool down = false;
       {
         absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || !jobs_.empty();
-        };
+        auto ready = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !jobs_.empty(); };
         mu_.Await(absl::Condition(&ready));
         if (jobs_.empty()) return;
         job = std::move(jobs_.front());
@@ -124,8 +124,8 @@ class ScriptedAsyncProcessor : public Processor {
       if (absl::StartsWith(key, "refused-")) {
         outcome = Outcome::Unavailable("PERMISSION_DENIED: not for you", Outcome::Kind::kPermanent);
       } else if (down) {
-        outcome = Outcome::Unavailable("UNAVAILABLE: connection refused",
-                                       Outcome::Kind::kRetriable);
+        outcome =
+            Outcome::Unavailable("UNAVAILABLE: connection refused", Outcome::Kind::kRetriable);
       } else if (absl::StartsWith(key, "new-")) {
         outcome.value = std::optional<std::string>(absl::StrCat("NEW:", *job.record.value));
         outcome.headers = Headers{{"made-by", "scripted"}};
@@ -156,24 +156,6 @@ std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
   std::vector<std::string> keys;
   for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat(prefix, i));
   return keys;
-}
-
-// Output records that came after a record of the same input partition with
-// a higher input offset, within one output partition: 0 when each input
-// partition's records were completed in offset order.
-int OutOfOrder(const std::vector<Record>& output) {
-  std::map<std::pair<int32_t, std::string>, int64_t> last;  // (output p, input p) -> offset
-  int out_of_order = 0;
-  for (const Record& r : output) {
-    const auto slot = std::make_pair(r.partition, HeaderValue(r, "retryd-original-partition"));
-    const int64_t offset = std::stoll(HeaderValue(r, "retryd-original-offset"));
-    auto [it, inserted] = last.emplace(slot, offset);
-    if (!inserted) {
-      if (offset < it->second) ++out_of_order;
-      it->second = std::max(it->second, offset);
-    }
-  }
-  return out_of_order;
 }
 
 TEST(AsyncProcessorTest, InOrderOverlapsCallsAcrossPartitionsOnly) {

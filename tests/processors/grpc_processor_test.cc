@@ -94,7 +94,7 @@ struct Expected {
 
 // processor.proto's table, written out again.
 const Expected kDefaultTable[] = {
-    {grpc::StatusCode::CANCELLED, "CANCELLED", Kind::kRetriable, {}},
+    {grpc::StatusCode::CANCELLED, "CANCELLED", Kind::kUnavailable, Kind::kRetriable},
     {grpc::StatusCode::UNKNOWN, "UNKNOWN", Kind::kRetriable, {}},
     {grpc::StatusCode::INVALID_ARGUMENT, "INVALID_ARGUMENT", Kind::kPermanent, {}},
     {grpc::StatusCode::DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED", Kind::kRetriable, {}},
@@ -132,7 +132,9 @@ TEST_F(GrpcProcessorTest, EveryStatusMapsAsDocumented) {
       continue;
     }
     EXPECT_EQ(outcome.reason, absl::StrCat(e.name, ": downstream says ", e.name));
-    if (e.fallback.has_value()) EXPECT_EQ(outcome.fallback, *e.fallback);
+    if (e.fallback.has_value()) {
+      EXPECT_EQ(outcome.fallback, *e.fallback);
+    }
   }
   const Outcome ok = processor->Process(Keyed("anything"), 1);
   EXPECT_EQ(ok.kind, Kind::kOk);
@@ -170,7 +172,7 @@ TEST_F(GrpcProcessorTest, StatusMapOverridesTheTable) {
 }
 
 TEST_F(GrpcProcessorTest, PassingTheDeadlineIsRetriable) {
-  server_.SetAnswer("slow", {.latency = kForever});
+  server_.SetAnswer("slow", DownstreamServer::Answer::Delayed(kForever));
   v1::GrpcProcessorConfig config;
   config.set_deadline_ms(200);
   std::unique_ptr<GrpcProcessor> processor = Make(config);
@@ -366,7 +368,7 @@ TEST_F(GrpcProcessorTest, TokenEnvIsSent) {
 
 TEST_F(GrpcProcessorTest, CallsStartedTogetherOverlapAtTheDownstream) {
   constexpr int kCalls = 8;
-  server_.SetAnswer("", {.latency = kForever});
+  server_.SetAnswer("", DownstreamServer::Answer::Delayed(kForever));
   v1::GrpcProcessorConfig config;
   config.set_max_concurrent_calls(kCalls);
   std::unique_ptr<GrpcProcessor> processor = Make(config);
@@ -386,7 +388,7 @@ TEST_F(GrpcProcessorTest, CallsStartedTogetherOverlapAtTheDownstream) {
 }
 
 TEST_F(GrpcProcessorTest, CancellingEndsTheCallAndDoneRunsOnce) {
-  server_.SetAnswer("", {.latency = kForever});
+  server_.SetAnswer("", DownstreamServer::Answer::Delayed(kForever));
   std::unique_ptr<GrpcProcessor> processor = Make();
   ASSERT_NE(processor, nullptr);
   auto cancel = std::make_shared<Cancellation>();

@@ -36,6 +36,13 @@ class DownstreamServer {
     absl::Duration latency = absl::ZeroDuration();
     // Sent with an OK status.
     retryd::v1::ProcessResponse response;
+
+    // OK, after `latency`.
+    static Answer Delayed(absl::Duration latency) {
+      Answer answer;
+      answer.latency = latency;
+      return answer;
+    }
   };
 
   // A call as the server saw it.

@@ -1,6 +1,8 @@
 #include "tests/support/outcomes.h"
 
+#include <algorithm>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +49,21 @@ std::multiset<std::string> Keys(const std::vector<Record>& records) {
 }
 
 // Keys among `keys` that are in neither the output nor the DLQ topic.
+int OutOfOrder(const std::vector<Record>& output) {
+  std::map<std::pair<int32_t, std::string>, int64_t> last;  // (output p, input p) -> offset
+  int out_of_order = 0;
+  for (const Record& r : output) {
+    const auto slot = std::make_pair(r.partition, HeaderValue(r, "retryd-original-partition"));
+    const int64_t offset = std::stoll(HeaderValue(r, "retryd-original-offset"));
+    auto [it, inserted] = last.emplace(slot, offset);
+    if (!inserted) {
+      if (offset < it->second) ++out_of_order;
+      it->second = std::max(it->second, offset);
+    }
+  }
+  return out_of_order;
+}
+
 std::vector<std::string> MissingKeys(const TestTopics& topics,
                                      const std::vector<std::string>& keys) {
   std::multiset<std::string> done = Keys(ReadAll(topics.output));

@@ -37,6 +37,12 @@ std::vector<std::string> MixedKeys(int n);
 std::multiset<std::string> Keys(const std::vector<Record>& records);
 
 // Keys among `keys` that are in neither the output nor the DLQ topic.
+// Output records that came after a record of the same input partition with
+// a higher input offset, within one output partition (read from their
+// retryd-original-* headers): 0 when each input partition's records were
+// completed in offset order.
+int OutOfOrder(const std::vector<Record>& output);
+
 std::vector<std::string> MissingKeys(const TestTopics& topics,
                                      const std::vector<std::string>& keys);
 

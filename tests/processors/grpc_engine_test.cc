@@ -1,0 +1,129 @@
+// The engine with the grpc processor against a real downstream gRPC server
+// and the mock cluster: calls in flight overlap at the downstream without
+// breaking in-order output, and a downstream that goes away mid-run and
+// comes back loses nothing and costs no record an attempt.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "retryd/v1/config.pb.h"
+#include "server/engine/engine.h"
+#include "server/processors/grpc_processor.h"
+#include "tests/support/downstream_server.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::AllAssigned;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::DownstreamServer;
+using ::retryd::testing::HeaderValue;
+using ::retryd::testing::Keys;
+using ::retryd::testing::OutOfOrder;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::WaitFor;
+using ::retryd::testing::WaitForOutcomes;
+
+std::vector<std::string> NumberedKeys(int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("k-", i));
+  return keys;
+}
+
+std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls) {
+  v1::GrpcProcessorConfig config;
+  config.set_target(server.target());
+  config.set_deadline_ms(5000);
+  config.set_max_concurrent_calls(max_calls);
+  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
+  EXPECT_TRUE(processor.ok()) << processor.status();
+  if (!processor.ok()) return nullptr;
+  return *std::move(processor);
+}
+
+TEST(GrpcEngineTest, InOrderCallsOverlapAcrossPartitionsAndOutputStaysInOrder) {
+  DownstreamServer server;
+  ASSERT_TRUE(server.Start().ok());
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(3)));
+  const testing::TestTopics topics = CreateTopics("grpc-inorder", 4);
+  const std::vector<std::string> keys = NumberedKeys(800);
+  ProduceKeys(topics.input, keys);
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
+
+  EXPECT_GT(server.peak_in_progress(), 1) << "calls of different partitions overlap";
+  // Per input partition, each call arrived after the one before it was
+  // answered: one call per partition at a time.
+  std::map<int32_t, std::vector<DownstreamServer::Call>> by_partition;
+  for (DownstreamServer::Call& call : server.calls()) {
+    by_partition[call.request.record().partition()].push_back(std::move(call));
+  }
+  int overlapping = 0;
+  for (auto& [partition, calls] : by_partition) {
+    std::sort(calls.begin(), calls.end(),
+              [](const auto& a, const auto& b) { return a.arrived < b.arrived; });
+    for (size_t i = 1; i < calls.size(); ++i) {
+      if (calls[i].arrived < calls[i - 1].finished) ++overlapping;
+      EXPECT_GT(calls[i].request.record().offset(), calls[i - 1].request.record().offset());
+    }
+  }
+  EXPECT_EQ(overlapping, 0);
+  const std::vector<Record> output = ReadAll(topics.output);
+  EXPECT_EQ(Keys(output), std::multiset<std::string>(keys.begin(), keys.end()));
+  EXPECT_EQ(OutOfOrder(output), 0);
+}
+
+TEST(GrpcEngineTest, DownstreamGoingAwayMidRunLosesNothingAndSpendsNoAttempt) {
+  DownstreamServer server;
+  ASSERT_TRUE(server.Start().ok());
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(2)));
+  const testing::TestTopics topics = CreateTopics("grpc-outage", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // A record charged an attempt for the outage would show retryd-attempt 2
+  // in the output, or (with 2 attempts in all) end in the DLQ.
+  options.retry.max_attempts = 2;
+  options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 400};
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
+
+  const std::vector<std::string> keys = NumberedKeys(3000);
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(server.WaitForCalls(300, absl::Seconds(60)));
+  server.Stop();  // Calls in progress end CANCELLED, later ones UNAVAILABLE.
+  ASSERT_TRUE(WaitFor([&] { return engine->downstream().down; }, absl::Seconds(30)));
+  const size_t calls_when_down = server.calls().size();
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  EXPECT_FALSE(engine->downstream().down);
+  EXPECT_GE(engine->downstream().outages, 1);
+  EXPECT_GT(engine->Totals().unavailable, 0);
+  engine->Stop();
+
+  const std::vector<Record> output = ReadAll(topics.output);
+  EXPECT_EQ(Keys(output), std::multiset<std::string>(keys.begin(), keys.end()));
+  for (const Record& r : output) EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "1") << *r.key;
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+  EXPECT_TRUE(ReadAll(topics.retry).empty());
+  EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
+}
+
+}  // namespace
+}  // namespace retryd
