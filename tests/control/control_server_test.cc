@@ -28,7 +28,10 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/control/control_config.h"
+#include "server/processors/grpc_processor.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/downstream_server.h"
+#include "tests/support/outcomes.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
@@ -461,6 +464,60 @@ TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
   EXPECT_TRUE(status->kafka_reachable());
   server.Stop();
   engine->engine->Stop();
+}
+
+// The processor's downstream has a health service name of its own: while
+// it is down, "retryd.downstream" says NOT_SERVING and GetStatus DOWN, and
+// "" stays SERVING, so a liveness probe does not restart retryd for it.
+TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
+  testing::DownstreamServer downstream;
+  ASSERT_TRUE(downstream.Start().ok());
+  const testing::TestTopics topics = testing::CreateTopics("control-health-downstream");
+  EngineOptions options = testing::TestEngineOptions(topics);
+  options.downstream = {.outage_after = 2, .probe_initial_ms = 50, .probe_max_ms = 200};
+  v1::GrpcProcessorConfig processor_config;
+  processor_config.set_target(downstream.target());
+  processor_config.set_deadline_ms(2000);
+  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor =
+      GrpcProcessor::Create(processor_config);
+  ASSERT_TRUE(processor.ok()) << processor.status();
+  std::unique_ptr<Engine> engine = testing::StartEngine(options, *std::move(processor));
+  ASSERT_NE(engine, nullptr);
+  ControlServer server(*engine);
+  ControlServerOptions server_options;
+  server_options.listen_address = "127.0.0.1:0";
+  server_options.probe_interval = absl::Milliseconds(200);
+  server_options.probe_timeout = absl::Seconds(1);
+  ASSERT_TRUE(server.Start(server_options).ok());
+  auto channel = Channel(Local(server));
+  const std::string service = "retryd.downstream";
+  ASSERT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
+                      absl::Seconds(30)));
+  EXPECT_EQ(Health(channel, service), HealthCheckResponse::SERVING);
+
+  downstream.Stop();
+  testing::ProduceKeys(topics.input, {"a", "b", "c", "d", "e", "f"});
+  EXPECT_TRUE(WaitFor([&] { return Health(channel, service) == HealthCheckResponse::NOT_SERVING; },
+                      absl::Seconds(30)));
+  EXPECT_EQ(Health(channel, ""), HealthCheckResponse::SERVING);
+  EXPECT_EQ(Health(channel, "retryd.v1.Control"), HealthCheckResponse::SERVING);
+  absl::StatusOr<v1::GetStatusResponse> status = Client(channel)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->downstream().state(), v1::DOWN);
+  EXPECT_GT(status->downstream().down_since_unix_ms(), 0);
+  EXPECT_NE(status->downstream().last_error().find("UNAVAILABLE"), std::string::npos)
+      << status->downstream().last_error();
+
+  ASSERT_TRUE(downstream.Start().ok());
+  EXPECT_TRUE(WaitFor([&] { return Health(channel, service) == HealthCheckResponse::SERVING; },
+                      absl::Seconds(30)));
+  EXPECT_TRUE(testing::WaitForOutcomes(*engine, topics, {"a", "b", "c", "d", "e", "f"}));
+  status = Client(channel)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->downstream().state(), v1::UP);
+  EXPECT_EQ(status->downstream().outages(), 1);
+  server.Stop();
+  engine->Stop();
 }
 
 // After each probe that Kafka answers, the prober measures the retry backlog,
