@@ -349,7 +349,8 @@ bool Worker::CallsInFlight(const std::vector<TopicPartition>* tps) const {
                      [this](const TopicPartition& tp) { return calling_.contains(tp); });
 }
 
-void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline) {
+void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
+                        bool cancel_rest) {
   Sink* sink = sink_.get();
   auto finished = [sink]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sink->call_mu) {
     return !sink->finished_calls.empty();
@@ -361,6 +362,7 @@ void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadl
     }
     TakeFinishedCalls();
   }
+  if (!cancel_rest) return;
   for (auto& [id, call] : calls_) {
     if (tps == nullptr || std::find(tps->begin(), tps->end(), call.held.source) != tps->end()) {
       call.cancel->Cancel();
@@ -1142,9 +1144,11 @@ void Worker::ServeCheckpoint() {
   // next assignment is the end of the rebalance: no revoke comes first.
   revoked_while_quiesced_ = all.empty();
   quiesced_since_ = absl::Now();
-  // Calls in flight end first, or are cancelled, so the commit below stays
-  // true: nothing completes behind it.
-  AwaitCalls(nullptr, deadline);
+  // Calls in flight end first, so that the commit below stays true. Those
+  // still out at the deadline go on (the partitions stay assigned until the
+  // rebalance, and cancelled calls would leave records that nobody
+  // finishes); they complete behind the commit, at least once as ever.
+  AwaitCalls(nullptr, deadline, /*cancel_rest=*/false);
   const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
   // Hand held records back only while the group takes commits: a hand-back
   // whose originals stay uncommitted would leave two live copies.

@@ -247,8 +247,11 @@ class Worker : public kafka::ConsumerListener {
   // Concludes the calls that ended.
   void TakeFinishedCalls();
   // Waits (taking finished calls) until no call of `tps` is in flight or
-  // `deadline`; then cancels those left. Null `tps`: every call.
-  void AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline);
+  // `deadline`; then cancels those left, if `cancel_rest`: only for
+  // partitions given up, whose records the next owner reads again. Null
+  // `tps`: every call.
+  void AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
+                  bool cancel_rest = true);
   bool CallsInFlight(const std::vector<TopicPartition>* tps) const;
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
   void OnSuccess(const HeldRecord& held, Outcome& outcome);
