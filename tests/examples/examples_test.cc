@@ -35,7 +35,7 @@ using ::retryd::v1::ProcessResponse;
 constexpr char kPython[] = "/usr/bin/python3";
 
 struct Example {
-  std::string name;               // The test's name, and its `processed-by` header.
+  std::string name;               // Its `processed-by` header; names its logs.
   std::string binary;             // What to run...
   std::vector<std::string> args;  // ...with these arguments.
 };
