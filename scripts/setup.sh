@@ -21,6 +21,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev libabsl-dev libgtest-dev libgmock-dev
   kcat python3-kafka
+  # The Python example downstream (client/examples/python/) and its test.
+  python3-grpcio python3-protobuf
   # The TLS tests make their certificates with it; scripts/thread_safety.sh
   # (run by scripts/test.sh) compiles with clang; scripts/format.sh --check
   # (run by scripts/test.sh too) needs clang-format.

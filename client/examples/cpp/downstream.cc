@@ -1,0 +1,96 @@
+// An example downstream for retryd's grpc processor: a RecordProcessor server
+// (proto/retryd/v1/processor.proto) to copy and put your own logic in.
+//
+//   retryd-example-downstream [--host 127.0.0.1] [--port 50061]
+//
+// For each record: a key starting with "bad" or "perm" is refused for good
+// (INVALID_ARGUMENT: retryd dead-letters it); a key starting with "flaky"
+// fails its first attempt (ABORTED: retryd retries it); any other record
+// succeeds, its value upper-cased and a header "processed-by" added. Port 0
+// picks a free port; the "listening on" line says which.
+#include <pthread.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "retryd/v1/processor.grpc.pb.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one.");
+
+namespace {
+
+using retryd::v1::ProcessRequest;
+using retryd::v1::ProcessResponse;
+
+// The synchronous API runs each call on a thread of gRPC's pool, so calls
+// overlap and the handler may block (a database, another service).
+class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
+  grpc::Status Process(grpc::ServerContext*, const ProcessRequest* request,
+                       ProcessResponse* response) override {
+    const retryd::v1::KafkaRecord& record = request->record();
+    // retryd calls again after a crash or a lost answer: real side effects
+    // should be keyed on (record.topic(), record.partition(), record.offset()).
+    const std::string key = record.has_key() ? record.key() : "";  // Null key: "".
+    if (absl::StartsWith(key, "bad") || absl::StartsWith(key, "perm")) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "cannot process " + key);
+    }
+    if (absl::StartsWith(key, "flaky") && request->attempt() == 1) {
+      return grpc::Status(grpc::StatusCode::ABORTED, "try again");
+    }
+    // A null value is left unset in the response: forwarded unchanged.
+    if (record.has_value()) response->set_value(absl::AsciiStrToUpper(record.value()));
+    retryd::v1::RecordHeader* header = response->add_headers();
+    header->set_key("processed-by");
+    header->set_value("cpp-example");
+    return grpc::Status::OK;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+
+  // SIGINT and SIGTERM are taken by sigwait below, not by a handler (which
+  // could not call into gRPC); blocked before gRPC starts its threads, so
+  // that they all inherit the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ExampleProcessor service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  // Without it a second copy would share the port, and calls, silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    std::fprintf(stderr, "cannot listen on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
+                 absl::GetFlag(FLAGS_port));
+    return 1;
+  }
+  std::printf("listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(), port);
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  // Calls in progress get 5 seconds to finish and connected clients (retryd)
+  // as long to go; then calls are cancelled.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}

@@ -1,0 +1,83 @@
+"""An example downstream for retryd's grpc processor: a RecordProcessor server
+(proto/retryd/v1/processor.proto) to copy and put your own logic in.
+
+  /usr/bin/python3 downstream.py --gen-dir DIR [--host 127.0.0.1] [--port 50061]
+
+DIR holds processor_pb2.py and processor_pb2_grpc.py, made by generate.sh
+(default: $RETRYD_EXAMPLE_GEN_DIR). For each record: a key starting with "bad"
+or "perm" is refused for good (INVALID_ARGUMENT: retryd dead-letters it); a
+key starting with "flaky" fails its first attempt (ABORTED: retryd retries
+it); any other record succeeds, its value upper-cased and a header
+"processed-by" added. Port 0 picks a free port; the "listening on" line says
+which.
+"""
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+
+
+class ExampleProcessor:
+    """Process runs on a thread of the server's pool, so calls overlap and it
+    may block (a database, another service)."""
+
+    def __init__(self, processor_pb2):
+        self.pb2 = processor_pb2
+
+    def Process(self, request, context):
+        record = request.record
+        # retryd calls again after a crash or a lost answer: real side effects
+        # should be keyed on (record.topic, record.partition, record.offset).
+        key = record.key if record.HasField("key") else b""  # Null key: b"".
+        if key.startswith((b"bad", b"perm")):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "cannot process " + key.decode("utf-8", "replace"))
+        if key.startswith(b"flaky") and request.attempt == 1:
+            context.abort(grpc.StatusCode.ABORTED, "try again")
+        response = self.pb2.ProcessResponse()
+        # A null value is left unset in the response: forwarded unchanged.
+        if record.HasField("value"):
+            response.value = record.value.upper()  # bytes.upper(): ASCII only.
+        response.headers.add(key="processed-by", value=b"python-example")
+        return response
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=50061)
+    parser.add_argument("--gen-dir", default=os.environ.get("RETRYD_EXAMPLE_GEN_DIR"),
+                        help="where generate.sh put processor_pb2*.py")
+    args = parser.parse_args()
+    if not args.gen_dir:
+        parser.error("--gen-dir (or RETRYD_EXAMPLE_GEN_DIR) is required")
+    sys.path.insert(0, args.gen_dir)
+    processor_pb2 = importlib.import_module("processor_pb2")
+    processor_pb2_grpc = importlib.import_module("processor_pb2_grpc")
+
+    # so_reuseport 0: a second copy fails to start instead of sharing the port.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+                         options=[("grpc.so_reuseport", 0)])
+    processor_pb2_grpc.add_RecordProcessorServicer_to_server(
+        ExampleProcessor(processor_pb2), server)
+    port = server.add_insecure_port(f"{args.host}:{args.port}")  # Raises if it cannot.
+    # Python runs signal handlers on the main thread, which waits for this.
+    stop = threading.Event()
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda *_: stop.set())
+    server.start()
+    print(f"listening on {args.host}:{port}", flush=True)
+
+    stop.wait()
+    # Calls in progress get 5 seconds to finish and connected clients (retryd)
+    # as long to go; then calls are cancelled.
+    server.stop(grace=5).wait()
+
+
+if __name__ == "__main__":
+    main()

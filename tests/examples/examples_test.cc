@@ -1,0 +1,199 @@
+// The example downstreams of client/examples/ (C++ and Python), as retryd
+// sees them: each runs as a child process on a free loopback port and is
+// called through a stub generated from processor.proto. Both must behave the
+// same, as the README describes them.
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "retryd/v1/processor.grpc.pb.h"
+#include "tests/support/retryd_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::ExitedWith;
+using ::retryd::testing::KeepLogsAndPrintTails;
+using ::retryd::testing::RetrydProcess;
+using ::retryd::testing::TempDir;
+using ::retryd::testing::WaitFor;
+using ::retryd::v1::ProcessRequest;
+using ::retryd::v1::ProcessResponse;
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+struct Example {
+  std::string name;               // Its `processed-by` header; names its logs.
+  std::string binary;             // What to run...
+  std::vector<std::string> args;  // ...with these arguments.
+};
+
+// Keeps ctest's test names readable.
+void PrintTo(const Example& example, std::ostream* out) { *out << example.name; }
+
+Example CppExample() { return {"cpp-example", EXAMPLE_CPP_BINARY, {"--port", "0"}}; }
+
+Example PythonExample() {
+  return {"python-example",
+          kPython,
+          {EXAMPLE_PYTHON_SCRIPT, "--gen-dir", EXAMPLE_PYTHON_GEN_DIR, "--port", "0"}};
+}
+
+// The port of the "listening on host:port" line `process` prints at start, or
+// nullopt if it exits or says nothing of the kind in time.
+std::optional<int> ListeningPort(RetrydProcess& process) {
+  constexpr char kListening[] = "listening on 127.0.0.1:";
+  std::optional<int> port;
+  WaitFor(
+      [&] {
+        const std::string out = process.Stdout();
+        const size_t at = out.find(kListening);
+        if (at == std::string::npos) return !process.Running();
+        const size_t start = at + std::strlen(kListening);
+        const size_t end = out.find('\n', start);
+        if (end == std::string::npos) return false;
+        int parsed = 0;
+        if (absl::SimpleAtoi(out.substr(start, end - start), &parsed)) port = parsed;
+        return true;
+      },
+      absl::Seconds(30));
+  return port;
+}
+
+class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
+ protected:
+  void SetUp() override {
+    if (GetParam().binary == kPython) {
+      // CI has it (scripts/setup.sh installs python3-grpcio).
+      RetrydProcess check(dir_.Path("python-check"), {"-c", "import grpc, google.protobuf"},
+                          kPython);
+      if (!ExitedWith(check.WaitExit(absl::Seconds(30)), 0)) {
+        GTEST_SKIP() << kPython << " cannot import grpc: install python3-grpcio and "
+                     << "python3-protobuf (bash scripts/setup.sh does)";
+      }
+    }
+    process_ = std::make_unique<RetrydProcess>(dir_.Path(GetParam().name), GetParam().args,
+                                               GetParam().binary);
+    const std::optional<int> port = ListeningPort(*process_);
+    ASSERT_TRUE(port.has_value()) << GetParam().name << " printed no \"listening on\" line";
+    stub_ = v1::RecordProcessor::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    // Closes the connection: a server's graceful stop waits for its clients to
+    // go (up to the examples' 5 s grace).
+    stub_.reset();
+    if (process_ != nullptr && process_->Running()) {
+      // A graceful stop, as a service manager asks for one.
+      process_->Signal(SIGTERM);
+      EXPECT_TRUE(ExitedWith(process_->WaitExit(absl::Seconds(30)), 0))
+          << GetParam().name << " after SIGTERM";
+    }
+    if (HasFailure()) KeepLogsAndPrintTails(dir_, 40);
+  }
+
+  // One Process call, as retryd makes it. Unset `key` / `value`: null.
+  grpc::Status Process(std::optional<std::string> key, std::optional<std::string> value,
+                       int attempt, ProcessResponse& response) {
+    ProcessRequest request;
+    v1::KafkaRecord& record = *request.mutable_record();
+    record.set_topic("orders");
+    record.set_partition(2);
+    record.set_offset(41);
+    record.set_timestamp_ms(1700000000000);
+    if (key.has_value()) record.set_key(*key);
+    if (value.has_value()) record.set_value(*value);
+    request.set_attempt(attempt);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return stub_->Process(&context, request, &response);
+  }
+
+  // Checks an OK answer's fields but the value.
+  void ExpectProcessedBy(const ProcessResponse& response) {
+    EXPECT_FALSE(response.null_value());
+    EXPECT_FALSE(response.replace_headers());
+    ASSERT_EQ(response.headers_size(), 1);
+    EXPECT_EQ(response.headers(0).key(), "processed-by");
+    EXPECT_EQ(response.headers(0).value(), GetParam().name);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<RetrydProcess> process_;
+  std::unique_ptr<v1::RecordProcessor::Stub> stub_;
+};
+
+TEST_P(ExampleDownstreamTest, UpperCasesTheValueAndAddsAHeader) {
+  ProcessResponse response;
+  const grpc::Status status = Process("ok-1", "order 1: two apples", 1, response);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response.value(), "ORDER 1: TWO APPLES");
+  ExpectProcessedBy(response);
+}
+
+TEST_P(ExampleDownstreamTest, KeepsNullApartFromEmpty) {
+  ProcessResponse null_key;
+  grpc::Status status = Process(std::nullopt, "abc", 1, null_key);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(null_key.value(), "ABC");
+  ExpectProcessedBy(null_key);
+
+  // A null value is forwarded unchanged: no replacement value in the answer.
+  ProcessResponse null_value;
+  status = Process("ok-2", std::nullopt, 1, null_value);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_FALSE(null_value.has_value());
+  ExpectProcessedBy(null_value);
+
+  ProcessResponse empty_value;
+  status = Process("ok-3", "", 1, empty_value);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  ASSERT_TRUE(empty_value.has_value());
+  EXPECT_EQ(empty_value.value(), "");
+}
+
+TEST_P(ExampleDownstreamTest, RefusesBadKeysForGood) {
+  // "perm-" too: the keys of retryd's --demo load that it means as poison.
+  for (const std::string key : {"bad-7", "perm-3"}) {
+    ProcessResponse response;
+    const grpc::Status status = Process(key, "x", 1, response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << key;
+    EXPECT_EQ(status.error_message(), "cannot process " + key);
+  }
+}
+
+TEST_P(ExampleDownstreamTest, FailsFlakyKeysOnTheirFirstAttemptOnly) {
+  ProcessResponse first;
+  grpc::Status status = Process("flaky-5", "late", 1, first);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(status.error_message(), "try again");
+
+  ProcessResponse second;
+  status = Process("flaky-5", "late", 2, second);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(second.value(), "LATE");
+  ExpectProcessedBy(second);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleDownstreamTest,
+                         ::testing::Values(CppExample(), PythonExample()),
+                         [](const ::testing::TestParamInfo<Example>& info) {
+                           return info.param.binary == kPython ? "Python" : "Cpp";
+                         });
+
+}  // namespace
+}  // namespace retryd
