@@ -30,7 +30,8 @@ void DownstreamGate::OnAnswered(bool probe) {
   if (!down_.load(std::memory_order_relaxed)) return;
   down_.store(false, std::memory_order_relaxed);
   probe_delay_ = absl::Milliseconds(options_.probe_initial_ms);
-  LogInfo("downstream answers again after ", absl::FormatDuration(absl::Now() - since_),
+  LogInfo("downstream answers again after ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - since_, absl::Milliseconds(1))),
           "; intake resumes");
 }
 

@@ -176,6 +176,12 @@ absl::StatusOr<std::unique_ptr<GrpcProcessor>> GrpcProcessor::Create(
 
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(kRoundRobin);
+  // gRPC reconnects to an unreachable address with backoff up to 120 s by
+  // default, failing calls at once meanwhile: a downstream back from an
+  // outage would wait that long for retryd's probes to get through.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   args.SetMaxReceiveMessageSize(
       static_cast<int>(OrDefault(config.max_response_bytes(), kDefaultMaxResponseBytes)));
   if (config.has_tls() && !config.tls().server_name().empty()) {
