@@ -426,15 +426,20 @@ TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
 
 // ---- health --------------------------------------------------------------------
 
-TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
-  std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-health", 1, 4);
-  ASSERT_NE(engine, nullptr);
-  ControlServer server(*engine->engine);
+// Starts `server` on a free loopback port, probing health every 200 ms.
+void StartProbingFast(ControlServer& server) {
   ControlServerOptions options;
   options.listen_address = "127.0.0.1:0";
   options.probe_interval = absl::Milliseconds(200);
   options.probe_timeout = absl::Seconds(1);
   ASSERT_TRUE(server.Start(options).ok());
+}
+
+TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
+  std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-health", 1, 4);
+  ASSERT_NE(engine, nullptr);
+  ControlServer server(*engine->engine);
+  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
   auto channel = Channel(Local(server));
   const std::string control = "retryd.v1.Control";
   auto both_are = [&](HealthCheckResponse::ServingStatus want) {
@@ -484,11 +489,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   std::unique_ptr<Engine> engine = testing::StartEngine(options, *std::move(processor));
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine);
-  ControlServerOptions server_options;
-  server_options.listen_address = "127.0.0.1:0";
-  server_options.probe_interval = absl::Milliseconds(200);
-  server_options.probe_timeout = absl::Seconds(1);
-  ASSERT_TRUE(server.Start(server_options).ok());
+  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
   auto channel = Channel(Local(server));
   const std::string service = "retryd.downstream";
   ASSERT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
@@ -539,11 +540,7 @@ TEST(ControlHealthTest, NotServingWhenKafkaGoesDownAfterTheRetryLeaderWent) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE((*engine)->Start().ok());
   ControlServer server(**engine);
-  ControlServerOptions server_options;
-  server_options.listen_address = "127.0.0.1:0";
-  server_options.probe_interval = absl::Milliseconds(200);
-  server_options.probe_timeout = absl::Seconds(1);
-  ASSERT_TRUE(server.Start(server_options).ok());
+  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
   auto channel = Channel(Local(server));
   auto health_is = [&](HealthCheckResponse::ServingStatus want) {
     return Health(channel, "") == want;

@@ -158,6 +158,21 @@ std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
   return keys;
 }
 
+// Runs an engine over `options` with a ScriptedAsyncProcessor (8 calls per
+// thread) until every key of `keys` has its outcome, then stops it. The
+// stopped engine goes to `engine`, keeping the processor (`downstream`) alive
+// for the test to question.
+void RunToTheEnd(const EngineOptions& options, const testing::TestTopics& topics,
+                 const std::vector<std::string>& keys, std::unique_ptr<Engine>& engine,
+                 ScriptedAsyncProcessor*& downstream) {
+  auto processor = std::make_unique<ScriptedAsyncProcessor>(8, 16);
+  downstream = processor.get();
+  engine = StartEngine(options, std::move(processor));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
+}
+
 TEST(AsyncProcessorTest, InOrderOverlapsCallsAcrossPartitionsOnly) {
   const testing::TestTopics topics = CreateTopics("async-inorder", 4);
   const std::vector<std::string> keys = NumberedKeys("ok-", 1200);
@@ -165,12 +180,9 @@ TEST(AsyncProcessorTest, InOrderOverlapsCallsAcrossPartitionsOnly) {
   EngineOptions options = TestEngineOptions(topics);
   options.in_order = true;
   options.retry.threads = 0;
-  auto processor = std::make_unique<ScriptedAsyncProcessor>(8, 16);
-  ScriptedAsyncProcessor* downstream = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
-  ASSERT_NE(engine, nullptr);
-  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  engine->Stop();
+  std::unique_ptr<Engine> engine;
+  ScriptedAsyncProcessor* downstream = nullptr;
+  ASSERT_NO_FATAL_FAILURE(RunToTheEnd(options, topics, keys, engine, downstream));
 
   EXPECT_GT(downstream->peak_calls(), 1) << "calls of different partitions overlap";
   EXPECT_EQ(downstream->peak_calls_per_partition(), 1) << "in order: one call per partition";
@@ -183,13 +195,9 @@ TEST(AsyncProcessorTest, UnorderedUsesEveryCallSlotAndReorders) {
   const testing::TestTopics topics = CreateTopics("async-unordered", 4);
   const std::vector<std::string> keys = NumberedKeys("ok-", 1200);
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
-  auto processor = std::make_unique<ScriptedAsyncProcessor>(8, 16);
-  ScriptedAsyncProcessor* downstream = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
-  ASSERT_NE(engine, nullptr);
-  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  engine->Stop();
+  std::unique_ptr<Engine> engine;
+  ScriptedAsyncProcessor* downstream = nullptr;
+  ASSERT_NO_FATAL_FAILURE(RunToTheEnd(TestEngineOptions(topics), topics, keys, engine, downstream));
 
   // One primary thread: never more than its 8 slots, and more than one
   // call per partition at once.
