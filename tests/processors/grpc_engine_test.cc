@@ -125,5 +125,45 @@ TEST(GrpcEngineTest, DownstreamGoingAwayMidRunLosesNothingAndSpendsNoAttempt) {
   EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
 }
 
+// A call retryd cancels itself (here, a stop that outlasts its deadline)
+// uses up no attempt: nothing is committed past the record, and the next run
+// processes it as its first attempt.
+TEST(GrpcEngineTest, CallsCancelledByAStopSpendNoAttempt) {
+  DownstreamServer server;
+  ASSERT_TRUE(server.Start().ok());
+  server.SetAnswer("slow-", DownstreamServer::Answer::Delayed(absl::Minutes(10)));
+  const testing::TestTopics topics = CreateTopics("grpc-stop", 2);
+  EngineOptions options = TestEngineOptions(topics);
+  options.shutdown_timeout_ms = 1000;
+  options.retry.max_attempts = 2;
+  v1::GrpcProcessorConfig config;
+  config.set_target(server.target());
+  config.set_deadline_ms(600000);
+  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
+  ASSERT_TRUE(processor.ok()) << processor.status();
+  std::unique_ptr<Engine> engine = StartEngine(options, *std::move(processor));
+  ASSERT_NE(engine, nullptr);
+  ProduceKeys(topics.input, {"slow-1"});
+  ASSERT_TRUE(server.WaitForInProgress(1, absl::Seconds(60)));
+  engine->Stop();
+  EXPECT_TRUE(server.WaitForCancelled(1, absl::Seconds(10))) << "the stop cancelled the call";
+  EXPECT_TRUE(ReadAll(topics.output).empty());
+  EXPECT_TRUE(ReadAll(topics.retry).empty());
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+
+  // The next run, same group: the record again, as its first attempt.
+  server.SetAnswer("slow-", DownstreamServer::Answer::Delayed(absl::ZeroDuration()));
+  engine = StartEngine(options, ProcessorFor(server, 1));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"slow-1"}));
+  engine->Stop();
+  const std::vector<Record> output = ReadAll(topics.output);
+  ASSERT_EQ(output.size(), 1u);
+  EXPECT_EQ(HeaderValue(output[0], "retryd-attempt"), "1");
+  const std::vector<DownstreamServer::Call> calls = server.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].request.attempt(), 1);
+}
+
 }  // namespace
 }  // namespace retryd
