@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "retryd/v1/control.grpc.pb.h"
 #include "retryd/v1/processor.grpc.pb.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/temp_dir.h"
@@ -51,17 +52,18 @@ Example PythonExample() {
           {EXAMPLE_PYTHON_SCRIPT, "--gen-dir", EXAMPLE_PYTHON_GEN_DIR, "--port", "0"}};
 }
 
-// The port of the "listening on host:port" line `process` prints at start, or
-// nullopt if it exits or says nothing of the kind in time.
-std::optional<int> ListeningPort(RetrydProcess& process) {
-  constexpr char kListening[] = "listening on 127.0.0.1:";
+// The port of the "listening on host:port" line `process` prints at start
+// (retryd's control API: "control API listening on ..."), or nullopt if it
+// exits or says nothing of the kind in time.
+std::optional<int> ListeningPort(RetrydProcess& process,
+                                 const std::string& kListening = "listening on 127.0.0.1:") {
   std::optional<int> port;
   WaitFor(
       [&] {
         const std::string out = process.Stdout();
         const size_t at = out.find(kListening);
         if (at == std::string::npos) return !process.Running();
-        const size_t start = at + std::strlen(kListening);
+        const size_t start = at + kListening.size();
         const size_t end = out.find('\n', start);
         if (end == std::string::npos) return false;
         int parsed = 0;
@@ -88,6 +90,7 @@ class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
                                                GetParam().binary);
     const std::optional<int> port = ListeningPort(*process_);
     ASSERT_TRUE(port.has_value()) << GetParam().name << " printed no \"listening on\" line";
+    port_ = *port;
     stub_ = v1::RecordProcessor::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()));
   }
@@ -132,6 +135,7 @@ class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
   }
 
   TempDir dir_;
+  int port_ = 0;
   std::unique_ptr<RetrydProcess> process_;
   std::unique_ptr<v1::RecordProcessor::Stub> stub_;
 };
@@ -187,6 +191,46 @@ TEST_P(ExampleDownstreamTest, FailsFlakyKeysOnTheirFirstAttemptOnly) {
   ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
   EXPECT_EQ(second.value(), "LATE");
   ExpectProcessedBy(second);
+}
+
+// What the README's walk-through does: retryd, on its embedded broker with
+// its demo load, delivers every record to the example, and the example's
+// answers become outcomes (successes, retries of flaky-, dead letters of
+// perm-), as GetStatus reports them.
+TEST_P(ExampleDownstreamTest, RetrydDeliversItsDemoLoadThroughIt) {
+  const std::string config = dir_.WriteFile("grpc-demo.textproto", absl::StrCat(R"(
+    listen_address: "127.0.0.1:0"
+    kafka {}
+    group_id: "grpc-demo"
+    input_topics: "orders"
+    output_topic: "orders.done"
+    dead_letter_topic: "orders.dlq"
+    retry { topic: "orders.retry" threads: 1 backoff { initial_ms: 20 max_ms: 200 } }
+    processor { grpc { target: "127.0.0.1:)",
+                                                                                port_, R"("
+                       max_concurrent_calls: 8 } })"));
+  RetrydProcess retryd(dir_.Path("retryd"), {"--config", config, "--demo"});
+  const std::optional<int> control = ListeningPort(retryd, "control API listening on 127.0.0.1:");
+  ASSERT_TRUE(control.has_value()) << "retryd printed no control API address";
+  auto client = v1::Control::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", *control),
+                                                         grpc::InsecureChannelCredentials()));
+  v1::GetStatusResponse status;
+  const bool delivered = WaitFor(
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        status.Clear();
+        if (!client->GetStatus(&context, v1::GetStatusRequest(), &status).ok()) return false;
+        const v1::Totals& t = status.totals();
+        return t.succeeded() >= 500 && t.sent_to_retry() > 0 && t.dead_lettered() > 0;
+      },
+      absl::Seconds(90));
+  EXPECT_TRUE(delivered) << status.totals().DebugString();
+  EXPECT_EQ(status.downstream().state(), v1::UP);
+  EXPECT_EQ(status.totals().unavailable(), 0);
+  client.reset();
+  retryd.Signal(SIGTERM);
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(60)), 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleDownstreamTest,
