@@ -408,7 +408,7 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
       OnSuccess(held, outcome);
       return;
     case Outcome::Kind::kPermanent:
-    case Outcome::Kind::kUnavailable:  // A fallback of kUnavailable is not one.
+    case Outcome::Kind::kUnavailable:  // As a fallback it means nothing: permanent.
       sink_->counters.Add(&Counters::failed_attempts);
       sink_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
@@ -778,9 +778,8 @@ bool Worker::HandOffsBroken() {
 }
 
 void Worker::ReleaseRecovered() {
-  if (waiting_.empty()) return;
+  if (waiting_.empty() || AtCallLimit()) return;
   std::vector<TopicPartition> ready;
-  if (AtCallLimit()) return;
   for (const auto& [tp, queue] : waiting_) {
     if (scheduler_.CountFor(tp) > 0 || !CanCall(tp)) continue;
     auto it = trackers_.find(tp);
