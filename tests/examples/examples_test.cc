@@ -44,12 +44,16 @@ struct Example {
 // Keeps ctest's test names readable.
 void PrintTo(const Example& example, std::ostream* out) { *out << example.name; }
 
-Example CppExample() { return {"cpp-example", EXAMPLE_CPP_BINARY, {"--port", "0"}}; }
+// Each call takes 1 ms (--work_ms), as real work would.
+Example CppExample() {
+  return {"cpp-example", EXAMPLE_CPP_BINARY, {"--port", "0", "--work_ms", "1"}};
+}
 
 Example PythonExample() {
   return {"python-example",
           kPython,
-          {EXAMPLE_PYTHON_SCRIPT, "--gen-dir", EXAMPLE_PYTHON_GEN_DIR, "--port", "0"}};
+          {EXAMPLE_PYTHON_SCRIPT, "--gen-dir", EXAMPLE_PYTHON_GEN_DIR, "--port", "0", "--work_ms",
+           "1"}};
 }
 
 // The port of the "listening on host:port" line `process` prints at start

@@ -1,13 +1,15 @@
 // An example downstream for retryd's grpc processor: a RecordProcessor server
 // (proto/retryd/v1/processor.proto) to copy and put your own logic in.
 //
-//   retryd-example-downstream [--host 127.0.0.1] [--port 50061]
+//   retryd-example-downstream [--host 127.0.0.1] [--port 50061] [--work_ms 0]
 //
 // For each record: a key starting with "bad" or "perm" is refused for good
 // (INVALID_ARGUMENT: retryd dead-letters it); a key starting with "flaky"
 // fails its first attempt (ABORTED: retryd retries it); any other record
 // succeeds, its value upper-cased and a header "processed-by" added. Port 0
-// picks a free port; the "listening on" line says which.
+// picks a free port; the "listening on" line says which. --work_ms makes
+// every call take that long, like a slow service (try retryd's
+// max_concurrent_calls against it).
 #include <pthread.h>
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -26,6 +29,7 @@
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one.");
+ABSL_FLAG(int, work_ms, 0, "Milliseconds each call takes, standing for real work.");
 
 namespace {
 
@@ -37,6 +41,10 @@ using retryd::v1::ProcessResponse;
 class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
   grpc::Status Process(grpc::ServerContext*, const ProcessRequest* request,
                        ProcessResponse* response) override {
+    if (const int work_ms = absl::GetFlag(FLAGS_work_ms); work_ms > 0) {
+      // The stand-in for real work: a call to a database, say.
+      std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+    }
     const retryd::v1::KafkaRecord& record = request->record();
     // retryd calls again after a crash or a lost answer: real side effects
     // should be keyed on (record.topic(), record.partition(), record.offset()).

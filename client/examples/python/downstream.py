@@ -2,6 +2,7 @@
 (proto/retryd/v1/processor.proto) to copy and put your own logic in.
 
   /usr/bin/python3 downstream.py --gen-dir DIR [--host 127.0.0.1] [--port 50061]
+                                 [--work-ms 0]
 
 DIR holds processor_pb2.py and processor_pb2_grpc.py, made by generate.sh
 (default: $RETRYD_EXAMPLE_GEN_DIR). For each record: a key starting with "bad"
@@ -9,7 +10,8 @@ or "perm" is refused for good (INVALID_ARGUMENT: retryd dead-letters it); a
 key starting with "flaky" fails its first attempt (ABORTED: retryd retries
 it); any other record succeeds, its value upper-cased and a header
 "processed-by" added. Port 0 picks a free port; the "listening on" line says
-which.
+which. --work-ms makes every call take that long, like a slow service (try
+retryd's max_concurrent_calls against it).
 """
 import argparse
 import importlib
@@ -17,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -26,10 +29,13 @@ class ExampleProcessor:
     """Process runs on a thread of the server's pool, so calls overlap and it
     may block (a database, another service)."""
 
-    def __init__(self, processor_pb2):
+    def __init__(self, processor_pb2, work_ms):
         self.pb2 = processor_pb2
+        self.work_s = work_ms / 1000.0
 
     def Process(self, request, context):
+        if self.work_s > 0:
+            time.sleep(self.work_s)  # The stand-in for real work: a database, say.
         record = request.record
         # retryd calls again after a crash or a lost answer: real side effects
         # should be keyed on (record.topic, record.partition, record.offset).
@@ -53,6 +59,8 @@ def main():
     parser.add_argument("--port", type=int, default=50061)
     parser.add_argument("--gen-dir", default=os.environ.get("RETRYD_EXAMPLE_GEN_DIR"),
                         help="where generate.sh put processor_pb2*.py")
+    parser.add_argument("--work-ms", "--work_ms", type=int, default=0,
+                        help="milliseconds each call takes, standing for real work")
     args = parser.parse_args()
     if not args.gen_dir:
         parser.error("--gen-dir (or RETRYD_EXAMPLE_GEN_DIR) is required")
@@ -64,7 +72,7 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.so_reuseport", 0)])
     processor_pb2_grpc.add_RecordProcessorServicer_to_server(
-        ExampleProcessor(processor_pb2), server)
+        ExampleProcessor(processor_pb2, args.work_ms), server)
     port = server.add_insecure_port(f"{args.host}:{args.port}")  # Raises if it cannot.
     # Python runs signal handlers on the main thread, which waits for this.
     stop = threading.Event()
