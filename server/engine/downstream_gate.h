@@ -71,6 +71,8 @@ class DownstreamGate {
   const DownstreamOptions options_;
   std::atomic<bool> down_{false};
   std::atomic<int64_t> answers_{0};
+  // consecutive_ > 0, readable without the lock (OnAnswered's fast path).
+  std::atomic<bool> streak_{false};
   mutable absl::Mutex mu_;  // Guards the fields below; down_ changes under it.
   int64_t consecutive_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t outages_ ABSL_GUARDED_BY(mu_) = 0;

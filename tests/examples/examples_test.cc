@@ -60,14 +60,14 @@ Example PythonExample() {
 // (retryd's control API: "control API listening on ..."), or nullopt if it
 // exits or says nothing of the kind in time.
 std::optional<int> ListeningPort(RetrydProcess& process,
-                                 const std::string& kListening = "listening on 127.0.0.1:") {
+                                 const std::string& prefix = "listening on 127.0.0.1:") {
   std::optional<int> port;
   WaitFor(
       [&] {
         const std::string out = process.Stdout();
-        const size_t at = out.find(kListening);
+        const size_t at = out.find(prefix);
         if (at == std::string::npos) return !process.Running();
-        const size_t start = at + kListening.size();
+        const size_t start = at + prefix.size();
         const size_t end = out.find('\n', start);
         if (end == std::string::npos) return false;
         int parsed = 0;

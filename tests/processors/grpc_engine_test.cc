@@ -41,10 +41,11 @@ std::vector<std::string> NumberedKeys(int n) {
   return keys;
 }
 
-std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls) {
+std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
+                                        uint32_t deadline_ms = 5000) {
   v1::GrpcProcessorConfig config;
   config.set_target(server.target());
-  config.set_deadline_ms(5000);
+  config.set_deadline_ms(deadline_ms);
   config.set_max_concurrent_calls(max_calls);
   absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
   EXPECT_TRUE(processor.ok()) << processor.status();
@@ -136,12 +137,7 @@ TEST(GrpcEngineTest, CallsCancelledByAStopSpendNoAttempt) {
   EngineOptions options = TestEngineOptions(topics);
   options.shutdown_timeout_ms = 1000;
   options.retry.max_attempts = 2;
-  v1::GrpcProcessorConfig config;
-  config.set_target(server.target());
-  config.set_deadline_ms(600000);
-  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
-  ASSERT_TRUE(processor.ok()) << processor.status();
-  std::unique_ptr<Engine> engine = StartEngine(options, *std::move(processor));
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 1, 600000));
   ASSERT_NE(engine, nullptr);
   ProduceKeys(topics.input, {"slow-1"});
   ASSERT_TRUE(server.WaitForInProgress(1, absl::Seconds(60)));
