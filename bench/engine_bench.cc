@@ -59,7 +59,7 @@ double RunScenario(const Scenario& s, int records) {
   const testing::TestTopics topics = testing::CreateTopics("bench");
   EngineOptions options = testing::TestEngineOptions(topics);
   if (!s.output) options.output_topic.clear();
-  options.in_order = s.in_order;
+  options.ordering = s.in_order ? Ordering::kInOrder : Ordering::kUnordered;
   options.retry.threads = s.retry_threads;
   options.retry.backoff = {.initial_ms = 1, .multiplier = 1.0, .max_ms = 1};
   options.commit_interval_ms = 1000;

@@ -715,7 +715,7 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   engine.output_topic = config.output_topic();
   engine.dead_letter_topic = config.dead_letter_topic();
   engine.primary_threads = static_cast<int>(config.primary_threads());
-  engine.in_order = config.in_order();
+  engine.ordering = config.in_order() ? Ordering::kInOrder : Ordering::kUnordered;
   const v1::RetryConfig& retry = config.retry();
   engine.retry.topic = retry.topic();
   engine.retry.threads = static_cast<int>(retry.threads());

@@ -213,17 +213,17 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
   const std::string peer = context->peer();
   std::shared_ptr<Cancellation> cancel = reactor->cancellation();
   auto operation = [this, request, response, peer, cancel](absl::Time deadline) {
-    absl::StatusOr<SetInOrderResult> result =
+    absl::StatusOr<SetOrderingResult> result =
         engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline, cancel.get());
     LogInfo("control: SetInOrder(", request->in_order() ? "true" : "false",
             request->drain_retries() ? ", drain" : "", ") from ", peer, ": ",
-            result.ok() ? absl::StrCat("in_order=", result->in_order ? "true" : "false",
+            result.ok() ? absl::StrCat("ordering=", OrderingName(result->ordering),
                                        " stopped=", JoinIds(result->stopped_thread_ids),
                                        " drained=", result->drained_records,
                                        " started=", JoinIds(result->started_thread_ids))
                         : result.status().ToString());
     if (!result.ok()) return result.status();
-    response->set_in_order(result->in_order);
+    response->set_in_order(result->in_order());
     for (int id : result->stopped_thread_ids) {
       response->add_stopped_thread_ids(static_cast<uint32_t>(id));
     }

@@ -38,6 +38,9 @@ struct Counters {
   // Calls that found the processor's downstream unavailable (see
   // DownstreamGate): the record used up no attempt and waited.
   int64_t unavailable = 0;
+  // Key order: records sent to the retry topic unprocessed, behind an
+  // earlier record of their key parked there (counted in sent_to_retry too).
+  int64_t followed = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -61,6 +64,7 @@ inline constexpr CounterField kCounterFields[] = {
     {"due_clamped", &Counters::due_clamped},
     {"backpressure_waits", &Counters::backpressure_waits},
     {"unavailable", &Counters::unavailable},
+    {"followed", &Counters::followed},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

@@ -36,6 +36,9 @@ struct HeldRecord {
   // DownstreamGate's answers() then. If the downstream answers others while
   // this record waits, its next unavailable call is judged as its own.
   int64_t deferred_at_answers = -1;
+  // Key order: the record in progress of its key on this thread (see
+  // Worker's lanes): the records of its key read after it wait for it.
+  bool laned = false;
 };
 
 class DueScheduler {

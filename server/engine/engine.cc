@@ -9,6 +9,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
+#include "server/engine/retry_headers.h"
+#include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 
 namespace retryd {
@@ -26,7 +28,7 @@ absl::Status CheckOptions(const EngineOptions& o) {
     return invalid("retry.threads must be between 0 and retry.max_threads (", o.retry.max_threads,
                    ")");
   }
-  if (o.in_order && o.retry.threads > 0) {
+  if (o.ordering == Ordering::kInOrder && o.retry.threads > 0) {
     return absl::FailedPreconditionError(
         "in_order excludes retry threads: set retry.threads to 0 or in_order to false");
   }
@@ -61,6 +63,8 @@ constexpr absl::Duration kPrepareTopicsTimeout = absl::Seconds(5);
 // one look may block: short, since a Stop() waits for the look to end.
 constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
 constexpr absl::Duration kMeasureTimeout = absl::Seconds(1);
+// How long one read of the parked keys in the retry topic may take.
+constexpr absl::Duration kReadParkedTimeout = absl::Seconds(30);
 // How often a drain logs how much of the retry backlog is left.
 constexpr absl::Duration kDrainProgressLogInterval = absl::Seconds(5);
 
@@ -79,6 +83,18 @@ struct NotDrainingOrCancelled {
 };
 
 }  // namespace
+
+const char* OrderingName(Ordering ordering) {
+  switch (ordering) {
+    case Ordering::kUnordered:
+      return "UNORDERED";
+    case Ordering::kInOrder:
+      return "IN_ORDER";
+    case Ordering::kKey:
+      return "KEY";
+  }
+  return "UNKNOWN";
+}
 
 const char* EngineStateName(EngineState state) {
   switch (state) {
@@ -122,9 +138,10 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
       processor_(std::move(processor)),
       producer_(std::move(producer)),
       retry_lag_(std::move(retry_lag)),
-      in_order_(options_.in_order),
+      ordering_(options_.ordering),
       gate_(options_.downstream),
-      context_{&options_, processor_.get(), producer_.get(), &in_order_, &input_paused_, &gate_} {}
+      context_{&options_,  processor_.get(), producer_.get(), &ordering_,
+               &input_paused_, &gate_,           &parking_} {}
 
 Engine::~Engine() { Stop(); }
 
@@ -194,9 +211,11 @@ absl::Status Engine::Start() {
     state_ = EngineState::kRunning;
   }
   LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
-          " retry threads", in_order() ? " (in order)" : "");
-  // Until StartInOrder() has seen the retry backlog empty.
-  if (options_.in_order) input_paused_.store(true, std::memory_order_relaxed);
+          " retry threads, ordering ", OrderingName(ordering()));
+  // Until StartOrdered() has seen the retry backlog empty (in order), or
+  // read the keys parked there (key order).
+  const bool ordered = options_.ordering != Ordering::kUnordered;
+  if (ordered) input_paused_.store(true, std::memory_order_relaxed);
   // So that the first success, retry or dead letter does not wait a second
   // for the producer to learn its topic. Not fatal: it would learn it later.
   std::vector<std::string> produced = {options_.retry.topic, options_.dead_letter_topic};
@@ -222,25 +241,33 @@ absl::Status Engine::Start() {
       return started.status();
     }
   }
-  if (options_.in_order) {
+  if (ordered) {
     // Held as a control operation, so that none interleaves with it; in the
-    // background, because emptying a backlog may take long.
+    // background, because emptying or reading a backlog may take long.
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
-    start_in_order_thread_ = std::thread(&Engine::StartInOrder, this, TakeControlLocked());
+    start_ordered_thread_ = std::thread(&Engine::StartOrdered, this, TakeControlLocked());
   }
   return absl::OkStatus();
 }
 
-void Engine::StartInOrder(ControlSlot control) {
-  SetThreadName("in-order-start");
+void Engine::StartOrdered(ControlSlot control) {
+  SetThreadName("ordered-start");
+  if (options_.ordering == Ordering::kKey) {
+    LogInfo("engine: key order is configured: input waits until the keys parked in the retry "
+            "topic are known");
+    absl::StatusOr<int64_t> parked =
+        SwitchToKeyOrder(control, absl::InfiniteFuture(), /*cancel=*/nullptr);
+    if (!parked.ok()) LogWarning("engine: key-order start: ", parked.status().message());
+    return;
+  }
   LogInfo(
       "engine: in_order is configured: input waits until the retry backlog an earlier run "
       "may have left is empty");
-  // in_order_ is on from the start, so the primaries add nothing to the
-  // retry topic; input stays paused all the same, since a record left there
-  // came before the input that follows it.
-  absl::StatusOr<SetInOrderResult> result =
+  // ordering_ is in order from the start, so the primaries add nothing to
+  // the retry topic; input stays paused all the same, since a record left
+  // there came before the input that follows it.
+  absl::StatusOr<SetOrderingResult> result =
       SwitchToInOrder(control, absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
   if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
 }
@@ -389,42 +416,76 @@ Cancellation::Subscription Engine::WakeOnCancel(Cancellation* cancel) {
   return cancel->OnCancel([this] { absl::MutexLock lock(&mu_); });
 }
 
-absl::StatusOr<SetInOrderResult> Engine::SetInOrder(bool in_order, bool drain_retries,
-                                                    absl::Time deadline, Cancellation* cancel) {
+absl::StatusOr<SetOrderingResult> Engine::SetInOrder(bool in_order, bool drain_retries,
+                                                     absl::Time deadline, Cancellation* cancel) {
   if (!in_order && drain_retries) {
     return absl::InvalidArgumentError("drain_retries applies only when switching in_order on");
+  }
+  const Ordering relaxed =
+      options_.ordering == Ordering::kInOrder ? Ordering::kUnordered : options_.ordering;
+  return SetOrderingMode(in_order ? Ordering::kInOrder : relaxed, drain_retries, deadline, cancel);
+}
+
+absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, bool drain_retries,
+                                                          absl::Time deadline,
+                                                          Cancellation* cancel) {
+  if (drain_retries && ordering != Ordering::kInOrder) {
+    return absl::InvalidArgumentError("drain_retries applies only to a switch to IN_ORDER");
   }
   // Outlives every wait below.
   const Cancellation::Subscription wake = WakeOnCancel(cancel);
   absl::StatusOr<ControlSlot> control = BeginControl(deadline, cancel);
   if (!control.ok()) return control.status();
-  int running;
-  {
-    absl::MutexLock lock(&mu_);
-    running = static_cast<int>(retries_.size());
+  const Ordering current = this->ordering();
+  SetOrderingResult result;
+  result.ordering = ordering;
+  if (ordering == current) return result;
+  if (ordering == Ordering::kInOrder) {
+    int running;
+    {
+      absl::MutexLock lock(&mu_);
+      running = static_cast<int>(retries_.size());
+    }
+    if (running > 0 && !drain_retries) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          running, " retry thread", running > 1 ? "s run" : " runs",
+          "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or switch "
+          "with drain_retries to empty the retry backlog, stop them and switch"));
+    }
+    absl::StatusOr<SetOrderingResult> result =
+        SwitchToInOrder(*control, deadline, drain_retries, cancel);
+    if (result.ok()) parking_.Clear();
+    return result;
   }
-  if (in_order == this->in_order()) {
-    return SetInOrderResult{in_order, {}, 0, {}};
+  if (ordering == Ordering::kKey) {
+    // Before any retry thread starts: in order, nothing goes to the retry
+    // topic, so what is read there stays true until key order is on.
+    absl::StatusOr<int64_t> parked = SwitchToKeyOrder(*control, deadline, cancel);
+    if (!parked.ok()) return parked.status();
+    result.parked_keys = *parked;
   }
-  if (!in_order) {
-    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder(*control);
-    if (!started.ok()) return started.status();
-    return SetInOrderResult{false, {}, 0, *std::move(started)};
+  if (current == Ordering::kInOrder) {
+    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder(*control, ordering);
+    if (!started.ok()) {
+      ordering_.store(Ordering::kInOrder, std::memory_order_relaxed);
+      parking_.Clear();
+      return started.status();
+    }
+    result.started_thread_ids = *std::move(started);
+  } else if (ordering == Ordering::kUnordered) {
+    ordering_.store(Ordering::kUnordered, std::memory_order_relaxed);
+    parking_.Clear();
+    LogInfo("engine: key order off; parked keys released");
   }
-  if (running > 0 && !drain_retries) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        running, " retry thread", running > 1 ? "s run" : " runs",
-        "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or call "
-        "SetInOrder with drain_retries to empty the retry backlog, stop them and switch"));
-  }
-  return SwitchToInOrder(*control, deadline, drain_retries, cancel);
+  return result;
 }
 
-absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control) {
+absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control,
+                                                            Ordering to) {
   int wanted = options_.retry.threads;
-  // in_order configured forces retry.threads to 0, yet the retry topic
+  // in order configured forces retry.threads to 0, yet the retry topic
   // needs a reader once failures go there again.
-  if (wanted == 0 && options_.in_order) wanted = 1;
+  if (wanted == 0 && options_.ordering == Ordering::kInOrder) wanted = 1;
   {
     absl::MutexLock lock(&mu_);
     if (!retries_.empty()) wanted = 0;
@@ -450,9 +511,10 @@ absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& c
     }
   }
   // Only now: a failure from here on has a reader in the retry topic.
-  in_order_.store(false, std::memory_order_relaxed);
+  ordering_.store(to, std::memory_order_relaxed);
   if (!ids.empty()) {
-    LogInfo("engine: in-order mode off; started retry threads ", IdList(ids));
+    LogInfo("engine: in-order mode off (now ", OrderingName(to), "); started retry threads ",
+            IdList(ids));
   } else if (wanted == 0 && options_.retry.threads == 0) {
     LogWarning(
         "engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
@@ -467,7 +529,10 @@ bool Engine::PrimariesQuiet() const {
   for (const auto& s : Threads()) {
     if (s->role() != ThreadRole::kPrimary) continue;
     const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
-    if (!paused || s->in_flight.load(std::memory_order_relaxed) != 0) return false;
+    if (!paused || s->in_flight.load(std::memory_order_relaxed) != 0 ||
+        s->calls_in_flight.load(std::memory_order_relaxed) != 0) {
+      return false;
+    }
   }
   return true;
 }
@@ -491,7 +556,89 @@ void Engine::AbandonSwitch(int temporary) {
   LogInfo("engine: stopped temporary retry thread ", temporary);
 }
 
-absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& control,
+absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(
+    absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  // Where the retry threads will read from: what lies before is complete.
+  absl::StatusOr<std::map<int32_t, int64_t>> committed = retry_lag_->Committed(timeout);
+  if (!committed.ok()) return committed.status();
+  std::vector<ParkedRecord> parked;
+  absl::Status read = kafka::ScanTopic(
+      options_.bootstrap_servers, options_.kafka_properties, options_.retry.topic, *committed,
+      std::max(absl::Milliseconds(1), deadline - absl::Now()), [&parked](const Record& r) {
+        // A record with no key is unordered; one with unreadable headers
+        // goes to the dead-letter topic when a retry thread reads it.
+        if (!r.key.has_value()) return;
+        absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(r.headers);
+        if (!meta.ok()) return;
+        const int64_t since_ms = meta->first_failure_ms > 0 ? meta->first_failure_ms : meta->due_ms;
+        parked.push_back({{{meta->original_topic, meta->original_partition}, *r.key},
+                          meta->original_offset,
+                          absl::FromUnixMillis(since_ms)});
+      });
+  if (!read.ok()) return read;
+  return parked;
+}
+
+absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
+                                                 const Cancellation* cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = EngineState::kDraining;
+  }
+  // No primary may send a record to the retry topic between the read below
+  // and the switch: it would be missing from what is parked.
+  input_paused_.store(true, std::memory_order_relaxed);
+  absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != EngineState::kDraining) {
+        return absl::AbortedError("the engine is stopping; key order stays off");
+      }
+    }
+    if (cancel != nullptr && cancel->cancelled()) {
+      AbandonSwitch(/*temporary=*/0);
+      return absl::CancelledError(
+          "the call was cancelled: input resumed, key order stays off, nothing changed");
+    }
+    if (PrimariesQuiet()) {
+      absl::StatusOr<std::vector<ParkedRecord>> parked = ReadParkedRecords(
+          std::max(absl::Milliseconds(1), std::min(kReadParkedTimeout, deadline - absl::Now())));
+      if (parked.ok()) {
+        parking_.Rebuild(*parked);
+        break;
+      }
+      last_failure = parked.status();
+      LogWarning("engine: reading the parked keys in ", options_.retry.topic, ": ",
+                 parked.status().message());
+    }
+    if (absl::Now() >= deadline) {
+      AbandonSwitch(/*temporary=*/0);
+      return absl::Status(
+          absl::IsDeadlineExceeded(last_failure) ? absl::StatusCode::kDeadlineExceeded
+                                                 : absl::StatusCode::kUnavailable,
+          absl::StrCat("key order stays off, nothing changed: ", last_failure.message(),
+                       " when the deadline passed. Retry with a longer deadline"));
+    }
+    absl::MutexLock lock(&mu_);
+    const NotDrainingOrCancelled woken{&state_, cancel};
+    mu_.AwaitWithDeadline(absl::Condition(&woken),
+                          std::min(deadline, absl::Now() + kDrainCheckInterval));
+  }
+  ordering_.store(Ordering::kKey, std::memory_order_relaxed);
+  input_paused_.store(false, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+  }
+  const KeyParking::Summary parked = parking_.summary();
+  LogInfo("engine: key order on; ", parked.keys, " keys parked behind ", parked.records,
+          " records in ", options_.retry.topic);
+  return parked.keys;
+}
+
+absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
                                                          absl::Time deadline, bool drain,
                                                          const Cancellation* cancel) {
   {
@@ -588,7 +735,7 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
   for (const auto& worker : stopping) ids.push_back(worker->id());
   StopWorkers(stopping, /*graceful=*/true, StopDeadline());
   Retire(stopping);
-  in_order_.store(true, std::memory_order_relaxed);
+  ordering_.store(Ordering::kInOrder, std::memory_order_relaxed);
   input_paused_.store(false, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&mu_);
@@ -600,7 +747,11 @@ absl::StatusOr<SetInOrderResult> Engine::SwitchToInOrder(const ControlSlot& cont
   } else {
     LogInfo("engine: retry backlog empty; in-order mode on");
   }
-  return SetInOrderResult{true, ids, std::max<int64_t>(0, initial_lag), {}};
+  SetOrderingResult result;
+  result.ordering = Ordering::kInOrder;
+  result.stopped_thread_ids = std::move(ids);
+  result.drained_records = std::max<int64_t>(0, initial_lag);
+  return result;
 }
 
 void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
@@ -666,7 +817,7 @@ void Engine::Stop() {
   // workers awaited its records already.
   const absl::Time deadline = StopDeadline();
   std::vector<std::unique_ptr<Worker>> primaries, retries;
-  std::thread start_in_order;
+  std::thread start_ordered;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == EngineState::kStopping || state_ == EngineState::kStopped) return;
@@ -678,13 +829,13 @@ void Engine::Stop() {
         +[](bool* busy) { return !*busy; }, &control_busy_));
     primaries.swap(primaries_);
     retries.swap(retries_);
-    start_in_order.swap(start_in_order_thread_);
+    start_ordered.swap(start_ordered_thread_);
     if (!started) {
       state_ = EngineState::kStopped;
       return;
     }
   }
-  if (start_in_order.joinable()) start_in_order.join();  // Ended: control_busy_ was clear.
+  if (start_ordered.joinable()) start_ordered.join();  // Ended: control_busy_ was clear.
   LogInfo("engine: stopping (within ", options_.shutdown_timeout_ms, " ms)");
   input_paused_.store(false, std::memory_order_relaxed);
   // Retry threads hand back what they hold and commit first (see

@@ -27,6 +27,7 @@
 #include "server/engine/cancellation.h"
 #include "server/engine/counters.h"
 #include "server/engine/downstream_gate.h"
+#include "server/engine/key_parking.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -49,19 +50,25 @@ struct EngineTotals : Counters {
 enum class EngineState {
   kCreated,  // Not started.
   kRunning,
-  // Input paused while the switch to in-order checks, or empties, the retry
-  // backlog (SetInOrder(true), or Start() with in_order configured).
+  // Input paused while a switch of the ordering mode reads the retry
+  // backlog: to in order, which checks or empties it (SetInOrder(true), or
+  // Start() with in order configured), or to key order, which finds the keys
+  // parked there (SetOrderingMode(KEY), or Start() with key order
+  // configured).
   kDraining,
   kStopping,
   kStopped,
 };
 const char* EngineStateName(EngineState state);
 
-struct SetInOrderResult {
-  bool in_order = false;
-  std::vector<int> stopped_thread_ids;  // Retry threads a drain stopped.
-  int64_t drained_records = 0;          // Retry backlog a drain emptied.
+struct SetOrderingResult {
+  Ordering ordering = Ordering::kUnordered;  // The mode now.
+  std::vector<int> stopped_thread_ids;       // Retry threads a drain stopped.
+  int64_t drained_records = 0;               // Retry backlog a drain emptied.
   std::vector<int> started_thread_ids;  // Retry threads the switch out of in order started.
+  int64_t parked_keys = 0;              // Keys a switch to key order found parked.
+
+  bool in_order() const { return ordering == Ordering::kInOrder; }
 };
 
 class Engine {
@@ -75,9 +82,10 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Starts `primary_threads` primary and `retry.threads` retry threads.
-  // With in_order configured, input stays paused (state DRAINING) until the
+  // With in order configured, input stays paused (state DRAINING) until the
   // retry backlog an earlier run left is known to be empty, emptied first by
-  // a temporary retry thread if need be; that happens in the background.
+  // a temporary retry thread if need be; with key order, until the keys
+  // parked in the retry topic are known. That happens in the background.
   absl::Status Start();
 
   // Graceful stop, bounded by one deadline shutdown_timeout_ms away (plus a
@@ -128,14 +136,32 @@ class Engine {
   // left as it was: input resumed, a temporary retry thread stopped,
   // in-order off. A cancellation is seen at once, not at the next check.
   //
-  // false: failures go to the retry topic again, so unless retry threads
-  // run already, `retry.threads` of them start (one if in_order is
-  // configured, which forces retry.threads to 0); their ids are returned.
-  absl::StatusOr<SetInOrderResult> SetInOrder(bool in_order, bool drain_retries,
-                                              absl::Time deadline = absl::InfiniteFuture(),
-                                              Cancellation* cancel = nullptr);
+  // false: the configured ordering if it is not in order, else unordered.
+  // Failures go to the retry topic again, so unless retry threads run
+  // already, `retry.threads` of them start (one if in order is configured,
+  // which forces retry.threads to 0); their ids are returned.
+  absl::StatusOr<SetOrderingResult> SetInOrder(bool in_order, bool drain_retries,
+                                               absl::Time deadline = absl::InfiniteFuture(),
+                                               Cancellation* cancel = nullptr);
 
-  bool in_order() const { return in_order_.load(std::memory_order_relaxed); }
+  // Switches to `ordering`. To kInOrder: as SetInOrder(true, drain_retries).
+  // Out of kInOrder: as SetInOrder(false), into `ordering`. To kKey: input
+  // pauses until every primary is quiet (no record half-way, no hand-off
+  // unacknowledged), the retry topic is read from the retry group's
+  // committed offsets to find the keys parked there, then input resumes in
+  // key order; if the retry topic cannot be read by `deadline`,
+  // DEADLINE_EXCEEDED (or UNAVAILABLE) and nothing changed. From kKey to
+  // kUnordered: at once; parked keys are forgotten (their records in the
+  // retry topic are retried as usual). INVALID_ARGUMENT for drain_retries
+  // with any mode but kInOrder.
+  absl::StatusOr<SetOrderingResult> SetOrderingMode(Ordering ordering, bool drain_retries,
+                                                    absl::Time deadline = absl::InfiniteFuture(),
+                                                    Cancellation* cancel = nullptr);
+
+  Ordering ordering() const { return ordering_.load(std::memory_order_relaxed); }
+  bool in_order() const { return ordering() == Ordering::kInOrder; }
+  // The keys parked now (key order); all zero in the other modes.
+  KeyParking::Summary ParkedKeys() const { return parking_.summary(); }
   EngineState state() const;
   const EngineOptions& options() const { return options_; }
 
@@ -228,19 +254,32 @@ class Engine {
   // has emptied it), stops the retry threads and switches in-order on; see
   // SetInOrder.
   // REQUIRES: `control` held.
-  absl::StatusOr<SetInOrderResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
+  absl::StatusOr<SetOrderingResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
                                                    bool drain, const Cancellation* cancel)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Rolls a SwitchToInOrder back: input resumed, `temporary` (a retry
   // thread it started, or 0) stopped, state RUNNING again.
   // REQUIRES: the control slot held (by the SwitchToInOrder it rolls back).
   void AbandonSwitch(int temporary) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts retry threads as SetInOrder(false) says, then switches to `to`.
   // REQUIRES: `control` held.
-  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder(const ControlSlot& control)
+  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder(const ControlSlot& control, Ordering to)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Start()'s background check of the backlog when in_order is configured;
-  // frees `control`, which Start() took for it, when done.
-  void StartInOrder(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
+  // Pauses input until the primaries are quiet, finds the parked keys in
+  // the retry topic and switches to key order; returns how many keys are
+  // parked. Keeps reading until `deadline` if the retry topic cannot be
+  // read. See SetOrderingMode.
+  // REQUIRES: `control` held.
+  absl::StatusOr<int64_t> SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
+                                           const Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  // The records of the retry topic not yet committed by the retry group
+  // that park their key. Blocks up to `timeout`; takes no engine lock.
+  absl::StatusOr<std::vector<ParkedRecord>> ReadParkedRecords(absl::Duration timeout) const;
+  // Start()'s background work when in order or key order is configured:
+  // the first checks (or empties) the retry backlog, the second finds the
+  // keys parked there, both before input flows. Frees `control`, which
+  // Start() took for it, when done.
+  void StartOrdered(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes waits on mu_ whose condition reads `cancel` when it is cancelled.
   Cancellation::Subscription WakeOnCancel(Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -249,9 +288,10 @@ class Engine {
   const std::unique_ptr<kafka::Producer> producer_;
   const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
   std::atomic<int64_t> measured_retry_backlog_{-1};  // -1: never measured.
-  std::atomic<bool> in_order_;
+  std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};
   DownstreamGate gate_;
+  KeyParking parking_;
   const WorkerContext context_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.
@@ -270,8 +310,8 @@ class Engine {
   std::vector<Retired> retired_ ABSL_GUARDED_BY(mu_);
   EngineTotals retired_totals_ ABSL_GUARDED_BY(mu_);
 
-  // Runs StartInOrder(); started by Start(), joined by Stop().
-  std::thread start_in_order_thread_ ABSL_GUARDED_BY(mu_);
+  // Runs StartOrdered(); started by Start(), joined by Stop().
+  std::thread start_ordered_thread_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd

@@ -34,6 +34,21 @@ struct DownstreamOptions {
   int64_t probe_max_ms = 30000;    // Largest delay between probes.
 };
 
+// How records of one input partition are ordered (see README "Ordering").
+enum class Ordering {
+  // Failures go to the retry topic; later records overtake them.
+  kUnordered,
+  // Per input partition, records complete in offset order: a failure is
+  // retried in place, its partition paused. Excludes retry threads.
+  kInOrder,
+  // Per key (within an input partition), records complete in offset order:
+  // a key with a record in the retry topic is parked, and its later records
+  // follow that record through the retry topic. Records with no key are
+  // unordered.
+  kKey,
+};
+const char* OrderingName(Ordering ordering);
+
 struct EngineOptions {
   std::string bootstrap_servers;                        // Required.
   std::map<std::string, std::string> kafka_properties;  // Passed to librdkafka.
@@ -42,7 +57,7 @@ struct EngineOptions {
   std::string output_topic;                             // Empty: successes produce nothing.
   std::string dead_letter_topic;                        // Required.
   int primary_threads = 1;
-  bool in_order = false;
+  Ordering ordering = Ordering::kUnordered;
   RetryOptions retry;
   DownstreamOptions downstream;
   int commit_interval_ms = 1000;    // How often watermarks are committed.

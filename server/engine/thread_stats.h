@@ -94,6 +94,8 @@ class ThreadStats {
   std::atomic<int64_t> in_flight{0};        // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};        // Records held until their due time.
   std::atomic<int64_t> calls_in_flight{0};  // Processor calls in flight.
+  // Key order: records held behind an earlier record of their key.
+  std::atomic<int64_t> parked{0};
   std::atomic<int64_t> lag{0};              // Records behind the high watermarks.
   // Latencies: the processor call, and record timestamp to final outcome.
   // Mutable: recording does not change what the stats describe, and the

@@ -56,7 +56,8 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),
       context_(context),
-      sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1)),
+      sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1,
+                                   context.parking)),
       backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)),
       max_calls_(context.processor->asynchronous()
                      ? std::max(1, context.processor->max_concurrent_calls())
@@ -99,18 +100,29 @@ void Worker::Join() {
 }
 
 bool Worker::InOrder() const {
-  return role_ == ThreadRole::kPrimary && context_.in_order->load(std::memory_order_relaxed);
+  return role_ == ThreadRole::kPrimary &&
+         context_.ordering->load(std::memory_order_relaxed) == Ordering::kInOrder;
 }
 
-int64_t Worker::HeldRecords(const TopicPartition& tp) const {
+bool Worker::KeyOrder() const {
+  return context_.ordering->load(std::memory_order_relaxed) == Ordering::kKey;
+}
+
+int64_t Worker::QueuedRecords(const TopicPartition& tp) const {
   int64_t n = static_cast<int64_t>(scheduler_.CountFor(tp));
   if (auto it = waiting_.find(tp); it != waiting_.end())
     n += static_cast<int64_t>(it->second.size());
   return n;
 }
 
+int64_t Worker::HeldRecords(const TopicPartition& tp) const {
+  int64_t n = QueuedRecords(tp);
+  if (auto it = lane_held_.find(tp); it != lane_held_.end()) n += it->second;
+  return n;
+}
+
 int64_t Worker::HeldCount(const TopicPartition& tp) const {
-  int64_t n = HeldRecords(tp);
+  int64_t n = QueuedRecords(tp);
   if (InOrder()) {
     if (auto it = trackers_.find(tp); it != trackers_.end()) n += sink_->FailedHandOffs(it->second);
     if (auto it = calling_.find(tp); it != calling_.end()) n += it->second;
@@ -149,6 +161,8 @@ void Worker::Run() {
     if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_) {
       wait = std::clamp(absl::Milliseconds(*due - NowMs()), absl::ZeroDuration(), kMaxPollWait);
     }
+    // Cut short by the round's deadline: the lanes go on at once.
+    if (!lanes_ready_.empty() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
     absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
     if (!polled.ok()) {
       LogError("thread ", id_, " stops: ", polled.status().message());
@@ -231,7 +245,7 @@ void Worker::HandleConsumed(Record record) {
         return;
       }
     }
-    Attempt(std::move(held));
+    if (!TakenByItsKey(held)) Attempt(std::move(held));
     return;
   }
   absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(record.headers);
@@ -255,6 +269,7 @@ void Worker::HandleConsumed(Record record) {
   held.record.headers = StripRetrydHeaders(record.headers);
   const int64_t now = NowMs();
   ClampDue(held, now);
+  if (TakenByItsKey(held)) return;
   // Quiesced for a rebalance: read, but processed only after it.
   if (held.due_ms <= now && !quiesced_ && !AtCallLimit()) {
     Attempt(std::move(held));
@@ -441,6 +456,16 @@ RetryMetadata OriginOf(const HeldRecord& held) {
   return m;
 }
 
+// Key order: the parked record a retry thread's `held` is (any keyed
+// record read from the retry topic may be one), to release once its outcome
+// is acknowledged.
+std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& held) {
+  if (role != ThreadRole::kRetry || !held.record.key.has_value()) return std::nullopt;
+  return ParkedRecord{{{held.record.topic, held.record.partition}, *held.record.key},
+                      held.record.offset,
+                      absl::InfinitePast()};
+}
+
 }  // namespace
 
 const char* Worker::EmissionName(Emission kind) {
@@ -453,6 +478,8 @@ const char* Worker::EmissionName(Emission kind) {
       return "dead-letter";
     case Emission::kHandBack:
       return "hand-back";
+    case Emission::kFollow:
+      return "follow";
   }
   return "unknown";
 }
@@ -460,7 +487,11 @@ const char* Worker::EmissionName(Emission kind) {
 void Worker::OnSuccess(const HeldRecord& held, Outcome& outcome) {
   const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
   const std::string& output_topic = context_.options->output_topic;
+  EndOfLane(held);
   if (output_topic.empty()) {
+    if (std::optional<ParkedRecord> parked = ParkedRecordOf(role_, held)) {
+      context_.parking->Release(parked->key, parked->offset);
+    }
     tracker->Complete(held.source_offset);
     return;
   }
@@ -478,6 +509,7 @@ void Worker::OnSuccess(const HeldRecord& held, Outcome& outcome) {
   h.tracker = tracker;
   h.offset = held.source_offset;
   h.origin = OriginOf(held);
+  h.release = ParkedRecordOf(role_, held);
   Emit(std::move(h));
 }
 
@@ -498,7 +530,90 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     HoldInPlace(std::move(held));
     return;
   }
+  if (held.laned && role_ == ThreadRole::kRetry) {
+    // In place, so the retry topic keeps the key's records in input order;
+    // the records of its key wait behind it in its lane.
+    scheduler_.Add(std::move(held));
+    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    return;
+  }
+  if (held.laned && KeyOrder()) {
+    // Parked before the lane moves on, so the records waiting behind it
+    // follow it.
+    context_.parking->Park({{held.record.topic, held.record.partition}, *held.record.key},
+                           held.record.offset, absl::Now());
+  }
+  EndOfLane(held);
   Emit(RetryHandOff(std::move(held), Emission::kRetry));
+}
+
+bool Worker::TakenByItsKey(HeldRecord& held) {
+  if (!KeyOrder() || !held.record.key.has_value()) return false;
+  PartitionKey key{{held.record.topic, held.record.partition}, *held.record.key};
+  if (auto it = lanes_.find(key); it != lanes_.end()) {
+    ++lane_held_[held.source];
+    it->second.waiting.push_back(std::move(held));
+    return true;
+  }
+  if (role_ == ThreadRole::kPrimary && context_.parking->FollowIfParked(key, held.record.offset)) {
+    Follow(std::move(held));
+    return true;
+  }
+  lanes_.emplace(std::move(key), KeyLane{held.source, {}});
+  held.laned = true;
+  return false;
+}
+
+void Worker::Follow(HeldRecord held) {
+  // Not yet attempted: the retry thread makes its first attempt, after the
+  // records of its key before it.
+  held.due_ms = NowMs();
+  held.last_error = "follows an earlier record of its key (key order)";
+  Emit(RetryHandOff(std::move(held), Emission::kFollow));
+}
+
+void Worker::EndOfLane(const HeldRecord& held) {
+  if (!held.laned) return;
+  auto it = lanes_.find({{held.record.topic, held.record.partition}, *held.record.key});
+  if (it == lanes_.end()) return;
+  if (it->second.waiting.empty()) {
+    lanes_.erase(it);
+  } else {
+    lanes_ready_.insert(it->first);
+  }
+}
+
+bool Worker::DrainLanes(absl::Time deadline) {
+  bool progressed = false;
+  for (auto key_it = lanes_ready_.begin();
+       key_it != lanes_ready_.end() && !AtCallLimit() && absl::Now() < deadline;) {
+    auto lane = lanes_.find(*key_it);
+    key_it = lanes_ready_.erase(key_it);
+    // Its next record is the key's record in progress, unless (a primary's)
+    // its key was parked meanwhile: then it and all behind it follow.
+    while (lane != lanes_.end() && !lane->second.waiting.empty()) {
+      HeldRecord next = std::move(lane->second.waiting.front());
+      lane->second.waiting.pop_front();
+      if (int64_t& n = lane_held_[next.source]; --n <= 0) lane_held_.erase(next.source);
+      progressed = true;
+      if (role_ == ThreadRole::kPrimary &&
+          context_.parking->FollowIfParked(lane->first, next.record.offset)) {
+        Follow(std::move(next));
+        continue;
+      }
+      next.laned = true;
+      const int64_t now = NowMs();
+      if (role_ == ThreadRole::kRetry) ClampDue(next, now);
+      if (next.due_ms <= now) {
+        Attempt(std::move(next));
+      } else {
+        scheduler_.Add(std::move(next));
+      }
+      lane = lanes_.end();  // In progress again: done with it here.
+    }
+    if (lane != lanes_.end()) lanes_.erase(lane);
+  }
+  return progressed;
 }
 
 Worker::HandOff Worker::RetryHandOff(HeldRecord held, Emission kind) const {
@@ -540,7 +655,9 @@ bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
 }
 
 void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
+  EndOfLane(held);
   HandOff h;
+  h.release = ParkedRecordOf(role_, held);
   h.origin = OriginOf(held);
   h.origin.due_ms = NowMs();
   if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
@@ -617,10 +734,12 @@ void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand
     }
     sink->ForgetFailedHandOff(hand_off);
   }
+  if (hand_off.release) sink->parking->Release(hand_off.release->key, hand_off.release->offset);
   hand_off.tracker->Complete(hand_off.offset);
-  if (hand_off.kind == Emission::kRetry) {
+  if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kFollow) {
     sink->counters.Add(&Counters::sent_to_retry);
   }
+  if (hand_off.kind == Emission::kFollow) sink->counters.Add(&Counters::followed);
   if (hand_off.kind == Emission::kDeadLetter) {
     sink->counters.Add(&Counters::dead_lettered);
   }
@@ -692,7 +811,8 @@ Worker::HandOff Worker::FittedDeadLetter(HandOff hand_off, const std::string& wh
     // source deserves, with the refusal added to why it got there.
     RetryMetadata meta = hand_off.origin;
     // A retry record carries the attempt to make next; the DLQ, those made.
-    if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kHandBack) {
+    if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kHandBack ||
+        hand_off.kind == Emission::kFollow) {
       meta.attempt -= 1;
     }
     meta.due_ms = NowMs();
@@ -803,6 +923,7 @@ void Worker::ProcessDue(absl::Time deadline) {
       progressed = true;
     }
     progressed = DrainWaiting(deadline) || progressed;
+    progressed = DrainLanes(deadline) || progressed;
   }
   sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
@@ -820,7 +941,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
       held.source_offset = queue.front().offset;
       held.record = std::move(queue.front());
       queue.pop_front();
-      Attempt(std::move(held));
+      if (!TakenByItsKey(held)) Attempt(std::move(held));
       progressed = true;
     }
     if (it != waiting_.end() && it->second.empty()) {
@@ -870,11 +991,10 @@ void Worker::ReconcilePauses() {
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
     bool want = backpressure_ || input_paused || quiesced_ || context_.gate->down();
-    if (role_ == ThreadRole::kPrimary) {
-      want = want || HeldCount(tp) >= lookahead;
-    } else {
-      want = want || static_cast<int64_t>(scheduler_.CountFor(tp)) >= lookahead;
-    }
+    int64_t held = static_cast<int64_t>(scheduler_.CountFor(tp));
+    if (role_ == ThreadRole::kPrimary) held = HeldCount(tp);
+    if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
+    want = want || held >= lookahead;
     const bool is = paused_.contains(tp);
     if (want && !is) pause.push_back(tp);
     if (!want && is) resume.push_back(tp);
@@ -964,6 +1084,9 @@ void Worker::UpdateGauges() {
   sink_->lag.store(consumer_->Lag(assigned), std::memory_order_relaxed);
   sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + waiting,
                          std::memory_order_relaxed);
+  int64_t parked = 0;
+  for (const auto& [tp, n] : lane_held_) parked += n;
+  sink_->parked.store(parked, std::memory_order_relaxed);
 }
 
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
@@ -1060,8 +1183,18 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
       LogWarning("thread ", id_, ": resume at revoke: ", s.message());
     }
   }
+  // Their keys' lanes go too: the next owner reads their records again.
+  for (auto it = lanes_.begin(); it != lanes_.end();) {
+    if (std::find(partitions.begin(), partitions.end(), it->second.source) != partitions.end()) {
+      lanes_ready_.erase(it->first);
+      it = lanes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const TopicPartition& tp : partitions) {
     scheduler_.DropPartition(tp);
+    lane_held_.erase(tp);
     waiting_.erase(tp);
     ready_.erase(tp);
     in_place_.erase(tp);
@@ -1081,6 +1214,13 @@ void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time 
   for (const TopicPartition& tp : partitions) {
     if (!trackers_.contains(tp)) continue;
     for (HeldRecord& held : scheduler_.TakePartition(tp)) {
+      if (held.laned) {
+        // Key order: handed back, it would land behind later records of its
+        // key. It stays, and so does the commit below it: the next owner
+        // reads it, and its key's records after it, again in order.
+        scheduler_.Add(std::move(held));
+        continue;
+      }
       // Unchanged, due when it was due, to the same partition (so a key's
       // records stay in one partition), behind everything read so far.
       HandOff h = RetryHandOff(std::move(held), Emission::kHandBack);

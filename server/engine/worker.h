@@ -9,8 +9,17 @@
 //    record until its due time (a bounded look-ahead per partition), then
 //    processes it again and re-enqueues it, or dead-letters it.
 //
+// In key order, a thread keeps one record per key in progress (a lane): the
+// records of the key read after it wait in the lane until it is done. A
+// primary sends the records of a parked key (see KeyParking) to the retry
+// topic unprocessed; it parks a key when it sends one of its records there.
+// A retry thread retries a keyed record in place (it holds it again rather
+// than re-sending it, so the retry topic keeps each key's records in input
+// order) and releases the key once its outcome is acknowledged.
+//
 // With an asynchronous processor a worker keeps up to max_concurrent_calls()
-// calls in flight: in order, at most one per partition; otherwise any. The
+// calls in flight: in order, at most one per partition; in key order, at
+// most one per key; otherwise any. The
 // outcomes come back through the Sink and are handled on the worker's
 // thread, which the consumer's Wake() brings out of its poll.
 //
@@ -27,6 +36,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -42,6 +52,7 @@
 #include "server/engine/completion_tracker.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
+#include "server/engine/key_parking.h"
 #include "server/engine/options.h"
 #include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
@@ -59,12 +70,14 @@ struct WorkerContext {
   Processor* processor = nullptr;
   kafka::Producer* producer = nullptr;
   // Read per record, so a runtime switch takes effect at the next record.
-  const std::atomic<bool>* in_order = nullptr;
+  const std::atomic<Ordering>* ordering = nullptr;
   // While set, primary threads pause all their partitions (a drain).
   const std::atomic<bool>* input_paused = nullptr;
   // Whether the processor's downstream takes calls; while it does not, every
   // thread pauses its partitions.
   DownstreamGate* gate = nullptr;
+  // Key order: the keys parked in the retry topic.
+  KeyParking* parking = nullptr;
 };
 
 class Worker : public kafka::ConsumerListener {
@@ -120,7 +133,8 @@ class Worker : public kafka::ConsumerListener {
 
  private:
   // kHandBack: a held retry record returned unchanged to the retry topic.
-  enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack };
+  // kFollow: a record sent unprocessed behind its parked key (key order).
+  enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack, kFollow };
   // kRequested -> kQuiesced (served) -> kRebalanced (through a rebalance);
   // kReleased (any time) -> kNone once the thread resumes.
   enum class Checkpoint { kNone, kRequested, kQuiesced, kRebalanced, kReleased };
@@ -147,6 +161,9 @@ class Worker : public kafka::ConsumerListener {
     // Emitted in in-order mode: an acknowledgement that overtook the re-send
     // of an earlier record of its partition is replayed after it.
     bool in_order = false;
+    // Key order: the parked record whose outcome this is; its key is
+    // released from it once Kafka acknowledges the outcome.
+    std::optional<ParkedRecord> release;
   };
 
   // A hand-off whose produce failed, to be sent again by the worker.
@@ -161,8 +178,8 @@ class Worker : public kafka::ConsumerListener {
   // The stats plus what delivery reports hand back to the worker. Shared
   // with in-flight delivery callbacks, which may outlive the worker.
   struct Sink : ThreadStats {
-    Sink(int id, ThreadRole role, int64_t resume_below)
-        : ThreadStats(id, role), resume_below(resume_below) {}
+    Sink(int id, ThreadRole role, int64_t resume_below, KeyParking* parking)
+        : ThreadStats(id, role), resume_below(resume_below), parking(parking) {}
 
     // One hand-off acknowledged or given up. The decrement that brings
     // in_flight below `resume_below` also passes through flight_mu, so a
@@ -205,6 +222,7 @@ class Worker : public kafka::ConsumerListener {
     }
 
     const int64_t resume_below;   // Back-pressure ends below this many in flight.
+    KeyParking* const parking;    // The engine's; outlives every delivery report.
     absl::Mutex flight_mu;        // Guards nothing; wakes a worker in WaitForAcks.
     mutable absl::Mutex redo_mu;  // Guards the fields below.
     std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
@@ -240,6 +258,21 @@ class Worker : public kafka::ConsumerListener {
   // Whether a call for a record of `tp` may start now.
   bool CanCall(const TopicPartition& tp) const;
   bool AtCallLimit() const { return static_cast<int>(calls_.size()) >= max_calls_; }
+  // Key order: if a record of `held`'s key is in progress on this thread,
+  // queues `held` behind it; else if a primary's key is parked, sends it to
+  // the retry topic behind the parked records (Follow). Returns true then,
+  // having taken `held`. Otherwise `held` becomes its key's record in
+  // progress and may go on (false).
+  bool TakenByItsKey(HeldRecord& held);
+  // Sends `held` unprocessed to the retry topic behind its parked key.
+  void Follow(HeldRecord held);
+  // `held`, its key's record in progress, is done here: the next record of
+  // its key may go on (DrainLanes).
+  void EndOfLane(const HeldRecord& held);
+  // Starts the next record of each lane whose record in progress ended,
+  // until `deadline` or the call limit; returns whether it started any.
+  bool DrainLanes(absl::Time deadline);
+  bool KeyOrder() const;
   // Hands `held` to the outcome of its call.
   void Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe);
   // Holds `held` (no attempt used up) until the downstream may take it.
@@ -312,10 +345,14 @@ class Worker : public kafka::ConsumerListener {
   std::vector<TopicPartition> Assigned() const;
   void UpdateGauges();
   bool InOrder() const;
-  // Held or waiting records of `tp` (their trackers entries never complete
-  // while they are held).
+  // Records of `tp` held until due or waiting behind a held record of their
+  // partition.
+  int64_t QueuedRecords(const TopicPartition& tp) const;
+  // Every record of `tp` held in memory: QueuedRecords() plus those waiting
+  // behind their key (their trackers entries never complete while they are
+  // held).
   int64_t HeldRecords(const TopicPartition& tp) const;
-  // HeldRecords() plus, in order, the failed hand-offs of `tp` not yet
+  // QueuedRecords() plus, in order, the failed hand-offs of `tp` not yet
   // acknowledged: later records queue behind those too, so a re-sent record
   // never lands after the ones that followed it.
   int64_t HeldCount(const TopicPartition& tp) const;
@@ -364,6 +401,18 @@ class Worker : public kafka::ConsumerListener {
   // partition's count outlives its revoke until its calls end).
   std::map<int64_t, Call> calls_;
   std::map<TopicPartition, int> calling_;
+  // Key order: per key with a record in progress here (in a call, deferred
+  // or held until due), the records of the key read after it, in the order
+  // read, and the partition they were read from.
+  struct KeyLane {
+    TopicPartition source;
+    std::deque<HeldRecord> waiting;
+  };
+  std::map<PartitionKey, KeyLane> lanes_;
+  // Lanes whose record in progress ended while records wait in them.
+  std::set<PartitionKey> lanes_ready_;
+  // Records waiting in lanes_, per partition they were read from.
+  std::map<TopicPartition, int64_t> lane_held_;
   int64_t next_call_id_ = 0;
   const int max_calls_;
   bool backpressure_ = false;

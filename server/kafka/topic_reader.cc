@@ -63,14 +63,13 @@ absl::Status AssignNonEmpty(rd_kafka_t* rk, const std::string& topic,
   return absl::OkStatus();
 }
 
-// The assigned partitions' records, by partition, read up to the high
-// watermark of each.
-absl::StatusOr<std::vector<std::vector<Record>>> ConsumeToEnd(
-    rd_kafka_t* rk, const std::string& topic, const std::vector<Watermarks>& watermarks,
-    absl::Time deadline) {
+// Visits the assigned partitions' records, read up to the high watermark of
+// each.
+absl::Status ConsumeToEnd(rd_kafka_t* rk, const std::string& topic,
+                          const std::vector<Watermarks>& watermarks, absl::Time deadline,
+                          const std::function<void(const Record&)>& visit) {
   const int partitions = static_cast<int>(watermarks.size());
   // A partition is complete once its record at high - 1 has been read.
-  std::vector<std::vector<Record>> by_partition(partitions);
   std::vector<bool> complete(partitions, true);
   int remaining = 0;
   for (int p = 0; p < partitions; ++p) {
@@ -93,7 +92,7 @@ absl::StatusOr<std::vector<std::vector<Record>>> ConsumeToEnd(
     }
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition < partitions) {
       const int p = m->partition;
-      if (m->offset < watermarks[p].high) by_partition[p].push_back(ToRecord(m));
+      if (m->offset < watermarks[p].high) visit(ToRecord(m));
       if (!complete[p] && m->offset >= watermarks[p].high - 1) {
         complete[p] = true;
         --remaining;
@@ -101,29 +100,44 @@ absl::StatusOr<std::vector<std::vector<Record>>> ConsumeToEnd(
     }
     rd_kafka_message_destroy(m);
   }
-  return by_partition;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
-                                              const std::map<std::string, std::string>& properties,
-                                              const std::string& topic, absl::Duration timeout) {
+absl::Status ScanTopic(const std::string& bootstrap_servers,
+                       const std::map<std::string, std::string>& properties,
+                       const std::string& topic, const std::map<int32_t, int64_t>& from,
+                       absl::Duration timeout, const std::function<void(const Record&)>& visit) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<HandlePtr> rk = NewReader(bootstrap_servers, properties);
   if (!rk.ok()) return rk.status();
   absl::StatusOr<std::vector<Watermarks>> watermarks = TopicWatermarks(rk->get(), topic, deadline);
   if (!watermarks.ok()) return watermarks.status();
+  for (const auto& [partition, offset] : from) {
+    if (partition >= 0 && partition < static_cast<int32_t>(watermarks->size())) {
+      Watermarks& w = (*watermarks)[partition];
+      w.low = std::clamp(offset, w.low, w.high);
+    }
+  }
   if (absl::Status assigned = AssignNonEmpty(rk->get(), topic, *watermarks); !assigned.ok()) {
     return assigned;
   }
-  absl::StatusOr<std::vector<std::vector<Record>>> by_partition =
-      ConsumeToEnd(rk->get(), topic, *watermarks, deadline);
+  absl::Status read = ConsumeToEnd(rk->get(), topic, *watermarks, deadline, visit);
   // The reader never commits: what close reports changes nothing here.
   (void)rd_kafka_consumer_close(rk->get());
-  if (!by_partition.ok()) return by_partition.status();
+  return read;
+}
+
+absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
+                                              const std::map<std::string, std::string>& properties,
+                                              const std::string& topic, absl::Duration timeout) {
+  std::map<int32_t, std::vector<Record>> by_partition;
+  absl::Status read = ScanTopic(bootstrap_servers, properties, topic, /*from=*/{}, timeout,
+                                [&](const Record& r) { by_partition[r.partition].push_back(r); });
+  if (!read.ok()) return read;
   std::vector<Record> out;
-  for (auto& records : *by_partition) {
+  for (auto& [partition, records] : by_partition) {
     for (Record& r : records) out.push_back(std::move(r));
   }
   return out;

@@ -5,6 +5,8 @@
 #ifndef RETRYD_SERVER_KAFKA_TOPIC_READER_H_
 #define RETRYD_SERVER_KAFKA_TOPIC_READER_H_
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +24,16 @@ namespace retryd::kafka {
 absl::StatusOr<std::vector<Record>> ReadTopic(const std::string& bootstrap_servers,
                                               const std::map<std::string, std::string>& properties,
                                               const std::string& topic, absl::Duration timeout);
+
+// Calls `visit` for each record of `topic` from offset `from[p]` of each
+// partition p (its low watermark where `from` has none, or -1, or an offset
+// below it) up to the high watermark taken at the start of the call; in
+// offset order within a partition, partitions interleaved. Errors as
+// ReadTopic's. Nothing is kept: a large topic costs no memory.
+absl::Status ScanTopic(const std::string& bootstrap_servers,
+                       const std::map<std::string, std::string>& properties,
+                       const std::string& topic, const std::map<int32_t, int64_t>& from,
+                       absl::Duration timeout, const std::function<void(const Record&)>& visit);
 
 }  // namespace retryd::kafka
 

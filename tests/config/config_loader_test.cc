@@ -99,7 +99,7 @@ TEST(ConfigLoaderTest, OrdersExampleMapsToEngineOptions) {
   EXPECT_EQ(e.output_topic, "orders.done");
   EXPECT_EQ(e.dead_letter_topic, "orders.dlq");
   EXPECT_EQ(e.primary_threads, 1);
-  EXPECT_FALSE(e.in_order);
+  EXPECT_EQ(e.ordering, Ordering::kUnordered);
   EXPECT_EQ(e.retry.topic, "orders.retry");
   EXPECT_EQ(e.retry.threads, 2);
   EXPECT_EQ(e.retry.max_threads, 16);
@@ -165,7 +165,7 @@ TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
   EXPECT_EQ(e.retry.topic, "events.retry");
   EXPECT_EQ(e.dead_letter_topic, "events.dlq");
   EXPECT_EQ(e.primary_threads, 1);
-  EXPECT_FALSE(e.in_order);
+  EXPECT_EQ(e.ordering, Ordering::kUnordered);
   EXPECT_EQ(e.retry.threads, 1);
   EXPECT_EQ(e.retry.max_threads, 16);
   EXPECT_EQ(e.retry.max_attempts, 5);
@@ -248,7 +248,7 @@ TEST(ConfigLoaderTest, MaxBackoffDefaultsToAtLeastTheInitialDelay) {
 TEST(ConfigLoaderTest, InOrderDefaultsToNoRetryThreads) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase("in_order: true"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_TRUE(loaded->engine.in_order);
+  EXPECT_EQ(loaded->engine.ordering, Ordering::kInOrder);
   EXPECT_EQ(loaded->engine.retry.threads, 0);
 
   loaded = Load(WithBase("in_order: true\nretry { threads: 0 }"));

@@ -35,7 +35,8 @@ void CheckEngineOptions(const EngineOptions& engine) {
   Require(engine.primary_threads >= 1 && engine.primary_threads <= 64, "primary_threads in range");
   Require(engine.retry.threads >= 0 && engine.retry.threads <= engine.retry.max_threads,
           "retry.threads within retry.max_threads");
-  Require(!engine.in_order || engine.retry.threads == 0, "no retry threads in order");
+  Require(engine.ordering != Ordering::kInOrder || engine.retry.threads == 0,
+          "no retry threads in order");
   Require(engine.retry.max_attempts >= 1, "retry.max_attempts at least 1");
   Require(engine.retry.lookahead >= 1, "retry.lookahead at least 1");
   Require(engine.retry.backoff.initial_ms >= 1 &&

@@ -178,7 +178,7 @@ TEST(AsyncProcessorTest, InOrderOverlapsCallsAcrossPartitionsOnly) {
   const std::vector<std::string> keys = NumberedKeys("ok-", 1200);
   ProduceKeys(topics.input, keys);
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   std::unique_ptr<Engine> engine;
   ScriptedAsyncProcessor* downstream = nullptr;

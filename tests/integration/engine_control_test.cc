@@ -97,7 +97,7 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   ASSERT_EQ(RetryThreadIds(engine).size(), 2u);
 
   // In order and retry threads exclude each other.
-  absl::StatusOr<SetInOrderResult> toggled = engine.SetInOrder(true, false);
+  absl::StatusOr<SetOrderingResult> toggled = engine.SetInOrder(true, false);
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(toggled.status().message(), HasSubstr("StopRetryThreads"));
   EXPECT_THAT(toggled.status().message(), HasSubstr("drain_retries"));
@@ -125,7 +125,7 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   // A drain with time enough: backlog emptied, retry threads stopped, in order.
   toggled = engine.SetInOrder(true, true, absl::Now() + absl::Seconds(90));
   ASSERT_TRUE(toggled.ok()) << toggled.status();
-  EXPECT_TRUE(toggled->in_order);
+  EXPECT_TRUE(toggled->in_order());
   EXPECT_THAT(toggled->stopped_thread_ids, UnorderedElementsAreArray(before));
   EXPECT_TRUE(engine.in_order());
   EXPECT_TRUE(RetryThreadIds(engine).empty());
@@ -187,7 +187,7 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   const int64_t sent = engine.Totals().sent_to_retry;
   ProduceKeys(topics.input, Keys("doomed-again-", 5));
   ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= sent + 5; }, kJoin));
-  absl::StatusOr<SetInOrderResult> drain = absl::UnknownError("not run");
+  absl::StatusOr<SetOrderingResult> drain = absl::UnknownError("not run");
   std::thread drainer([&] { drain = engine.SetInOrder(true, true, absl::Now() + absl::Hours(1)); });
   // Stopped and joined before asserting: a failed ASSERT must not leave the
   // thread joinable.
@@ -239,7 +239,7 @@ TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
   ASSERT_TRUE(backlog.ok()) << backlog.status();
   ASSERT_GT(*backlog, 0) << "the records were retried before the thread stopped";
 
-  absl::StatusOr<SetInOrderResult> toggled =
+  absl::StatusOr<SetOrderingResult> toggled =
       engine.SetInOrder(true, false, absl::Now() + absl::Seconds(30));
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kFailedPrecondition) << toggled.status();
   EXPECT_THAT(toggled.status().message(), HasSubstr("backlog"));
@@ -288,7 +288,7 @@ TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
     first->Stop();
   }
 
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   const std::unique_ptr<Engine> owned = StartEngine(options, FlakyProcessor());
   ASSERT_NE(owned, nullptr);
   Engine& engine = *owned;

@@ -253,7 +253,7 @@ TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
   ProduceKeys(topics.input, keys);
 
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);

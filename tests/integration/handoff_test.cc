@@ -209,7 +209,7 @@ TEST(HandOffTest, ResentHandOffsKeepPartitionOrderInOrderMode) {
   ProduceKeys(topics.input, keys);
 
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   options.kafka_properties["message.timeout.ms"] = "1000";
   // See BrokerFaultsLoseNothing: the mock does not check sequence numbers.

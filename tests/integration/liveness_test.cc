@@ -102,7 +102,7 @@ TEST(LivenessTest, RetryPartitionPausedAtLookaheadResumesAfterRebalance) {
 TEST(LivenessTest, InOrderPartitionPausedAtLookaheadResumesAfterRebalance) {
   const testing::TestTopics topics = CreateTopics("inorder-rebalance", 1);
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.lookahead = 2;
   // Long enough that the flaky record is still held when the group changes.
@@ -145,7 +145,7 @@ TEST(LivenessTest, InputPausedForADrainResumesAfterRebalance) {
   ProduceKeys(topics.input, flaky);
   ASSERT_TRUE(WaitFor([&] { return first->Totals().sent_to_retry >= 5; }, absl::Seconds(60)));
 
-  absl::StatusOr<SetInOrderResult> drained = absl::UnknownError("not run");
+  absl::StatusOr<SetOrderingResult> drained = absl::UnknownError("not run");
   std::thread drain([&] {
     drained = first->SetInOrder(true, /*drain_retries=*/true, absl::Now() + absl::Seconds(90));
   });
@@ -292,7 +292,7 @@ TEST(LivenessTest, RetryGroupChangesLeaveOneLiveCopyPerKey) {
 TEST(LivenessTest, InOrderAttemptCountSurvivesARestart) {
   const testing::TestTopics topics = CreateTopics("inorder-attempts", 1);
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.max_attempts = 3;
   options.retry.backoff = {.initial_ms = 500, .multiplier = 1.0, .max_ms = 500};

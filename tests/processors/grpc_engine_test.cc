@@ -61,7 +61,7 @@ TEST(GrpcEngineTest, InOrderCallsOverlapAcrossPartitionsAndOutputStaysInOrder) {
   const std::vector<std::string> keys = NumberedKeys(800);
   ProduceKeys(topics.input, keys);
   EngineOptions options = TestEngineOptions(topics);
-  options.in_order = true;
+  options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
   std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
   ASSERT_NE(engine, nullptr);

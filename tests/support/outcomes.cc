@@ -64,6 +64,38 @@ int OutOfOrder(const std::vector<Record>& output) {
   return out_of_order;
 }
 
+std::vector<std::string> KeysOutOfOrder(const std::vector<Record>& output) {
+  // Per key (and input partition), the input offsets in the order their
+  // first copies reached the output.
+  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> firsts;
+  std::set<std::pair<std::string, int64_t>> seen;  // (input partition, offset)
+  for (const Record& r : output) {
+    const std::string partition = HeaderValue(r, "retryd-original-partition");
+    const int64_t offset = std::stoll(HeaderValue(r, "retryd-original-offset"));
+    if (!seen.emplace(partition, offset).second) continue;
+    firsts[{partition, r.key.value_or("<null>")}].push_back(offset);
+  }
+  std::vector<std::string> out_of_order;
+  for (const auto& [key, offsets] : firsts) {
+    if (!std::is_sorted(offsets.begin(), offsets.end())) out_of_order.push_back(key.second);
+  }
+  return out_of_order;
+}
+
+int64_t LostRecords(const std::vector<Record>& input, const std::vector<Record>& output,
+                    const std::vector<Record>& dlq) {
+  std::set<std::pair<int32_t, int64_t>> done;
+  for (const std::vector<Record>* topic : {&output, &dlq}) {
+    for (const Record& r : *topic) {
+      done.emplace(std::stoi(HeaderValue(r, "retryd-original-partition")),
+                   std::stoll(HeaderValue(r, "retryd-original-offset")));
+    }
+  }
+  int64_t lost = 0;
+  for (const Record& r : input) lost += done.contains({r.partition, r.offset}) ? 0 : 1;
+  return lost;
+}
+
 std::vector<std::string> MissingKeys(const TestTopics& topics,
                                      const std::vector<std::string>& keys) {
   std::multiset<std::string> done = Keys(ReadAll(topics.output));

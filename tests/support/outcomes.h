@@ -43,6 +43,16 @@ std::multiset<std::string> Keys(const std::vector<Record>& records);
 // completed in offset order.
 int OutOfOrder(const std::vector<Record>& output);
 
+// Key order as a separate reader of the output topic judges it: the keys
+// whose records (the first copy of each, by its retryd-original-* headers;
+// later copies are at-least-once repeats) are not in input-offset order.
+std::vector<std::string> KeysOutOfOrder(const std::vector<Record>& output);
+
+// The input records (partition, offset) of `input` with no copy in
+// `output` nor in `dlq` (by their retryd-original-* headers): what was lost.
+int64_t LostRecords(const std::vector<Record>& input, const std::vector<Record>& output,
+                    const std::vector<Record>& dlq);
+
 std::vector<std::string> MissingKeys(const TestTopics& topics,
                                      const std::vector<std::string>& keys);
 

@@ -1,0 +1,96 @@
+// The keys parked in key order (Ordering::kKey): a key is parked while one
+// of its records is in the retry topic, not yet complete. A primary thread
+// that reads a later record of a parked key does not process it: the record
+// follows the earlier ones through the retry topic (parked behind them), so
+// the key's records complete in input order. A key is released when the
+// last of its parked records is complete (processed, or dead-lettered) and
+// that outcome acknowledged by Kafka.
+//
+// Keys are scoped to their input partition: the order kept is the order of
+// one partition, the only order Kafka defines.
+//
+// Shared by every thread of one engine; the retry topic is the durable
+// record of what is parked, and Rebuild() derives the registry from it
+// (at start, and when key order is switched on).
+//
+// Thread-safe: every method takes the one internal mutex, briefly, and
+// never blocks while holding it.
+#ifndef RETRYD_SERVER_ENGINE_KEY_PARKING_H_
+#define RETRYD_SERVER_ENGINE_KEY_PARKING_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/model/record.h"
+
+namespace retryd {
+
+// A key within its input partition.
+struct PartitionKey {
+  TopicPartition tp;
+  std::string key;
+  friend bool operator<(const PartitionKey& a, const PartitionKey& b) {
+    return std::tie(a.tp, a.key) < std::tie(b.tp, b.key);
+  }
+  friend bool operator==(const PartitionKey& a, const PartitionKey& b) {
+    return a.tp == b.tp && a.key == b.key;
+  }
+};
+
+// One record of the retry topic that parks its key.
+struct ParkedRecord {
+  PartitionKey key;
+  int64_t offset = 0;  // Its input offset.
+  absl::Time since;    // When it failed first (or followed), as far as known.
+};
+
+class KeyParking {
+ public:
+  struct Summary {
+    int64_t keys = 0;     // Parked keys.
+    int64_t records = 0;  // Their records in the retry topic, not yet complete.
+    absl::Time oldest = absl::InfiniteFuture();  // The longest-parked key's since.
+  };
+
+  KeyParking() = default;
+  KeyParking(const KeyParking&) = delete;
+  KeyParking& operator=(const KeyParking&) = delete;
+
+  // A record of `key` is sent to the retry topic (it failed): parks the key.
+  void Park(const PartitionKey& key, int64_t offset, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // If `key` is parked, adds the record at `offset` to it and returns true:
+  // the caller sends it to the retry topic unprocessed. Otherwise false.
+  // One step, so a release cannot slip in between the check and the park.
+  bool FollowIfParked(const PartitionKey& key, int64_t offset) ABSL_LOCKS_EXCLUDED(mu_);
+  // The parked record at `offset` is complete, its outcome acknowledged.
+  // Releases the key with its last parked record. Unknown records are
+  // ignored (a record processed again after a restart).
+  void Release(const PartitionKey& key, int64_t offset) ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces everything with `records` (derived from the retry topic).
+  void Rebuild(const std::vector<ParkedRecord>& records) ABSL_LOCKS_EXCLUDED(mu_);
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_);
+
+  bool parked(const PartitionKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
+  Summary summary() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    std::set<int64_t> offsets;  // Parked records, by input offset.
+    absl::Time since;
+  };
+
+  mutable absl::Mutex mu_;  // Guards the fields below.
+  std::map<PartitionKey, Entry> keys_ ABSL_GUARDED_BY(mu_);
+  int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_KEY_PARKING_H_

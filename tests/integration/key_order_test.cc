@@ -1,0 +1,171 @@
+// Key order (Ordering::kKey) against the mock cluster: records of one key
+// complete in input order across the primary and the retry threads, while
+// other keys flow; judged by a separate reader of the output topic.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "retryd/v1/config.pb.h"
+#include "server/engine/engine.h"
+#include "server/engine/processor.h"
+#include "server/processors/simulate.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::KeysOutOfOrder;
+using ::retryd::testing::LostRecords;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::TestTopics;
+using ::retryd::testing::WaitFor;
+
+constexpr absl::Duration kDone = absl::Seconds(120);
+
+// `records` records over `keys` keys, round after round ("key-0", "key-1",
+// ..., "key-0", ...), so each key's records are spread over the input.
+std::vector<std::string> RoundsOfKeys(int records, int keys) {
+  std::vector<std::string> out;
+  out.reserve(records);
+  for (int i = 0; i < records; ++i) out.push_back(absl::StrCat("key-", i % keys));
+  return out;
+}
+
+// Fails 10 % of attempts retriably, each decided by the record and the
+// attempt alone: the same workload fails the same way in every mode.
+std::unique_ptr<Processor> TenPercentFlaky() {
+  retryd::v1::SimulateConfig config;
+  config.set_seed(11);
+  config.set_latency_ms(0);
+  config.set_transient_failure_rate(0.1);
+  return std::make_unique<SimulateProcessor>(config);
+}
+
+struct WorkloadRun {
+  std::vector<std::string> out_of_order;  // Keys.
+  int64_t lost = -1;
+  EngineTotals totals;
+};
+
+// Runs the 10 %-flaky workload (20,000 records over 500 keys, 4 retry
+// threads) in `ordering` until every input record has an outcome.
+WorkloadRun RunFlakyWorkload(Ordering ordering) {
+  const TestTopics topics = CreateTopics(absl::StrCat("key-", OrderingName(ordering)), 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.ordering = ordering;
+  options.retry.threads = 4;
+  options.retry.max_attempts = 6;
+  ProduceKeys(topics.input, RoundsOfKeys(20000, 500));
+  std::unique_ptr<Engine> engine = StartEngine(options, TenPercentFlaky());
+  WorkloadRun run;
+  if (engine == nullptr) return run;
+  const std::vector<Record> input = ReadAll(topics.input);
+  const bool done = WaitFor(
+      [&] {
+        const EngineTotals t = engine->Totals();
+        if (t.in_flight != 0 || t.succeeded + t.dead_lettered < 20000) return false;
+        return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0;
+      },
+      kDone);
+  EXPECT_TRUE(done) << OrderingName(ordering) << ": not every record reached an outcome";
+  engine->Stop();
+  const std::vector<Record> output = ReadAll(topics.output);
+  run.out_of_order = KeysOutOfOrder(output);
+  run.lost = LostRecords(input, output, ReadAll(topics.dlq));
+  run.totals = engine->Totals();
+  return run;
+}
+
+TEST(KeyOrderTest, EachKeyCompletesInInputOrderWhileRetryThreadsRunInParallel) {
+  const WorkloadRun key = RunFlakyWorkload(Ordering::kKey);
+  EXPECT_EQ(key.lost, 0);
+  EXPECT_TRUE(key.out_of_order.empty())
+      << key.out_of_order.size() << " keys out of order, e.g. " << key.out_of_order.front();
+  // The mechanism was engaged: records failed, went to the retry topic, and
+  // later records of their keys followed them there unprocessed.
+  EXPECT_GT(key.totals.sent_to_retry, 1000);
+  EXPECT_GT(key.totals.followed, 0);
+
+  // The same workload unordered reorders keys: the check above can fail.
+  const WorkloadRun unordered = RunFlakyWorkload(Ordering::kUnordered);
+  EXPECT_EQ(unordered.lost, 0);
+  EXPECT_GT(unordered.out_of_order.size(), 10u);
+  EXPECT_EQ(unordered.totals.followed, 0);
+}
+
+// Fails the first attempt of every record of a flaky- key; holds every
+// later attempt until Release(), then succeeds. Other keys succeed at once.
+class HeldRetries : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
+    if (attempt == 1) return Outcome::Retriable("flaky");
+    released_.WaitForNotificationWithTimeout(absl::Seconds(60));
+    return Outcome::Ok();
+  }
+  void Release() { released_.Notify(); }
+
+ private:
+  absl::Notification released_;
+};
+
+TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
+  const TestTopics topics = CreateTopics("key-healthy", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.ordering = Ordering::kKey;
+  options.retry.threads = 4;
+  std::vector<std::string> keys;
+  for (int round = 0; round < 10; ++round) {
+    for (int k = 0; k < 500; ++k) keys.push_back(absl::StrCat(k % 10 == 0 ? "flaky-" : "ok-", k));
+  }
+  ProduceKeys(topics.input, keys);
+  auto processor = std::make_unique<HeldRetries>();
+  HeldRetries* retries = processor.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  ASSERT_NE(engine, nullptr);
+
+  // Every healthy record is done while no flaky record's retry has ended.
+  auto healthy_done = [&] {
+    int64_t healthy = 0;
+    for (const Record& r : ReadAll(topics.output)) {
+      if (absl::StartsWith(r.key.value_or(""), "ok-")) ++healthy;
+    }
+    return healthy >= 4500;
+  };
+  const bool done = WaitFor(healthy_done, kDone);
+  const std::vector<Record> early = ReadAll(topics.output);
+  const KeyParking::Summary parked = engine->ParkedKeys();
+  const EngineTotals held = engine->Totals();
+  retries->Release();
+  ASSERT_TRUE(done) << "healthy keys were held up";
+  for (const Record& r : early) {
+    EXPECT_FALSE(absl::StartsWith(r.key.value_or(""), "flaky-")) << "a flaky record was done";
+  }
+  EXPECT_EQ(parked.keys, 50);
+  EXPECT_EQ(parked.records, 500);  // Each flaky key's ten records.
+  EXPECT_EQ(held.followed, 450);   // All but the first of each flaky key.
+
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_TRUE(WaitFor(
+      [&] { return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0; },
+      kDone));
+  // Released on acknowledgement: every parked key goes once its records are done.
+  EXPECT_TRUE(WaitFor([&] { return engine->ParkedKeys().keys == 0; }, kDone));
+  engine->Stop();
+  EXPECT_TRUE(KeysOutOfOrder(ReadAll(topics.output)).empty());
+}
+
+}  // namespace
+}  // namespace retryd
