@@ -140,8 +140,15 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
       retry_lag_(std::move(retry_lag)),
       ordering_(options_.ordering),
       gate_(options_.downstream),
-      context_{&options_,  processor_.get(), producer_.get(), &ordering_,
-               &input_paused_, &gate_,           &parking_} {}
+      context_{&options_,
+               processor_.get(),
+               producer_.get(),
+               &ordering_,
+               &input_paused_,
+               &gate_,
+               &parking_,
+               [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
+               [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }} {}
 
 Engine::~Engine() { Stop(); }
 
@@ -212,10 +219,11 @@ absl::Status Engine::Start() {
   }
   LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
           " retry threads, ordering ", OrderingName(ordering()));
-  // Until StartOrdered() has seen the retry backlog empty (in order), or
-  // read the keys parked there (key order).
-  const bool ordered = options_.ordering != Ordering::kUnordered;
-  if (ordered) input_paused_.store(true, std::memory_order_relaxed);
+  // Until StartInOrder() has seen the retry backlog empty. (In key order,
+  // each primary learns the keys parked in the retry topic when it is
+  // assigned its partitions.)
+  const bool in_order = options_.ordering == Ordering::kInOrder;
+  if (in_order) input_paused_.store(true, std::memory_order_relaxed);
   // So that the first success, retry or dead letter does not wait a second
   // for the producer to learn its topic. Not fatal: it would learn it later.
   std::vector<std::string> produced = {options_.retry.topic, options_.dead_letter_topic};
@@ -241,26 +249,18 @@ absl::Status Engine::Start() {
       return started.status();
     }
   }
-  if (ordered) {
+  if (in_order) {
     // Held as a control operation, so that none interleaves with it; in the
-    // background, because emptying or reading a backlog may take long.
+    // background, because emptying a backlog may take long.
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
-    start_ordered_thread_ = std::thread(&Engine::StartOrdered, this, TakeControlLocked());
+    start_in_order_thread_ = std::thread(&Engine::StartInOrder, this, TakeControlLocked());
   }
   return absl::OkStatus();
 }
 
-void Engine::StartOrdered(ControlSlot control) {
-  SetThreadName("ordered-start");
-  if (options_.ordering == Ordering::kKey) {
-    LogInfo("engine: key order is configured: input waits until the keys parked in the retry "
-            "topic are known");
-    absl::StatusOr<int64_t> parked =
-        SwitchToKeyOrder(control, absl::InfiniteFuture(), /*cancel=*/nullptr);
-    if (!parked.ok()) LogWarning("engine: key-order start: ", parked.status().message());
-    return;
-  }
+void Engine::StartInOrder(ControlSlot control) {
+  SetThreadName("in-order-start");
   LogInfo(
       "engine: in_order is configured: input waits until the retry backlog an earlier run "
       "may have left is empty");
@@ -574,7 +574,9 @@ absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(
         const int64_t since_ms = meta->first_failure_ms > 0 ? meta->first_failure_ms : meta->due_ms;
         parked.push_back({{{meta->original_topic, meta->original_partition}, *r.key},
                           meta->original_offset,
-                          absl::FromUnixMillis(since_ms)});
+                          absl::FromUnixMillis(since_ms),
+                          r.partition,
+                          r.offset});
       });
   if (!read.ok()) return read;
   return parked;
@@ -817,7 +819,7 @@ void Engine::Stop() {
   // workers awaited its records already.
   const absl::Time deadline = StopDeadline();
   std::vector<std::unique_ptr<Worker>> primaries, retries;
-  std::thread start_ordered;
+  std::thread start_in_order;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == EngineState::kStopping || state_ == EngineState::kStopped) return;
@@ -829,13 +831,13 @@ void Engine::Stop() {
         +[](bool* busy) { return !*busy; }, &control_busy_));
     primaries.swap(primaries_);
     retries.swap(retries_);
-    start_ordered.swap(start_ordered_thread_);
+    start_in_order.swap(start_in_order_thread_);
     if (!started) {
       state_ = EngineState::kStopped;
       return;
     }
   }
-  if (start_ordered.joinable()) start_ordered.join();  // Ended: control_busy_ was clear.
+  if (start_in_order.joinable()) start_in_order.join();  // Ended: control_busy_ was clear.
   LogInfo("engine: stopping (within ", options_.shutdown_timeout_ms, " ms)");
   input_paused_.store(false, std::memory_order_relaxed);
   // Retry threads hand back what they hold and commit first (see

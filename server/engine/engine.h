@@ -53,8 +53,7 @@ enum class EngineState {
   // Input paused while a switch of the ordering mode reads the retry
   // backlog: to in order, which checks or empties it (SetInOrder(true), or
   // Start() with in order configured), or to key order, which finds the keys
-  // parked there (SetOrderingMode(KEY), or Start() with key order
-  // configured).
+  // parked there (SetOrderingMode(KEY)).
   kDraining,
   kStopping,
   kStopped,
@@ -84,8 +83,9 @@ class Engine {
   // Starts `primary_threads` primary and `retry.threads` retry threads.
   // With in order configured, input stays paused (state DRAINING) until the
   // retry backlog an earlier run left is known to be empty, emptied first by
-  // a temporary retry thread if need be; with key order, until the keys
-  // parked in the retry topic are known. That happens in the background.
+  // a temporary retry thread if need be; that happens in the background.
+  // With key order, each primary learns the keys parked in the retry topic
+  // before it processes the partitions it is assigned.
   absl::Status Start();
 
   // Graceful stop, bounded by one deadline shutdown_timeout_ms away (plus a
@@ -275,11 +275,9 @@ class Engine {
   // The records of the retry topic not yet committed by the retry group
   // that park their key. Blocks up to `timeout`; takes no engine lock.
   absl::StatusOr<std::vector<ParkedRecord>> ReadParkedRecords(absl::Duration timeout) const;
-  // Start()'s background work when in order or key order is configured:
-  // the first checks (or empties) the retry backlog, the second finds the
-  // keys parked there, both before input flows. Frees `control`, which
-  // Start() took for it, when done.
-  void StartOrdered(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
+  // Start()'s background check of the backlog when in order is configured;
+  // frees `control`, which Start() took for it, when done.
+  void StartInOrder(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes waits on mu_ whose condition reads `cancel` when it is cancelled.
   Cancellation::Subscription WakeOnCancel(Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -310,8 +308,8 @@ class Engine {
   std::vector<Retired> retired_ ABSL_GUARDED_BY(mu_);
   EngineTotals retired_totals_ ABSL_GUARDED_BY(mu_);
 
-  // Runs StartOrdered(); started by Start(), joined by Stop().
-  std::thread start_ordered_thread_ ABSL_GUARDED_BY(mu_);
+  // Runs StartInOrder(); started by Start(), joined by Stop().
+  std::thread start_in_order_thread_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd

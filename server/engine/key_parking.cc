@@ -4,37 +4,89 @@
 
 namespace retryd {
 
+void KeyParking::AddLocked(const ParkedRecord& r) {
+  auto [it, inserted] = keys_.try_emplace(r.key);
+  if (inserted || r.since < it->second.since) it->second.since = r.since;
+  auto [record, added] = it->second.records.try_emplace(r.offset);
+  if (added) ++records_;
+  if (r.retry_offset >= 0) record->second = {r.retry_partition, r.retry_offset};
+}
+
 void KeyParking::Park(const PartitionKey& key, int64_t offset, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = keys_.try_emplace(key);
-  if (inserted) it->second.since = now;
-  if (it->second.offsets.insert(offset).second) ++records_;
+  AddLocked({key, offset, now});
 }
 
 bool KeyParking::FollowIfParked(const PartitionKey& key, int64_t offset) {
   absl::MutexLock lock(&mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) return false;
-  if (it->second.offsets.insert(offset).second) ++records_;
+  if (it->second.records.try_emplace(offset).second) ++records_;
   return true;
+}
+
+void KeyParking::Placed(const PartitionKey& key, int64_t offset, int32_t retry_partition,
+                        int64_t retry_offset) {
+  absl::MutexLock lock(&mu_);
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return;
+  // Released already (its outcome overtook this report): nothing to place.
+  if (auto record = it->second.records.find(offset); record != it->second.records.end()) {
+    record->second = {retry_partition, retry_offset};
+  }
 }
 
 void KeyParking::Release(const PartitionKey& key, int64_t offset) {
   absl::MutexLock lock(&mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
-  if (it->second.offsets.erase(offset) > 0) --records_;
-  if (it->second.offsets.empty()) keys_.erase(it);
+  if (it->second.records.erase(offset) > 0) --records_;
+  if (it->second.records.empty()) keys_.erase(it);
+}
+
+int64_t KeyParking::ReleaseCommitted(const std::map<int32_t, int64_t>& committed) {
+  absl::MutexLock lock(&mu_);
+  int64_t released = 0;
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    std::map<int64_t, Place>& records = it->second.records;
+    for (auto r = records.begin(); r != records.end();) {
+      auto c = committed.find(r->second.partition);
+      if (r->second.offset >= 0 && c != committed.end() && c->second > r->second.offset) {
+        r = records.erase(r);
+        ++released;
+      } else {
+        ++r;
+      }
+    }
+    it = records.empty() ? keys_.erase(it) : std::next(it);
+  }
+  records_ -= released;
+  return released;
 }
 
 void KeyParking::Rebuild(const std::vector<ParkedRecord>& records) {
   absl::MutexLock lock(&mu_);
   keys_.clear();
   records_ = 0;
+  for (const ParkedRecord& r : records) AddLocked(r);
+}
+
+void KeyParking::Replace(const std::vector<TopicPartition>& tps,
+                         const std::vector<ParkedRecord>& records) {
+  auto ours = [&tps](const TopicPartition& tp) {
+    return std::find(tps.begin(), tps.end(), tp) != tps.end();
+  };
+  absl::MutexLock lock(&mu_);
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    if (ours(it->first.tp)) {
+      records_ -= static_cast<int64_t>(it->second.records.size());
+      it = keys_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const ParkedRecord& r : records) {
-    auto [it, inserted] = keys_.try_emplace(r.key);
-    if (inserted || r.since < it->second.since) it->second.since = r.since;
-    if (it->second.offsets.insert(r.offset).second) ++records_;
+    if (ours(r.key.tp)) AddLocked(r);
   }
 }
 

@@ -9,9 +9,14 @@
 // Keys are scoped to their input partition: the order kept is the order of
 // one partition, the only order Kafka defines.
 //
-// Shared by every thread of one engine; the retry topic is the durable
-// record of what is parked, and Rebuild() derives the registry from it
-// (at start, and when key order is switched on).
+// Shared by every thread of one engine. The retry topic is the durable
+// record of what is parked: a primary thread derives the parked keys of the
+// partitions it is assigned from it (Replace), and the engine all of them
+// when key order is switched on (Rebuild). A retry thread of this process
+// releases a record when its outcome is acknowledged (Release); one of
+// another process (several share the groups) is seen through the retry
+// group's committed offsets, which pass a keyed retry record only once it
+// is complete (ReleaseCommitted).
 //
 // Thread-safe: every method takes the one internal mutex, briefly, and
 // never blocks while holding it.
@@ -20,7 +25,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -49,6 +53,9 @@ struct ParkedRecord {
   PartitionKey key;
   int64_t offset = 0;  // Its input offset.
   absl::Time since;    // When it failed first (or followed), as far as known.
+  // Where it is in the retry topic; -1 until Kafka has acknowledged it.
+  int32_t retry_partition = -1;
+  int64_t retry_offset = -1;
 };
 
 class KeyParking {
@@ -73,18 +80,36 @@ class KeyParking {
   // Releases the key with its last parked record. Unknown records are
   // ignored (a record processed again after a restart).
   void Release(const PartitionKey& key, int64_t offset) ABSL_LOCKS_EXCLUDED(mu_);
+  // Kafka acknowledged the parked record at `offset` at this place in the
+  // retry topic.
+  void Placed(const PartitionKey& key, int64_t offset, int32_t retry_partition,
+              int64_t retry_offset) ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases every parked record whose place in the retry topic lies below
+  // the retry group's committed offset of its partition (`committed`, by
+  // partition; -1: none). Returns how many it released.
+  int64_t ReleaseCommitted(const std::map<int32_t, int64_t>& committed) ABSL_LOCKS_EXCLUDED(mu_);
   // Replaces everything with `records` (derived from the retry topic).
   void Rebuild(const std::vector<ParkedRecord>& records) ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces what is known of the input partitions `tps` with those of
+  // `records` that belong to them.
+  void Replace(const std::vector<TopicPartition>& tps, const std::vector<ParkedRecord>& records)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 
   bool parked(const PartitionKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
   Summary summary() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct Place {
+    int32_t partition = -1;
+    int64_t offset = -1;
+  };
   struct Entry {
-    std::set<int64_t> offsets;  // Parked records, by input offset.
+    std::map<int64_t, Place> records;  // Parked records by input offset.
     absl::Time since;
   };
+  // Adds `r` to its key's entry.
+  void AddLocked(const ParkedRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   std::map<PartitionKey, Entry> keys_ ABSL_GUARDED_BY(mu_);

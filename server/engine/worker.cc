@@ -27,6 +27,13 @@ constexpr absl::Duration kMaxRound = absl::Milliseconds(200);
 // How far past its stop deadline a worker may go to commit what its
 // hand-offs completed (kStopGrace / 2) and then leave its group.
 constexpr absl::Duration kStopGrace = absl::Seconds(2);
+// Key order: how long a primary may wait, at an assignment, to learn the
+// keys parked in the retry topic, and how often it tries again after a
+// failure; how often it looks for keys released by another process.
+constexpr absl::Duration kLearnTimeout = absl::Seconds(10);
+constexpr absl::Duration kLearnRetry = absl::Seconds(1);
+constexpr absl::Duration kSweepInterval = absl::Seconds(2);
+constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -147,6 +154,10 @@ void Worker::Run() {
       break;
     }
     DrainRedo(/*force=*/false);
+    if (role_ == ThreadRole::kPrimary && KeyOrder()) {
+      if (!keys_unknown_.empty() && absl::Now() >= next_learn_) LearnParkedKeys();
+      if (absl::Now() >= next_sweep_) SweepParkedKeys();
+    }
     ReleaseRecovered();
     WaitForAcks();
     if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
@@ -226,7 +237,7 @@ void Worker::HandleConsumed(Record record) {
     return;
   }
   if (role_ == ThreadRole::kPrimary) {
-    if (HeldCount(tp) > 0 || !CanCall(tp)) {
+    if (HeldCount(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) {
       // It waits behind the held record of its partition (in order, or one
       // deferred while the downstream was unavailable), or for a call slot.
       waiting_[tp].push_back(std::move(record));
@@ -537,14 +548,18 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
     return;
   }
+  std::optional<ParkedRecord> parks;
   if (held.laned && KeyOrder()) {
     // Parked before the lane moves on, so the records waiting behind it
     // follow it.
-    context_.parking->Park({{held.record.topic, held.record.partition}, *held.record.key},
-                           held.record.offset, absl::Now());
+    parks = ParkedRecord{{{held.record.topic, held.record.partition}, *held.record.key},
+                         held.record.offset};
+    context_.parking->Park(parks->key, parks->offset, absl::Now());
   }
   EndOfLane(held);
-  Emit(RetryHandOff(std::move(held), Emission::kRetry));
+  HandOff h = RetryHandOff(std::move(held), Emission::kRetry);
+  h.parks = std::move(parks);
+  Emit(std::move(h));
 }
 
 bool Worker::TakenByItsKey(HeldRecord& held) {
@@ -569,7 +584,11 @@ void Worker::Follow(HeldRecord held) {
   // records of its key before it.
   held.due_ms = NowMs();
   held.last_error = "follows an earlier record of its key (key order)";
-  Emit(RetryHandOff(std::move(held), Emission::kFollow));
+  const ParkedRecord parks{{{held.record.topic, held.record.partition}, *held.record.key},
+                           held.record.offset};
+  HandOff h = RetryHandOff(std::move(held), Emission::kFollow);
+  h.parks = parks;
+  Emit(std::move(h));
 }
 
 void Worker::EndOfLane(const HeldRecord& held) {
@@ -654,6 +673,37 @@ bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
   return true;
 }
 
+void Worker::LearnParkedKeys() {
+  const std::vector<TopicPartition> unknown(keys_unknown_.begin(), keys_unknown_.end());
+  absl::StatusOr<std::vector<ParkedRecord>> parked = context_.read_parked(kLearnTimeout);
+  if (!parked.ok()) {
+    next_learn_ = absl::Now() + kLearnRetry;
+    if (int64_t held_back = 0; learn_log_.Allow(absl::Now(), &held_back)) {
+      LogWarning("thread ", id_, ": key order: the parked keys of ", unknown.size(),
+                 " partitions are not known (", parked.status().message(),
+                 "); their records wait", LogThrottle::HeldBackNote(held_back));
+    }
+    return;
+  }
+  context_.parking->Replace(unknown, *parked);
+  keys_unknown_.clear();
+  // Records that arrived meanwhile wait in waiting_: they go on now.
+  for (const TopicPartition& tp : unknown) {
+    if (waiting_.contains(tp)) ready_.insert(tp);
+  }
+  LogInfo("thread ", id_, ": key order: learned the parked keys of ", unknown.size(),
+          " partitions (", context_.parking->summary().keys, " keys parked in all)");
+}
+
+void Worker::SweepParkedKeys() {
+  next_sweep_ = absl::Now() + kSweepInterval;
+  absl::StatusOr<std::map<int32_t, int64_t>> committed = context_.retry_committed(kSweepTimeout);
+  // Not reached: the keys stay parked a little longer, which orders no
+  // record wrongly.
+  if (!committed.ok()) return;
+  context_.parking->ReleaseCommitted(*committed);
+}
+
 void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
   EndOfLane(held);
   HandOff h;
@@ -704,14 +754,18 @@ void Worker::Emit(HandOff hand_off) {
   hand_off.in_order = InOrder();
   auto shared = std::make_shared<HandOff>(std::move(hand_off));
   std::shared_ptr<Sink> sink = sink_;
-  absl::Status status =
-      context_.producer->Produce(shared->record, [sink, shared](absl::Status delivery) mutable {
-        if (delivery.ok()) {
-          OnHandOffDelivered(sink, *shared);
-        } else {
+  absl::Status status = context_.producer->Produce(
+      shared->record, kafka::PlacedCallback([sink, shared](absl::Status delivery, int32_t partition,
+                                                           int64_t offset) mutable {
+        if (!delivery.ok()) {
           OnHandOffFailed(sink, std::move(*shared), delivery);
+          return;
         }
-      });
+        if (shared->parks) {
+          sink->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
+        }
+        OnHandOffDelivered(sink, *shared);
+      }));
   if (!status.ok()) OnHandOffFailed(sink_, std::move(*shared), status);
 }
 
@@ -901,7 +955,7 @@ void Worker::ReleaseRecovered() {
   if (waiting_.empty() || AtCallLimit()) return;
   std::vector<TopicPartition> ready;
   for (const auto& [tp, queue] : waiting_) {
-    if (scheduler_.CountFor(tp) > 0 || !CanCall(tp)) continue;
+    if (scheduler_.CountFor(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) continue;
     auto it = trackers_.find(tp);
     if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
   }
@@ -990,7 +1044,8 @@ void Worker::ReconcilePauses() {
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    bool want = backpressure_ || input_paused || quiesced_ || context_.gate->down();
+    bool want = backpressure_ || input_paused || quiesced_ || context_.gate->down() ||
+                keys_unknown_.contains(tp);
     int64_t held = static_cast<int64_t>(scheduler_.CountFor(tp));
     if (role_ == ThreadRole::kPrimary) held = HeldCount(tp);
     if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
@@ -1109,6 +1164,10 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
       }
     }
   }
+  if (role_ == ThreadRole::kPrimary && KeyOrder() && !partitions.empty()) {
+    keys_unknown_.insert(partitions.begin(), partitions.end());
+    LearnParkedKeys();
+  }
   // Still quiesced: the engine releases the thread once every member it
   // waits for has joined, which may take more than one rebalance.
   if (quiesced_ && revoked_while_quiesced_) NoteRebalanced();
@@ -1195,6 +1254,7 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
   for (const TopicPartition& tp : partitions) {
     scheduler_.DropPartition(tp);
     lane_held_.erase(tp);
+    keys_unknown_.erase(tp);
     waiting_.erase(tp);
     ready_.erase(tp);
     in_place_.erase(tp);

@@ -34,10 +34,11 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,6 +46,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/common/log_throttle.h"
@@ -78,6 +80,11 @@ struct WorkerContext {
   DownstreamGate* gate = nullptr;
   // Key order: the keys parked in the retry topic.
   KeyParking* parking = nullptr;
+  // Key order: the records parked in the retry topic (Engine's
+  // ReadParkedRecords), and the retry group's committed offsets, by retry
+  // partition. Both block up to their timeout; any thread.
+  std::function<absl::StatusOr<std::vector<ParkedRecord>>(absl::Duration)> read_parked;
+  std::function<absl::StatusOr<std::map<int32_t, int64_t>>(absl::Duration)> retry_committed;
 };
 
 class Worker : public kafka::ConsumerListener {
@@ -164,6 +171,9 @@ class Worker : public kafka::ConsumerListener {
     // Key order: the parked record whose outcome this is; its key is
     // released from it once Kafka acknowledges the outcome.
     std::optional<ParkedRecord> release;
+    // Key order: the parked record this hand-off puts in the retry topic;
+    // its place there is noted once Kafka acknowledges it.
+    std::optional<ParkedRecord> parks;
   };
 
   // A hand-off whose produce failed, to be sent again by the worker.
@@ -273,6 +283,13 @@ class Worker : public kafka::ConsumerListener {
   // until `deadline` or the call limit; returns whether it started any.
   bool DrainLanes(absl::Time deadline);
   bool KeyOrder() const;
+  // Key order, a primary: learns which keys of the partitions it was
+  // assigned are parked, from the retry topic (KeyParking::Replace). Until
+  // it knows, their records wait.
+  void LearnParkedKeys();
+  // Key order, a primary: releases the keys whose parked records another
+  // process's retry threads completed (KeyParking::ReleaseCommitted).
+  void SweepParkedKeys();
   // Hands `held` to the outcome of its call.
   void Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe);
   // Holds `held` (no attempt used up) until the downstream may take it.
@@ -413,6 +430,12 @@ class Worker : public kafka::ConsumerListener {
   std::set<PartitionKey> lanes_ready_;
   // Records waiting in lanes_, per partition they were read from.
   std::map<TopicPartition, int64_t> lane_held_;
+  // Key order, a primary: assigned partitions whose parked keys it does not
+  // know yet (LearnParkedKeys failed); paused, their records wait.
+  std::set<TopicPartition> keys_unknown_;
+  absl::Time next_learn_;
+  absl::Time next_sweep_;
+  LogThrottle learn_log_{absl::Seconds(10)};
   int64_t next_call_id_ = 0;
   const int max_calls_;
   bool backpressure_ = false;

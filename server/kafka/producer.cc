@@ -14,7 +14,7 @@ namespace {
 
 // One per accepted record: travels through librdkafka as the message opaque.
 struct Pending {
-  DeliveryCallback done;
+  PlacedCallback done;
 };
 
 // The absl code says what the caller can do about the error (see
@@ -111,7 +111,9 @@ void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaq
       status = KafkaError(m->err, absl::StrCat("delivery to ", rd_kafka_topic_name(m->rkt)));
     }
   }
-  std::move(pending->done)(std::move(status));
+  const bool placed = status.ok();
+  std::move(pending->done)(std::move(status), placed ? m->partition : -1,
+                           placed ? m->offset : -1);
   delete pending;
   self->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -125,6 +127,13 @@ void Producer::DeliveryLoop() {
 }
 
 absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback done) {
+  return Produce(record, PlacedCallback([done = std::move(done)](
+                                            absl::Status status, int32_t, int64_t) mutable {
+    std::move(done)(std::move(status));
+  }));
+}
+
+absl::Status Producer::Produce(const OutgoingRecord& record, PlacedCallback done) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("producer is closed");
   }

@@ -48,6 +48,9 @@ struct ProducerOptions {
 //   anything else      transient (timed out, queue full, broker down): worth
 //                      sending again.
 using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
+// The same, told where the record landed when acknowledged (else -1, -1).
+using PlacedCallback =
+    absl::AnyInvocable<void(absl::Status, int32_t partition, int64_t offset) &&>;
 
 class Producer {
  public:
@@ -60,6 +63,7 @@ class Producer {
   // Enqueues `record` (its bytes are copied). On error the record was not
   // accepted and `done` is not called.
   absl::Status Produce(const OutgoingRecord& record, DeliveryCallback done);
+  absl::Status Produce(const OutgoingRecord& record, PlacedCallback done);
 
   // Waits until every accepted record is acknowledged or `timeout` passes.
   absl::Status Flush(absl::Duration timeout);

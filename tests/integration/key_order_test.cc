@@ -167,5 +167,85 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
   EXPECT_TRUE(KeysOutOfOrder(ReadAll(topics.output)).empty());
 }
 
+// Waits until every record of `input` has an outcome in `topics`; then no
+// record of `engines` is in flight.
+bool AllDone(const TestTopics& topics, const std::vector<Record>& input,
+             const std::vector<Engine*>& engines) {
+  return WaitFor(
+      [&] {
+        for (Engine* engine : engines) {
+          if (engine->Totals().in_flight != 0) return false;
+        }
+        return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0;
+      },
+      kDone);
+}
+
+// A restart mid-run: the engine that follows has none of the first one's
+// memory of parked keys; it learns them from the retry topic.
+TEST(KeyOrderTest, KeyOrderHoldsAcrossARestartMidRun) {
+  const TestTopics topics = CreateTopics("key-restart", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.ordering = Ordering::kKey;
+  options.retry.threads = 2;
+  options.retry.max_attempts = 6;
+  // Long enough that many keys are parked when the first engine stops.
+  options.retry.backoff = {.initial_ms = 500, .multiplier = 2.0, .max_ms = 2000};
+  ProduceKeys(topics.input, RoundsOfKeys(10000, 500));
+
+  std::unique_ptr<Engine> first = StartEngine(options, TenPercentFlaky());
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return first->Totals().succeeded >= 5000; }, kDone));
+  first->Stop();
+  const int64_t parked_at_stop = first->ParkedKeys().keys;
+
+  std::unique_ptr<Engine> second = StartEngine(options, TenPercentFlaky());
+  ASSERT_NE(second, nullptr);
+  // It learned what the first left parked before it processed anything;
+  // the records that come now for those keys follow the parked ones.
+  ASSERT_TRUE(WaitFor([&] { return second->ParkedKeys().keys > 0; }, kDone));
+  ProduceKeys(topics.input, RoundsOfKeys(10000, 500));
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_TRUE(AllDone(topics, input, {second.get()}));
+  second->Stop();
+  EXPECT_GT(parked_at_stop, 0);
+  EXPECT_GT(second->Totals().followed, 0);
+  const std::vector<std::string> out_of_order = KeysOutOfOrder(ReadAll(topics.output));
+  EXPECT_TRUE(out_of_order.empty()) << out_of_order.size() << " keys out of order";
+}
+
+// Two engines share the groups, as two processes do: each has its own
+// memory of parked keys, and Kafka is all they share. Partitions move from
+// one to the other mid-run; records parked by one are retried by the
+// other's retry threads.
+TEST(KeyOrderTest, TwoEnginesSharingTheGroupsKeepKeyOrder) {
+  const TestTopics topics = CreateTopics("key-two", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.ordering = Ordering::kKey;
+  options.retry.threads = 2;
+  options.retry.max_attempts = 6;
+  ProduceKeys(topics.input, RoundsOfKeys(20000, 500));
+  const std::vector<Record> input = ReadAll(topics.input);
+
+  std::unique_ptr<Engine> a = StartEngine(options, TenPercentFlaky());
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return a->Totals().sent_to_retry >= 200; }, kDone));
+  std::unique_ptr<Engine> b = StartEngine(options, TenPercentFlaky());
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(AllDone(topics, input, {a.get(), b.get()}));
+  // Each engine's parked keys are released, also those whose records the
+  // other engine's retry threads completed (seen through the retry group's
+  // commits).
+  EXPECT_TRUE(WaitFor([&] { return a->ParkedKeys().keys == 0 && b->ParkedKeys().keys == 0; },
+                      kDone))
+      << a->ParkedKeys().keys << " and " << b->ParkedKeys().keys << " keys still parked";
+  a->Stop();
+  b->Stop();
+  EXPECT_GT(a->Totals().consumed, 0);
+  EXPECT_GT(b->Totals().consumed, 0);
+  const std::vector<std::string> out_of_order = KeysOutOfOrder(ReadAll(topics.output));
+  EXPECT_TRUE(out_of_order.empty()) << out_of_order.size() << " keys out of order";
+}
+
 }  // namespace
 }  // namespace retryd
