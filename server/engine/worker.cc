@@ -158,6 +158,10 @@ void Worker::Run() {
       if (!keys_unknown_.empty() && absl::Now() >= next_learn_) LearnParkedKeys();
       if (absl::Now() >= next_sweep_) SweepParkedKeys();
     }
+    if (role_ == ThreadRole::kRetry) {
+      if (KeyOrder() && !key_order_seen_) AdoptLanes();
+      key_order_seen_ = KeyOrder();
+    }
     ReleaseRecovered();
     WaitForAcks();
     if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
@@ -693,6 +697,26 @@ void Worker::LearnParkedKeys() {
   }
   LogInfo("thread ", id_, ": key order: learned the parked keys of ", unknown.size(),
           " partitions (", context_.parking->summary().keys, " keys parked in all)");
+}
+
+void Worker::AdoptLanes() {
+  // A call in flight is its key's record in progress.
+  for (auto& [id, call] : calls_) {
+    HeldRecord& held = call.held;
+    if (!held.record.key.has_value() || held.laned) continue;
+    PartitionKey key{{held.record.topic, held.record.partition}, *held.record.key};
+    if (lanes_.try_emplace(std::move(key), KeyLane{held.source, {}}).second) held.laned = true;
+  }
+  std::vector<HeldRecord> held;
+  for (const auto& [tp, tracker] : trackers_) {
+    for (HeldRecord& h : scheduler_.TakePartition(tp)) held.push_back(std::move(h));
+  }
+  std::stable_sort(held.begin(), held.end(), [](const HeldRecord& a, const HeldRecord& b) {
+    return a.record.offset < b.record.offset;
+  });
+  for (HeldRecord& h : held) {
+    if (h.laned || !TakenByItsKey(h)) scheduler_.Add(std::move(h));
+  }
 }
 
 void Worker::SweepParkedKeys() {

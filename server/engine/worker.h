@@ -290,6 +290,9 @@ class Worker : public kafka::ConsumerListener {
   // Key order, a primary: releases the keys whose parked records another
   // process's retry threads completed (KeyParking::ReleaseCommitted).
   void SweepParkedKeys();
+  // Key order switched on, a retry thread: the keyed records it holds form
+  // lanes, each key's lowest input offset first, as if read in key order.
+  void AdoptLanes();
   // Hands `held` to the outcome of its call.
   void Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe);
   // Holds `held` (no attempt used up) until the downstream may take it.
@@ -434,6 +437,8 @@ class Worker : public kafka::ConsumerListener {
   // know yet (LearnParkedKeys failed); paused, their records wait.
   std::set<TopicPartition> keys_unknown_;
   absl::Time next_learn_;
+  // A retry thread: key order was on at its last loop.
+  bool key_order_seen_ = false;
   absl::Time next_sweep_;
   LogThrottle learn_log_{absl::Seconds(10)};
   int64_t next_call_id_ = 0;

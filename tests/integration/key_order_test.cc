@@ -181,6 +181,65 @@ bool AllDone(const TestTopics& topics, const std::vector<Record>& input,
       kDone);
 }
 
+// Fails the first attempt of every record of a flaky- key, and its later
+// attempts too until Release(); other keys succeed at once.
+class FailingUntilReleased : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
+    if (attempt == 1 || !released_.HasBeenNotified()) return Outcome::Retriable("not yet");
+    return Outcome::Ok();
+  }
+  void Release() { released_.Notify(); }
+
+ private:
+  absl::Notification released_;
+};
+
+TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
+  const TestTopics topics = CreateTopics("key-switch", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 2;
+  options.retry.max_attempts = 1000;
+  std::vector<std::string> first, second;
+  for (int k = 0; k < 200; ++k) {
+    first.push_back(absl::StrCat(k % 4 == 0 ? "flaky-" : "ok-", k));
+    second.push_back(first.back());
+  }
+  ProduceKeys(topics.input, first);
+  auto processor = std::make_unique<FailingUntilReleased>();
+  FailingUntilReleased* failing = processor.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  ASSERT_NE(engine, nullptr);
+  // Every flaky record is in the retry topic, failing again and again.
+  ASSERT_TRUE(WaitFor([&] { return engine->Totals().sent_to_retry >= 100; }, kDone));
+
+  absl::StatusOr<SetOrderingResult> switched =
+      engine->SetOrderingMode(Ordering::kKey, false, absl::Now() + kDone);
+  ASSERT_TRUE(switched.ok()) << switched.status();
+  EXPECT_EQ(switched->ordering, Ordering::kKey);
+  EXPECT_EQ(switched->parked_keys, 50);
+  EXPECT_EQ(engine->ordering(), Ordering::kKey);
+
+  // Each flaky key's second record follows the first through the retry topic.
+  ProduceKeys(topics.input, second);
+  ASSERT_TRUE(WaitFor([&] { return engine->Totals().followed >= 50; }, kDone));
+  failing->Release();
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_TRUE(AllDone(topics, input, {engine.get()}));
+  EXPECT_TRUE(WaitFor([&] { return engine->ParkedKeys().keys == 0; }, kDone));
+  const std::vector<std::string> out_of_order = KeysOutOfOrder(ReadAll(topics.output));
+  EXPECT_TRUE(out_of_order.empty()) << out_of_order.size() << " keys out of order";
+
+  switched = engine->SetOrderingMode(Ordering::kUnordered, false, absl::Now() + kDone);
+  ASSERT_TRUE(switched.ok()) << switched.status();
+  EXPECT_EQ(engine->ordering(), Ordering::kUnordered);
+  // drain_retries belongs to a switch to IN_ORDER only.
+  EXPECT_EQ(engine->SetOrderingMode(Ordering::kKey, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  engine->Stop();
+}
+
 // A restart mid-run: the engine that follows has none of the first one's
 // memory of parked keys; it learns them from the retry topic.
 TEST(KeyOrderTest, KeyOrderHoldsAcrossARestartMidRun) {
