@@ -93,13 +93,15 @@ Autoscaler::Autoscaler(Engine& engine)
 Autoscaler::~Autoscaler() { Stop(); }
 
 void Autoscaler::Start() {
-  absl::MutexLock lock(&mu_);
-  if (stop_ || thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_ || thread_.joinable()) return;
+    thread_ = std::thread(&Autoscaler::Run, this);
+  }
   LogInfo("autoscale: on: retry threads between ", options_.min_threads, " and ",
           options_.max_threads, ", more above ", options_.autoscale.backlog_per_thread,
           " retry records per thread, stopping after ", options_.autoscale.idle_exit_ms,
           " ms idle");
-  thread_ = std::thread(&Autoscaler::Run, this);
 }
 
 void Autoscaler::Stop() {

@@ -30,13 +30,12 @@ absl::Status CheckOptions(const EngineOptions& o) {
     return absl::FailedPreconditionError(
         "in_order excludes retry threads: set retry.threads to 0 or in_order to false");
   }
-  if (o.retry.min_threads < 0 || o.retry.min_threads > o.retry.max_threads ||
-      o.retry.threads < o.retry.min_threads) {
-    return invalid("retry.min_threads must be between 0 and retry.threads (", o.retry.threads, ")");
-  }
   if (o.in_order && o.retry.min_threads > 0) {
     return absl::FailedPreconditionError(
         "in_order excludes retry threads: set retry.min_threads to 0 or in_order to false");
+  }
+  if (o.retry.min_threads < 0 || o.retry.min_threads > o.retry.threads) {
+    return invalid("retry.min_threads must be between 0 and retry.threads (", o.retry.threads, ")");
   }
   if (o.retry.autoscale.enabled &&
       (o.retry.autoscale.backlog_per_thread < 1 || o.retry.autoscale.idle_exit_ms < 1)) {
@@ -371,7 +370,7 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const Control
   {
     absl::MutexLock lock(&mu_);
     // Every id is a running retry thread (the callers made sure).
-    const int left = static_cast<int>(retries_.size() - ids.size());
+    const int left = static_cast<int>(retries_.size()) - static_cast<int>(ids.size());
     if (left < options_.retry.min_threads && !in_order()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "stopping ", ids.size(), " of the ", retries_.size(), " retry threads would leave ", left,
