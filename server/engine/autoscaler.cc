@@ -147,13 +147,18 @@ ScalingInput Autoscaler::Observe() const {
     view.has_partitions = !held.empty();
     partitions.insert(held.begin(), held.end());
     // IDLE: its last poll brought nothing, it holds nothing until due and
-    // none of its partitions is paused; the gauges rule out the rest.
+    // none of its partitions is paused; the gauges rule out the rest. Not
+    // in the middle of a rebalance, and counted from the last one: what it
+    // has now may differ from what it had idled with.
     const bool idle = s->state() == ThreadState::kIdle &&
+                      !s->rebalancing.load(std::memory_order_relaxed) &&
                       s->scheduled.load(std::memory_order_relaxed) == 0 &&
                       s->in_flight.load(std::memory_order_relaxed) == 0 &&
                       s->calls_in_flight.load(std::memory_order_relaxed) == 0 &&
                       s->lag.load(std::memory_order_relaxed) == 0;
-    if (idle) view.idle_ms = std::max<int64_t>(0, now_ms - s->state_since_ms());
+    const int64_t since =
+        std::max(s->state_since_ms(), s->assignment_changed_ms.load(std::memory_order_relaxed));
+    if (idle) view.idle_ms = std::max<int64_t>(0, now_ms - since);
     input.threads.push_back(view);
   }
   input.partitions = static_cast<int>(partitions.size());

@@ -95,6 +95,11 @@ class ThreadStats {
   std::atomic<int64_t> scheduled{0};        // Records held until their due time.
   std::atomic<int64_t> calls_in_flight{0};  // Processor calls in flight.
   std::atomic<int64_t> lag{0};              // Records behind the high watermarks.
+  // Between giving partitions up in a rebalance and being assigned anew: the
+  // group is still deciding, so having no partitions does not make it idle.
+  std::atomic<bool> rebalancing{false};
+  // Unix ms of its last assignment or revocation.
+  std::atomic<int64_t> assignment_changed_ms{0};
   // Latencies: the processor call, and record timestamp to final outcome.
   // Mutable: recording does not change what the stats describe, and the
   // metrics sampler (the one caller of TakeMaxMs) holds a const view.

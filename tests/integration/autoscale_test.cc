@@ -1,7 +1,7 @@
 // Elastic retry threads (retry.autoscale) over the mock cluster: threads
-// start while a failing downstream fills the retry topic, up to the cap, and
-// leave once the backlog is done and they are idle, never below the floor;
-// manual control and in-order mode keep their rules.
+// start while a failing downstream fills the retry topic, up to one per
+// partition, and leave once they are idle, never below the floor; manual
+// control and in-order mode keep their rules.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -78,7 +78,7 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.min_threads = 1;
-  options.retry.max_threads = 3;
+  options.retry.max_threads = 4;
   options.retry.autoscale = {.enabled = true, .backlog_per_thread = 10, .idle_exit_ms = 1500};
   // Records keep coming back while the downstream fails, never exhausted.
   options.retry.max_attempts = 1000;
@@ -102,7 +102,8 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   EXPECT_THAT(engine.ScalingEvents(), IsEmpty()) << "one thread (retry.threads) and no backlog";
 
   // 60 failing records fill the retry topic: 60 per thread is over 10, so
-  // threads start, up to max_threads (which is also the partition count).
+  // threads start, one per partition (3), below max_threads (4): a fourth
+  // would get no partition.
   std::vector<std::string> keys;
   for (int i = 0; i < 60; ++i) keys.push_back(absl::StrCat("busy-", i));
   ProduceKeys(topics.input, keys);
@@ -120,10 +121,16 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   ASSERT_TRUE(
       WaitFor([&] { return sampler.Latest()->scaling_events.size() == 2; }, absl::Seconds(5)));
 
-  // At the cap: no more start however large the backlog, and a manual start
-  // is refused as before.
-  absl::StatusOr<std::vector<int>> started = engine.StartRetryThreads(1);
-  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument) << started.status();
+  // A fourth started by hand gets no partition (or takes one from another,
+  // which then has none); that thread is stopped once idle, backlog or not.
+  absl::StatusOr<std::vector<int>> started = engine.StartRetryThreads(1, absl::Now() + kSettle);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE(
+      WaitFor([&] { return retry_threads() == 3 && EventsOf(engine, false).size() == 1; }, kSettle))
+      << retry_threads() << " retry threads";
+  EXPECT_THAT(EventsOf(engine, false)[0].reason, HasSubstr("(no partitions)"));
+  EXPECT_EQ(EventsOf(engine, true).size(), 2u) << "never more threads than partitions";
+
   // A manual stop below the floor is refused, and stops none.
   absl::StatusOr<std::vector<int>> stopped = engine.StopRetryThreads(3, /*graceful=*/true);
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kFailedPrecondition) << stopped.status();
@@ -135,7 +142,7 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   failing->store(false);
   EXPECT_TRUE(WaitFor([&] { return ReadAll(topics.output).size() >= keys.size(); }, kSettle));
   ASSERT_TRUE(
-      WaitFor([&] { return retry_threads() == 1 && EventsOf(engine, false).size() == 2; }, kSettle))
+      WaitFor([&] { return retry_threads() == 1 && EventsOf(engine, false).size() == 3; }, kSettle))
       << retry_threads() << " retry threads";
   const std::vector<ScalingEvent> stops = EventsOf(engine, false);
   EXPECT_THAT(stops, Each(Field(&ScalingEvent::reason, HasSubstr("idle for"))));
@@ -144,7 +151,8 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
     EXPECT_EQ(std::find(running.begin(), running.end(), id), running.end()) << id;
   }
   EXPECT_EQ(fewest, 1u) << "never below min_threads";
-  EXPECT_EQ(most, 3u) << "never above max_threads";
+  EXPECT_EQ(most, 4u) << "the one started by hand";
+  EXPECT_EQ(EventsOf(engine, true).size(), 2u);
   std::set<std::string> output_keys;
   for (const Record& r : ReadAll(topics.output)) output_keys.insert(r.key.value_or(""));
   EXPECT_THAT(output_keys, UnorderedElementsAreArray(keys));
