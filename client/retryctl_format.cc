@@ -126,6 +126,12 @@ std::string FormatElapsed(int64_t ms) {
   return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
 }
 
+std::string FormatScalingEvent(const v1::ScalingEvent& event, int64_t now_ms) {
+  return absl::StrCat(FormatElapsed(now_ms - event.time_unix_ms()),
+                      " ago: ", event.started() ? "started" : "stopped", " retry thread ",
+                      event.thread_id(), ": ", SanitizeForTerminal(event.reason(), 160));
+}
+
 std::string SanitizeForTerminal(std::string_view text, size_t max_width) {
   std::string out;
   out.reserve(std::min(text.size(), max_width == 0 ? text.size() : max_width));
@@ -188,8 +194,22 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
   out.append(FormatTotals(status.totals()));
-  absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",
-                        status.threads_size(), primaries, retries, status.max_retry_threads());
+  if (status.min_retry_threads() == 0 && !status.autoscale()) {
+    absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",
+                          status.threads_size(), primaries, retries, status.max_retry_threads());
+  } else {
+    absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (%d to %d retry, autoscale %s)\n",
+                          "threads", status.threads_size(), primaries, retries,
+                          status.min_retry_threads(), status.max_retry_threads(),
+                          OnOff(status.autoscale()));
+  }
+  // The newest few: the status is a glance, not a history.
+  constexpr int kShownEvents = 5;
+  const int shown = std::min(status.scaling_events_size(), kShownEvents);
+  for (int i = status.scaling_events_size() - shown; i < status.scaling_events_size(); ++i) {
+    absl::StrAppendFormat(&out, "%-14s%s\n", "autoscale",
+                          FormatScalingEvent(status.scaling_events(i), absl::ToUnixMillis(now)));
+  }
   if (status.threads().empty()) return out;
 
   std::vector<const v1::ThreadInfo*> threads;

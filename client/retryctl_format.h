@@ -58,6 +58,10 @@ std::string FormatElapsed(int64_t ms);
 // paused, probing (2 outages so far); last error: ...".
 std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms);
 
+// One automatic start or stop on one line: "12.3s ago: started retry
+// thread 4: <reason>".
+std::string FormatScalingEvent(const v1::ScalingEvent& event, int64_t now_ms);
+
 // `text` on one line, safe to print: newlines and tabs become spaces, every
 // other byte outside printable ASCII becomes '?'; cut
 // to `max_width` characters ending in "..." when longer (0: no limit).

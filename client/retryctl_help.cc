@@ -83,6 +83,10 @@ threads start N   Start N more retry threads (N >= 1; the server caps the total
                   while in-order mode is on: run 'retryctl inorder off' first.
 threads stop N    Stop the N most recently started retry threads (all of them
                   if fewer run). N is required unless --id is given.
+                  FAILED_PRECONDITION, none stopped, if fewer than
+                  retry.min_threads would be left. With retry.autoscale on,
+                  retryd also starts and stops retry threads by itself
+                  ('retryctl status' shows the latest).
   --id ID...      Stop exactly these retry threads instead (ids as shown by
                   'retryctl status'); repeat --id or list them: --id 3,4.
                   NOT_FOUND if one is not a running retry thread.

@@ -39,12 +39,19 @@ std::string FormatMs(const v1::LatencySummary& latency, double ms) {
 }
 
 // The line above the table: the snapshot's time and the engine's state.
+// With autoscale, the newest automatic start or stop below it.
 std::string SummaryLine(const v1::MetricsSnapshot& snapshot, absl::TimeZone time_zone) {
-  return absl::StrFormat(
+  std::string line = absl::StrFormat(
       "retryd %s  engine %s  in_order %s  retry backlog %d  threads %d  every %dms\n",
       absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(snapshot.time_unix_ms()), time_zone),
       EngineStateName(snapshot.engine_state()), snapshot.in_order() ? "on" : "off",
       snapshot.retry_backlog(), snapshot.threads_size(), snapshot.interval_ms());
+  if (!snapshot.scaling_events().empty()) {
+    absl::StrAppend(
+        &line, "autoscale ",
+        FormatScalingEvent(*snapshot.scaling_events().rbegin(), snapshot.time_unix_ms()), "\n");
+  }
+  return line;
 }
 
 std::vector<const v1::ThreadMetrics*> ThreadsById(const v1::MetricsSnapshot& snapshot) {

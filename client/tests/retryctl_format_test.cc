@@ -52,6 +52,26 @@ v1::GetStatusResponse SampleStatus() {
   return status;
 }
 
+TEST(FormatStatusTest, AutoscaleShowsTheBoundsAndTheNewestEvents) {
+  v1::GetStatusResponse status = SampleStatus();
+  status.set_min_retry_threads(1);
+  status.set_autoscale(true);
+  for (int i = 0; i < 7; ++i) {
+    v1::ScalingEvent* event = status.add_scaling_events();
+    event->set_time_unix_ms(1'000'000 - 10'000 + i * 1000);
+    event->set_thread_id(static_cast<uint32_t>(10 + i));
+    event->set_started(i % 2 == 0);
+    event->set_reason(i == 6 ? "idle for 1500 ms\n(no partitions)" : "why");
+  }
+  const std::string text = FormatStatus(status, absl::FromUnixMillis(1'000'000));
+  EXPECT_THAT(text,
+              HasSubstr("threads       2: 1 primary, 1 retry (1 to 4 retry, autoscale on)\n"));
+  EXPECT_THAT(text, Not(HasSubstr("retry thread 11:"))) << "only the newest five";
+  EXPECT_THAT(text, HasSubstr("autoscale     8.0s ago: started retry thread 12: why\n"));
+  EXPECT_THAT(text, HasSubstr("autoscale     4.0s ago: started retry thread 16: idle for 1500 ms "
+                              "(no partitions)\n"));
+}
+
 TEST(FormatStatusTest, ReadableSummaryAndThreadsTable) {
   const std::string text = FormatStatus(SampleStatus(), absl::FromUnixMillis(1'000'000));
   EXPECT_EQ(text,

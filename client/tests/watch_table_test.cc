@@ -100,6 +100,25 @@ TEST(WatchTableTest, HeaderLineAndColumnTitles) {
                                            "LAG", "P50ms", "P99ms", "MAXms", "LAST", "ERROR"));
 }
 
+TEST(WatchTableTest, NewestScalingEventUnderTheHeaderLine) {
+  WatchTable table = UtcTable();
+  v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::PRIMARY, {})});
+  for (uint32_t id : {4u, 5u}) {
+    v1::ScalingEvent* event = snapshot.add_scaling_events();
+    event->set_time_unix_ms(3'721'000);
+    event->set_thread_id(id);
+    event->set_started(true);
+    event->set_reason(
+        "retry backlog of 50 records is over backlog_per_thread (10) x 1 retry "
+        "threads");
+  }
+  const std::vector<std::string> lines = Lines(table.Render(snapshot));
+  ASSERT_THAT(lines, SizeIs(4));
+  EXPECT_EQ(lines[1],
+            "autoscale 2.0s ago: started retry thread 5: retry backlog of 50 records is over "
+            "backlog_per_thread (10) x 1 retry threads");
+}
+
 TEST(WatchTableTest, FirstSnapshotHasNoRates) {
   WatchTable table = UtcTable();
   const std::vector<std::string> lines =

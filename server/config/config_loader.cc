@@ -544,8 +544,9 @@ class Validator {
     v1::RetryConfig& retry = *config.mutable_retry();
     const Node node = root_.Child("retry");
     Number(retry, node, "max_threads", 16, 1, 256);
+    const bool min_ok = CheckMinThreads(config, retry, node);
     if (!retry.has_threads()) {
-      retry.set_threads(config.in_order() ? 0 : 1);
+      retry.set_threads(config.in_order() ? 0 : std::max<uint32_t>(1, retry.min_threads()));
     } else if (config.in_order() && retry.threads() > 0) {
       Error(node, "threads",
             absl::StrCat("in_order: true keeps strict order per partition, which excludes retry "
@@ -555,6 +556,16 @@ class Validator {
       Error(node, "threads",
             absl::StrCat("must be at most max_threads (", retry.max_threads(), "), got ",
                          retry.threads()));
+    } else if (min_ok && retry.threads() < retry.min_threads()) {
+      Error(node, "threads",
+            absl::StrCat("must be at least min_threads (", retry.min_threads(), "), got ",
+                         retry.threads()));
+    }
+    if (retry.has_autoscale()) {
+      v1::AutoscaleConfig& autoscale = *retry.mutable_autoscale();
+      const Node autoscale_node = node.Child("autoscale");
+      Number(autoscale, autoscale_node, "backlog_per_thread", 1000, 1, 10'000'000);
+      Number(autoscale, autoscale_node, "idle_exit_ms", 60'000, 100, 86'400'000);
     }
     Number(retry, node, "max_attempts", 5, 1, 1000);
     Number(retry, node, "lookahead", 1000, 1, 100'000);
@@ -579,6 +590,25 @@ class Validator {
       Error(backoff_node, "max_ms",
             absl::StrCat("must be at least initial_ms (", initial, "), got ", backoff.max_ms()));
     }
+  }
+
+  // Checks retry.min_threads (after max_threads); false if it is unusable.
+  bool CheckMinThreads(const v1::Config& config, v1::RetryConfig& retry, const Node& node) {
+    if (retry.min_threads() == 0) return true;
+    if (config.in_order()) {
+      Error(node, "min_threads",
+            absl::StrCat("in_order: true keeps strict order per partition, which excludes retry "
+                         "threads (got min_threads: ",
+                         retry.min_threads(), "); set min_threads: 0 or in_order: false"));
+      return false;
+    }
+    if (retry.min_threads() > retry.max_threads()) {
+      Error(node, "min_threads",
+            absl::StrCat("must be at most max_threads (", retry.max_threads(), "), got ",
+                         retry.min_threads()));
+      return false;
+    }
+    return true;
   }
 
   void CheckProcessor(v1::Config& config) {
@@ -720,6 +750,11 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   engine.retry.topic = retry.topic();
   engine.retry.threads = static_cast<int>(retry.threads());
   engine.retry.max_threads = static_cast<int>(retry.max_threads());
+  engine.retry.min_threads = static_cast<int>(retry.min_threads());
+  engine.retry.autoscale.enabled = retry.has_autoscale();
+  engine.retry.autoscale.backlog_per_thread =
+      static_cast<int64_t>(retry.autoscale().backlog_per_thread());
+  engine.retry.autoscale.idle_exit_ms = static_cast<int64_t>(retry.autoscale().idle_exit_ms());
   engine.retry.max_attempts = static_cast<int>(retry.max_attempts());
   engine.retry.lookahead = static_cast<int>(retry.lookahead());
   engine.retry.backoff.initial_ms = static_cast<int64_t>(retry.backoff().initial_ms());

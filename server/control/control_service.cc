@@ -130,6 +130,9 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
   response->set_kafka_bootstrap_servers(engine_.options().bootstrap_servers);
   *response->mutable_config() = options_.config;
   response->set_max_retry_threads(static_cast<uint32_t>(engine_.options().retry.max_threads));
+  response->set_min_retry_threads(static_cast<uint32_t>(engine_.options().retry.min_threads));
+  response->set_autoscale(engine_.options().retry.autoscale.enabled);
+  ToProto(engine_.ScalingEvents(), *response->mutable_scaling_events());
   response->set_version(RETRYD_VERSION);
   response->set_kafka_reachable(kafka_reachable_());
   ToProto(engine_.downstream(), *response->mutable_downstream());

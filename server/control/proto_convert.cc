@@ -110,6 +110,18 @@ v1::Config WithoutSecrets(v1::Config config) {
   return config;
 }
 
+void ToProto(const std::vector<ScalingEvent>& events,
+             google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out) {
+  out.Clear();
+  for (const ScalingEvent& event : events) {
+    v1::ScalingEvent* e = out.Add();
+    e->set_time_unix_ms(event.time_ms);
+    e->set_thread_id(static_cast<uint32_t>(event.thread_id));
+    e->set_started(event.started);
+    e->set_reason(event.reason);
+  }
+}
+
 void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
   out.set_state(downstream.down ? v1::DOWN : v1::UP);
   out.set_consecutive_unavailable(downstream.consecutive_unavailable);

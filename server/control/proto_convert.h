@@ -32,6 +32,8 @@ void ToProto(const Counters& counters, google::protobuf::Message& out);
 void ToProto(const EngineTotals& totals, v1::Totals& out);
 void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
+void ToProto(const std::vector<ScalingEvent>& events,
+             google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out);
 
 // `config` as GetStatus shows it: a secret librdkafka setting (see
 // kafka::IsSecretProperty) in kafka.properties keeps its key, its value

@@ -39,6 +39,7 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
   out.set_in_order(current_->in_order);
   out.set_retry_backlog(current_->retry_backlog);
   ToProto(current_->downstream, *out.mutable_downstream());
+  ToProto(current_->scaling_events, *out.mutable_scaling_events());
 
   absl::flat_hash_set<int> present;
   for (const ThreadSample& thread : current_->threads) {

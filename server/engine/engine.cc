@@ -32,6 +32,17 @@ absl::Status CheckOptions(const EngineOptions& o) {
     return absl::FailedPreconditionError(
         "in_order excludes retry threads: set retry.threads to 0 or in_order to false");
   }
+  if (o.ordering == Ordering::kInOrder && o.retry.min_threads > 0) {
+    return absl::FailedPreconditionError(
+        "in_order excludes retry threads: set retry.min_threads to 0 or in_order to false");
+  }
+  if (o.retry.min_threads < 0 || o.retry.min_threads > o.retry.threads) {
+    return invalid("retry.min_threads must be between 0 and retry.threads (", o.retry.threads, ")");
+  }
+  if (o.retry.autoscale.enabled &&
+      (o.retry.autoscale.backlog_per_thread < 1 || o.retry.autoscale.idle_exit_ms < 1)) {
+    return invalid("retry.autoscale.backlog_per_thread and idle_exit_ms must be at least 1");
+  }
   if (o.retry.max_attempts < 1) return invalid("retry.max_attempts must be at least 1");
   if (o.retry.lookahead < 1) return invalid("retry.lookahead must be at least 1");
   if (o.max_in_flight < 1) return invalid("max_in_flight must be at least 1");
@@ -148,7 +159,9 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                &gate_,
                &parking_,
                [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
-               [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }} {}
+               [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }},
+      autoscaler_(options_.retry.autoscale.enabled ? std::make_unique<Autoscaler>(*this)
+                                                   : nullptr) {}
 
 Engine::~Engine() { Stop(); }
 
@@ -256,6 +269,7 @@ absl::Status Engine::Start() {
     state_ = EngineState::kDraining;
     start_in_order_thread_ = std::thread(&Engine::StartInOrder, this, TakeControlLocked());
   }
+  if (autoscaler_ != nullptr) autoscaler_->Start();
   return absl::OkStatus();
 }
 
@@ -382,6 +396,13 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const Control
   std::vector<Worker*> checkpointed;
   {
     absl::MutexLock lock(&mu_);
+    // Every id is a running retry thread (the callers made sure).
+    const int left = static_cast<int>(retries_.size()) - static_cast<int>(ids.size());
+    if (left < options_.retry.min_threads && !in_order()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stopping ", ids.size(), " of the ", retries_.size(), " retry threads would leave ", left,
+          ", below retry.min_threads (", options_.retry.min_threads, "); nothing stopped"));
+    }
     for (const auto& worker : retries_) {
       const bool leaves = std::find(ids.begin(), ids.end(), worker->id()) != ids.end();
       if (graceful || !leaves) checkpointed.push_back(worker.get());
@@ -838,6 +859,8 @@ void Engine::Stop() {
     }
   }
   if (start_in_order.joinable()) start_in_order.join();  // Ended: control_busy_ was clear.
+  // Its next operation finds the engine stopping and does nothing.
+  if (autoscaler_ != nullptr) autoscaler_->Stop();
   LogInfo("engine: stopping (within ", options_.shutdown_timeout_ms, " ms)");
   input_paused_.store(false, std::memory_order_relaxed);
   // Retry threads hand back what they hold and commit first (see
@@ -863,6 +886,11 @@ absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
   absl::StatusOr<int64_t> lag = retry_lag_->Measure(timeout);
   if (lag.ok()) measured_retry_backlog_.store(*lag, std::memory_order_relaxed);
   return lag;
+}
+
+std::vector<ScalingEvent> Engine::ScalingEvents() const {
+  if (autoscaler_ == nullptr) return {};
+  return autoscaler_->Events();
 }
 
 std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {

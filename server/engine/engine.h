@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/autoscaler.h"
 #include "server/engine/cancellation.h"
 #include "server/engine/counters.h"
 #include "server/engine/downstream_gate.h"
@@ -112,12 +113,15 @@ class Engine {
                                                      absl::Time deadline = absl::InfiniteFuture());
 
   // Stops the `count` most recently started retry threads (all of them if
-  // fewer run); returns their ids. INVALID_ARGUMENT if count < 1.
+  // fewer run); returns their ids. INVALID_ARGUMENT if count < 1;
+  // FAILED_PRECONDITION, and none stopped, if fewer than retry.min_threads
+  // would be left (outside in-order mode).
   absl::StatusOr<std::vector<int>> StopRetryThreads(int count, bool graceful,
                                                     absl::Time deadline = absl::InfiniteFuture());
 
   // Stops the retry threads `ids`; NOT_FOUND (naming them) if any is not a
-  // running retry thread, and then stops none.
+  // running retry thread, and then stops none; FAILED_PRECONDITION as for
+  // StopRetryThreads below retry.min_threads.
   absl::StatusOr<std::vector<int>> StopRetryThreadsById(
       const std::vector<int>& ids, bool graceful, absl::Time deadline = absl::InfiniteFuture());
 
@@ -186,6 +190,9 @@ class Engine {
   // EngineTotals::retry_backlog alone, without summing every counter.
   // `running` is Threads(), which a caller reads once for both.
   int64_t RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const;
+  // The autoscaler's recent starts and stops, oldest first; none while
+  // retry.autoscale is off.
+  std::vector<ScalingEvent> ScalingEvents() const;
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
@@ -310,6 +317,10 @@ class Engine {
 
   // Runs StartInOrder(); started by Start(), joined by Stop().
   std::thread start_in_order_thread_ ABSL_GUARDED_BY(mu_);
+
+  // Null while retry.autoscale is off. Started by Start(), stopped by Stop()
+  // before the workers; last, so that it goes first.
+  const std::unique_ptr<Autoscaler> autoscaler_;
 };
 
 }  // namespace retryd

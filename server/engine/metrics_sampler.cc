@@ -67,6 +67,7 @@ void MetricsSampler::SampleOnce() {
   sample->state = engine_.state();
   sample->in_order = engine_.in_order();
   sample->downstream = engine_.downstream();
+  sample->scaling_events = engine_.ScalingEvents();
   TickMax tick_max{sample->time_ms, {}};
   auto add = [&](const std::shared_ptr<const ThreadStats>& stats) {
     sample->threads.push_back(Read(*stats));

@@ -47,6 +47,7 @@ struct EngineSample {
   bool in_order = false;
   int64_t retry_backlog = 0;
   DownstreamGate::Snapshot downstream;
+  std::vector<ScalingEvent> scaling_events;  // Engine::ScalingEvents().
   // Running threads, then threads stopped within the last minute (state
   // STOPPED or FAILED), by id.
   std::vector<ThreadSample> threads;

@@ -17,10 +17,19 @@ struct BackoffOptions {
   int64_t max_ms = 60000;    // Largest cap.
 };
 
+// Elastic retry threads (see Autoscaler).
+struct AutoscaleOptions {
+  bool enabled = false;               // Off: retry threads change only on request.
+  int64_t backlog_per_thread = 1000;  // Retry backlog per retry thread above which more start.
+  int64_t idle_exit_ms = 60000;       // A retry thread with nothing to do this long stops.
+};
+
 struct RetryOptions {
   std::string topic;     // Retry topic; required.
   int threads = 1;       // Retry threads started with the engine.
-  int max_threads = 16;  // Cap for runtime starts.
+  int max_threads = 16;  // Cap for runtime and automatic starts.
+  int min_threads = 0;   // Floor for stops, outside in-order mode.
+  AutoscaleOptions autoscale;
   int max_attempts = 5;  // Attempts in all, the primary's included.
   int lookahead = 1000;  // Records held per partition before pausing it.
   BackoffOptions backoff;

@@ -97,6 +97,11 @@ class ThreadStats {
   // Key order: records held behind an earlier record of their key.
   std::atomic<int64_t> parked{0};
   std::atomic<int64_t> lag{0};              // Records behind the high watermarks.
+  // Between giving partitions up in a rebalance and being assigned anew: the
+  // group is still deciding, so having no partitions does not make it idle.
+  std::atomic<bool> rebalancing{false};
+  // Unix ms of its last assignment or revocation.
+  std::atomic<int64_t> assignment_changed_ms{0};
   // Latencies: the processor call, and record timestamp to final outcome.
   // Mutable: recording does not change what the stats describe, and the
   // metrics sampler (the one caller of TakeMaxMs) holds a const view.

@@ -1197,6 +1197,8 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   if (quiesced_ && revoked_while_quiesced_) NoteRebalanced();
   LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", trackers_.size());
   sink_->SetPartitions(Assigned());
+  sink_->rebalancing.store(false, std::memory_order_relaxed);
+  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
   if (!sink_->joined.HasBeenNotified()) {
     sink_->SetState(ThreadState::kRunning);
     sink_->joined.Notify();
@@ -1290,6 +1292,9 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
     }
   }
   sink_->SetPartitions(Assigned());
+  // An assignment follows, in both rebalance protocols.
+  sink_->rebalancing.store(true, std::memory_order_relaxed);
+  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
   UpdateGauges();
 }
 

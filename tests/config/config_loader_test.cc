@@ -289,6 +289,38 @@ processor { simulate {} })cfg");
   EXPECT_THAT(loaded->engine.input_topics, ElementsAre("a", "b"));
 }
 
+TEST(ConfigLoaderTest, AutoscaleIsOffUnlessPresent) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.min_threads, 0);
+  EXPECT_FALSE(loaded->engine.retry.autoscale.enabled);
+  EXPECT_FALSE(loaded->proto.retry().has_autoscale());
+
+  loaded = Load(WithBase("retry { min_threads: 2 autoscale {} }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const RetryOptions& r = loaded->engine.retry;
+  EXPECT_EQ(r.min_threads, 2);
+  EXPECT_EQ(r.threads, 2) << "threads defaults to min_threads when that is above 1";
+  EXPECT_TRUE(r.autoscale.enabled);
+  EXPECT_EQ(r.autoscale.backlog_per_thread, 1000);
+  EXPECT_EQ(r.autoscale.idle_exit_ms, 60000);
+  EXPECT_EQ(loaded->proto.retry().autoscale().idle_exit_ms(), 60000u);
+
+  loaded = Load(WithBase(
+      "retry { threads: 0 max_threads: 4 autoscale { backlog_per_thread: 50 idle_exit_ms: 100 } "
+      "}"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.threads, 0);
+  EXPECT_EQ(loaded->engine.retry.autoscale.backlog_per_thread, 50);
+  EXPECT_EQ(loaded->engine.retry.autoscale.idle_exit_ms, 100);
+
+  // In order with autoscale: it waits for in-order mode to be switched off.
+  loaded = Load(WithBase("in_order: true\nretry { autoscale {} }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.threads, 0);
+  EXPECT_TRUE(loaded->engine.retry.autoscale.enabled);
+}
+
 TEST(ConfigLoaderTest, EveryProblemIsReportedAtOnce) {
   const std::string error = ErrorOf("primary_threads: 0\ncommit_interval_ms: 1\n");
   EXPECT_THAT(error,
@@ -334,6 +366,20 @@ INSTANTIATE_TEST_SUITE_P(
                   "test.textproto:1: retry.max_threads: must be between 1 and 256, got 257"},
         BadConfig{"ThreadsAboveMax", WithBase("retry { threads: 5 max_threads: 4 }"),
                   "test.textproto:1: retry.threads: must be at most max_threads (4), got 5"},
+        BadConfig{"MinThreadsAboveMax", WithBase("retry { min_threads: 5 max_threads: 4 }"),
+                  "test.textproto:1: retry.min_threads: must be at most max_threads (4), got 5"},
+        BadConfig{"ThreadsBelowMin", WithBase("retry {\n threads: 1\n min_threads: 2\n}"),
+                  "test.textproto:2: retry.threads: must be at least min_threads (2), got 1"},
+        BadConfig{"MinThreadsInOrder", WithBase("in_order: true\nretry { min_threads: 1 }"),
+                  "test.textproto:2: retry.min_threads: in_order: true keeps strict order per "
+                  "partition, which excludes retry threads (got min_threads: 1)"},
+        BadConfig{"BacklogPerThreadZero",
+                  WithBase("retry { autoscale {\n backlog_per_thread: 0 } }"),
+                  "test.textproto:2: retry.autoscale.backlog_per_thread: must be between 1 and "
+                  "10000000, got 0"},
+        BadConfig{"IdleExitTooShort", WithBase("retry { autoscale { idle_exit_ms: 99 } }"),
+                  "test.textproto:1: retry.autoscale.idle_exit_ms: must be between 100 and "
+                  "86400000, got 99"},
         BadConfig{"Lookahead", WithBase("retry { lookahead: 100001 }"),
                   "test.textproto:1: retry.lookahead: must be between 1 and 100000, got 100001"},
         BadConfig{

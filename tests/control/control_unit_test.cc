@@ -225,6 +225,23 @@ TEST(SnapshotBuilderTest, FiltersByIdAndIgnoresUnknownIds) {
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(77)) << "a named thread that starts later appears";
 }
 
+TEST(SnapshotBuilderTest, CarriesTheRecentScalingEventsWhateverTheFilter) {
+  SnapshotBuilder builder({77}, 0, [](int, int64_t, int64_t) { return MaxLatencies{}; });
+  auto sample = std::make_shared<EngineSample>(*Sample(1000, {}));
+  sample->scaling_events = {{900, 3, true, "retry backlog of 50 records is over ..."},
+                            {950, 3, false, "idle for 1500 ms (no partitions)"}};
+  v1::MetricsSnapshot out;
+  builder.Build(sample, out);
+  ASSERT_EQ(out.scaling_events_size(), 2);
+  EXPECT_EQ(out.scaling_events(0).time_unix_ms(), 900);
+  EXPECT_EQ(out.scaling_events(0).thread_id(), 3u);
+  EXPECT_TRUE(out.scaling_events(0).started());
+  EXPECT_FALSE(out.scaling_events(1).started());
+  EXPECT_EQ(out.scaling_events(1).reason(), "idle for 1500 ms (no partitions)");
+  builder.Build(Sample(1100, {}), out);
+  EXPECT_EQ(out.scaling_events_size(), 0) << "replaced, not appended";
+}
+
 // ---- BlockingExecutor --------------------------------------------------------
 
 // The protos take the counters by field name: a counter renamed on one

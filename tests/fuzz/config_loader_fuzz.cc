@@ -37,6 +37,12 @@ void CheckEngineOptions(const EngineOptions& engine) {
           "retry.threads within retry.max_threads");
   Require(engine.ordering != Ordering::kInOrder || engine.retry.threads == 0,
           "no retry threads in order");
+  Require(engine.retry.min_threads >= 0 && engine.retry.min_threads <= engine.retry.threads,
+          "retry.min_threads within retry.threads");
+  Require(engine.ordering != Ordering::kInOrder || engine.retry.min_threads == 0, "no retry thread floor in order");
+  Require(!engine.retry.autoscale.enabled || (engine.retry.autoscale.backlog_per_thread >= 1 &&
+                                              engine.retry.autoscale.idle_exit_ms >= 100),
+          "autoscale bounds in range");
   Require(engine.retry.max_attempts >= 1, "retry.max_attempts at least 1");
   Require(engine.retry.lookahead >= 1, "retry.lookahead at least 1");
   Require(engine.retry.backoff.initial_ms >= 1 &&

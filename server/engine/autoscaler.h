@@ -1,0 +1,124 @@
+// Elastic retry threads (retry.autoscale): one thread that, about once a
+// second, measures the retry backlog, looks at the retry threads, and starts
+// or stops retry threads through the engine's own control operations
+// (Engine::StartRetryThreads / StopRetryThreadsById). Those serialise on
+// the engine's control slot and checkpoint the retry group around the
+// rebalance, so automatic and manual changes never race.
+//
+// The decision itself is PlanScaling(), a pure function of what was
+// observed; the Autoscaler only observes, acts and records what it did.
+//
+// Thread-safety: Start() and Stop() are for the owner (the Engine); Events()
+// may be called from any thread and takes no lock the autoscaler holds
+// across anything that blocks.
+#ifndef RETRYD_SERVER_ENGINE_AUTOSCALER_H_
+#define RETRYD_SERVER_ENGINE_AUTOSCALER_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/engine/options.h"
+
+namespace retryd {
+
+class Engine;
+
+// One automatic start or stop of a retry thread.
+struct ScalingEvent {
+  int64_t time_ms = 0;  // Unix ms, when the operation completed.
+  int thread_id = 0;
+  bool started = false;  // false: stopped.
+  std::string reason;
+};
+
+// One running retry thread as a scaling decision sees it.
+struct RetryThreadView {
+  int id = 0;
+  bool has_partitions = false;
+  // How long it has had nothing to do: nothing assigned, or nothing held,
+  // due, in flight or arriving. 0 while it has work.
+  int64_t idle_ms = 0;
+};
+
+struct ScalingInput {
+  int64_t backlog = -1;  // The retry backlog; -1 if it could not be measured.
+  // Distinct retry-topic partitions the running retry threads hold between
+  // them: once the group is settled, the topic's partition count.
+  int partitions = 0;
+  std::vector<RetryThreadView> threads;  // The running retry threads.
+};
+
+struct ScalingPlan {
+  int start = 0;  // Retry threads to start (then nothing stops).
+  std::string start_reason;
+  struct Stop {
+    int id;
+    std::string reason;
+  };
+  std::vector<Stop> stop;  // Retry threads to stop.
+};
+
+// What to do, given `input`, under `options` (min_threads, max_threads,
+// autoscale). Starts: up to min_threads if fewer run; one thread if the
+// backlog is above zero and none runs; else, while the backlog exceeds
+// backlog_per_thread for each running thread, as many as the backlog asks
+// for, at most max_threads and at most one per partition. Stops, only when
+// nothing starts: threads idle for idle_exit_ms, those without partitions
+// first, never below min_threads, never the last one while the backlog is
+// above zero or unknown, and one with partitions only while the threads
+// left would each have at most backlog_per_thread.
+ScalingPlan PlanScaling(const ScalingInput& input, const RetryOptions& options);
+
+class Autoscaler {
+ public:
+  // How many events Events() keeps.
+  static constexpr int kMaxEvents = 32;
+
+  // `engine` outlives the autoscaler; its options say how to scale.
+  explicit Autoscaler(Engine& engine);
+  ~Autoscaler();  // Stop()s.
+
+  Autoscaler(const Autoscaler&) = delete;
+  Autoscaler& operator=(const Autoscaler&) = delete;
+
+  // Starts the thread; nothing after Stop().
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the thread: waits for an operation in progress (each is bounded
+  // by shutdown_timeout_ms), then joins. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The most recent automatic starts and stops, oldest first.
+  std::vector<ScalingEvent> Events() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  // One look, and the action it calls for.
+  void Step() ABSL_LOCKS_EXCLUDED(mu_);
+  ScalingInput Observe() const;
+  // REQUIRES: reasons.size() == ids.size().
+  void Record(const std::vector<int>& ids, bool started, const std::vector<std::string>& reasons)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Logs a failed operation, once until the next success or another error.
+  void NoteFailure(const std::string& what) ABSL_LOCKS_EXCLUDED(mu_);
+
+  Engine& engine_;
+  const RetryOptions& options_;
+  const absl::Duration tick_;
+  const absl::Duration operation_timeout_;
+
+  mutable absl::Mutex mu_;  // Guards the fields below; never held across a call to the engine.
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  std::deque<ScalingEvent> events_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  std::string last_failure_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace retryd
+
+#endif  // RETRYD_SERVER_ENGINE_AUTOSCALER_H_
