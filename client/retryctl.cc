@@ -135,6 +135,18 @@ int RunWatch(RetrydClient& client, const Invocation& invocation, const Io& io,
   return kExitOk;
 }
 
+v1::Ordering ToProto(OrderingMode mode) {
+  switch (mode) {
+    case OrderingMode::kUnordered:
+      return v1::UNORDERED;
+    case OrderingMode::kInOrder:
+      return v1::IN_ORDER;
+    case OrderingMode::kKey:
+      return v1::KEY;
+  }
+  return v1::ORDERING_UNSPECIFIED;
+}
+
 int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
                Interrupt* interrupt) {
   const GlobalFlags& flags = invocation.flags;
@@ -163,6 +175,12 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
           client.SetInOrder(invocation.in_order, invocation.drain);
       if (!set.ok()) return RpcFailure(set.status(), flags, io.err);
       return PrintResponse(*set, FormatSetInOrder(*set), flags, io);
+    }
+    case Command::kOrdering: {
+      absl::StatusOr<v1::SetOrderingModeResponse> set =
+          client.SetOrderingMode(ToProto(invocation.ordering), invocation.drain);
+      if (!set.ok()) return RpcFailure(set.status(), flags, io.err);
+      return PrintResponse(*set, FormatSetOrderingMode(*set), flags, io);
     }
     case Command::kWatch:
       return RunWatch(client, invocation, io, interrupt);

@@ -6,9 +6,11 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "client/retryctl_help.h"
@@ -215,9 +217,10 @@ std::optional<UsageError> ParseThreads(CommandArgs& args, Invocation& invocation
   return args.Error(absl::StrCat("unknown subcommand '", sub, "' (use start or stop)"));
 }
 
-std::optional<UsageError> ParseInOrder(CommandArgs& args, Invocation& invocation) {
-  invocation.command = Command::kInOrder;
-  std::optional<bool> on;
+// The one word (`word`, nullopt if none was given) and the --drain flag
+// that inorder and ordering take.
+std::optional<UsageError> TakeWordAndDrain(CommandArgs& args, Invocation& invocation,
+                                           std::optional<std::string>& word) {
   while (!args.done()) {
     const std::string& arg = args.take();
     if (LooksLikeFlag(arg)) {
@@ -227,20 +230,46 @@ std::optional<UsageError> ParseInOrder(CommandArgs& args, Invocation& invocation
       invocation.drain = true;
       continue;
     }
-    if (on.has_value()) return args.Unexpected(arg);
-    if (arg == "on") {
-      on = true;
-    } else if (arg == "off") {
-      on = false;
-    } else {
-      return args.Error(absl::StrCat("expected 'on' or 'off', got '", arg, "'"));
-    }
+    if (word.has_value()) return args.Unexpected(arg);
+    word = arg;
   }
-  if (!on.has_value()) return args.Error("missing 'on' or 'off'");
-  if (!*on && invocation.drain) {
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseInOrder(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kInOrder;
+  std::optional<std::string> word;
+  if (std::optional<UsageError> error = TakeWordAndDrain(args, invocation, word)) return error;
+  if (!word.has_value()) return args.Error("missing 'on' or 'off'");
+  if (*word != "on" && *word != "off") {
+    return args.Error(absl::StrCat("expected 'on' or 'off', got '", *word, "'"));
+  }
+  invocation.in_order = *word == "on";
+  if (!invocation.in_order && invocation.drain) {
     return args.Error("--drain applies only to 'inorder on'");
   }
-  invocation.in_order = *on;
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseOrdering(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kOrdering;
+  std::optional<std::string> word;
+  if (std::optional<UsageError> error = TakeWordAndDrain(args, invocation, word)) return error;
+  if (!word.has_value()) return args.Error("missing MODE: unordered, in-order or key");
+  // Case-insensitive, and the API's spellings too: IN_ORDER.
+  const std::string mode = absl::AsciiStrToLower(absl::StrReplaceAll(*word, {{"_", "-"}}));
+  if (mode == "unordered") {
+    invocation.ordering = OrderingMode::kUnordered;
+  } else if (mode == "in-order") {
+    invocation.ordering = OrderingMode::kInOrder;
+  } else if (mode == "key") {
+    invocation.ordering = OrderingMode::kKey;
+  } else {
+    return args.Error(absl::StrCat("expected 'unordered', 'in-order' or 'key', got '", *word, "'"));
+  }
+  if (invocation.ordering != OrderingMode::kInOrder && invocation.drain) {
+    return args.Error("--drain applies only to 'ordering in-order'");
+  }
   return std::nullopt;
 }
 
@@ -431,6 +460,8 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseThreads(command_args, invocation);
   } else if (command == "inorder") {
     error = ParseInOrder(command_args, invocation);
+  } else if (command == "ordering") {
+    error = ParseOrdering(command_args, invocation);
   } else if (command == "watch") {
     error = ParseWatch(command_args, invocation);
   } else {

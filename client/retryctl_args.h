@@ -39,12 +39,17 @@ enum class Command {
   kThreadsStart,  // count
   kThreadsStop,   // count, or thread_ids; graceful
   kInOrder,       // in_order, drain
+  kOrdering,      // ordering, drain
   kWatch,         // interval_ms, thread_ids, max_snapshots
 };
 
+// The modes of `retryctl ordering` (retryd.v1.Ordering).
+enum class OrderingMode { kUnordered, kInOrder, kKey };
+
 struct Invocation {
   Command command = Command::kHelp;
-  // kHelp: "" for the overview, else a command: status, threads, inorder, watch.
+  // kHelp: "" for the overview, else a command: status, threads, inorder,
+  // ordering, watch.
   std::string help_topic;
   GlobalFlags flags;
 
@@ -52,6 +57,7 @@ struct Invocation {
   std::vector<uint32_t> thread_ids;
   bool graceful = true;
   bool in_order = false;
+  OrderingMode ordering = OrderingMode::kUnordered;
   bool drain = false;
   uint32_t interval_ms = 1000;
   int64_t max_snapshots = 0;  // 0: until interrupted.

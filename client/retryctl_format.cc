@@ -93,6 +93,35 @@ std::string ThreadStateName(v1::ThreadState state) {
   return name.empty() ? absl::StrCat("STATE", static_cast<int>(state)) : name;
 }
 
+std::string OrderingName(v1::Ordering ordering, bool in_order) {
+  switch (ordering) {
+    case v1::ORDERING_UNSPECIFIED:
+      return in_order ? "in-order" : "unordered";
+    case v1::UNORDERED:
+      return "unordered";
+    case v1::IN_ORDER:
+      return "in-order";
+    case v1::KEY:
+      return "key";
+    default:
+      return absl::StrCat("ordering", static_cast<int>(ordering));
+  }
+}
+
+std::string FormatOrdering(v1::Ordering ordering, bool in_order, const v1::ParkedKeys& parked,
+                           int64_t now_ms) {
+  std::string out = OrderingName(ordering, in_order);
+  if (ordering != v1::KEY) return out;
+  if (parked.keys() == 0) return absl::StrCat(out, " (no parked keys)");
+  absl::StrAppend(&out, " (", Plural(parked.keys(), "parked key", "parked keys"), ", ",
+                  Plural(parked.records(), "record", "records"));
+  if (parked.oldest_unix_ms() > 0) {
+    absl::StrAppend(&out, ", oldest parked ", FormatElapsed(now_ms - parked.oldest_unix_ms()));
+  }
+  out.append(")");
+  return out;
+}
+
 std::string EngineStateName(v1::EngineState state) {
   std::string name = v1::EngineState_Name(state);
   if (name.empty()) return absl::StrCat("STATE", static_cast<int>(state));
@@ -185,11 +214,14 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
     if (thread.role() == v1::RETRY) ++retries;
   }
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
-  absl::StrAppendFormat(&out, "%-14s%s\n", "in_order", OnOff(status.in_order()));
+  const int64_t now_ms = absl::ToUnixMillis(now);
+  absl::StrAppendFormat(
+      &out, "%-14s%s\n", "ordering",
+      FormatOrdering(status.ordering(), status.in_order(), status.parked_keys(), now_ms));
   absl::StrAppendFormat(&out, "%-14s%s\n", "kafka", kafka);
   if (status.has_downstream()) {
     absl::StrAppendFormat(&out, "%-14s%s\n", "downstream",
-                          FormatDownstream(status.downstream(), absl::ToUnixMillis(now)));
+                          FormatDownstream(status.downstream(), now_ms));
   }
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
@@ -216,7 +248,6 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   for (const v1::ThreadInfo& thread : status.threads()) threads.push_back(&thread);
   std::stable_sort(threads.begin(), threads.end(),
                    [](const auto* a, const auto* b) { return a->thread_id() < b->thread_id(); });
-  const int64_t now_ms = absl::ToUnixMillis(now);
   absl::StrAppendFormat(&out, "\n%4s  %-7s  %-15s  %8s  %s\n", "ID", "ROLE", "STATE", "IN-STATE",
                         "PARTITIONS");
   for (const v1::ThreadInfo* thread : threads) {
@@ -244,8 +275,12 @@ std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response)
                       ": ", JoinIds(response.stopped_thread_ids()), "\n");
 }
 
-std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
-  std::string out = absl::StrCat("in_order: ", OnOff(response.in_order()), "\n");
+namespace {
+
+// What a switch of the ordering mode did besides switching.
+template <typename Response>
+std::string FormatSwitch(const Response& response) {
+  std::string out;
   if (!response.stopped_thread_ids().empty() || response.drained_records() > 0) {
     absl::StrAppend(&out, "drained ",
                     Plural(response.drained_records(), "retry record", "retry records"));
@@ -260,6 +295,21 @@ std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
                     " to read the retry topic: ", JoinIds(response.started_thread_ids()), "\n");
   }
   return out;
+}
+
+}  // namespace
+
+std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
+  return absl::StrCat("in_order: ", OnOff(response.in_order()), "\n", FormatSwitch(response));
+}
+
+std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response) {
+  std::string out = absl::StrCat("ordering: ", OrderingName(response.mode(), false), "\n");
+  if (response.mode() == v1::KEY) {
+    absl::StrAppend(&out, "found ", Plural(response.parked_keys(), "parked key", "parked keys"),
+                    " in the retry topic\n");
+  }
+  return out + FormatSwitch(response);
 }
 
 }  // namespace retryd::retryctl

@@ -31,11 +31,19 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now);
 std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& response);
 std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response);
 std::string FormatSetInOrder(const v1::SetInOrderResponse& response);
+std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response);
 
 // "primary", "retry"; the number for a role this build does not know.
 std::string RoleName(v1::ThreadRole role);
 // "RUNNING", "WAITING_BACKOFF", ...
 std::string ThreadStateName(v1::ThreadState state);
+// "unordered", "in-order", "key", as `retryctl ordering` takes them; for
+// ORDERING_UNSPECIFIED (a server older than the field) from `in_order`.
+std::string OrderingName(v1::Ordering ordering, bool in_order);
+// The ordering mode in one line: "unordered", "in-order", or in key order
+// "key (3 parked keys, 7 records, oldest parked 12.3s)".
+std::string FormatOrdering(v1::Ordering ordering, bool in_order, const v1::ParkedKeys& parked,
+                           int64_t now_ms);
 // "RUNNING", "DRAINING", ... (without the ENGINE_ prefix).
 std::string EngineStateName(v1::EngineState state);
 

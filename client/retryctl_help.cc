@@ -4,18 +4,20 @@ namespace retryd::retryctl {
 namespace {
 
 constexpr std::string_view kOverviewHelp =
-    R"(retryctl - control a running retryd: its status, retry threads, in-order
+    R"(retryctl - control a running retryd: its status, retry threads, ordering
 mode and live per-thread metrics.
 
 Usage:
   retryctl [FLAGS] COMMAND [ARGS]
 
 Commands:
-  status                           Engine state, in-order mode, Kafka, retry
+  status                           Engine state, ordering mode, Kafka, retry
                                    backlog, totals and every thread.
   threads start N                  Start N more retry threads.
   threads stop N | --id ID... [--now]
                                    Stop retry threads (gracefully unless --now).
+  ordering MODE [--drain]          Switch the ordering mode: unordered,
+                                   in-order or key.
   inorder on [--drain] | off       Switch in-order mode on or off.
   watch [--interval MS] [--thread ID...] [--count N]
                                    Live per-thread metrics, refreshed like top.
@@ -32,7 +34,8 @@ Flags (before or after the command):
   --tls-cert FILE     with --tls-key: this client's PEM certificate (mutual TLS)
   --tls-key FILE      the certificate's PEM private key
   --timeout S         deadline of each call, in seconds (default 30; also 500ms,
-                      2m); 'inorder on --drain' may drain for this long
+                      2m); 'ordering in-order --drain' may drain for this
+                      long
   --json              print protobuf JSON with the .proto field names, for
                       scripts; watch prints one JSON snapshot per line
   -h, --help          this text; 'retryctl COMMAND --help' for a command's
@@ -47,7 +50,8 @@ Examples:
   retryctl status
   retryctl --addr 10.0.0.5:50051 --token-file ~/.retryd-token threads start 2
   retryctl threads stop --id 3 --id 4
-  retryctl --timeout 300 inorder on --drain
+  retryctl ordering key
+  retryctl --timeout 300 ordering in-order --drain
   retryctl watch --interval 500
   retryctl --json status | jq .retry_backlog
 )";
@@ -56,9 +60,11 @@ constexpr std::string_view kStatusHelp =
     R"(Usage:
   retryctl status
 
-Prints the engine state, in-order mode, the Kafka cluster and whether it
-answers, the retry backlog (retry records not yet done), totals since start,
-and every thread with its role, state, time in that state and partitions.
+Prints the engine state, the ordering mode (in key mode with its parked keys:
+how many, their records in the retry topic, how long the oldest has been
+parked), the Kafka cluster and whether it answers, the retry backlog (retry
+records not yet done), totals since start, and every thread with its role,
+state, time in that state and partitions.
 
 With --json: the whole GetStatusResponse, effective config included (secrets
 appear only as the names of their files or environment variables).
@@ -80,7 +86,8 @@ backoff, while the primary threads move on.
 threads start N   Start N more retry threads (N >= 1; the server caps the total
                   at retry.max_threads). Prints the new thread ids once they
                   have joined the retry consumer group. FAILED_PRECONDITION
-                  while in-order mode is on: run 'retryctl inorder off' first.
+                  while in-order mode is on: run 'retryctl ordering key' (or
+                  unordered) first.
 threads stop N    Stop the N most recently started retry threads (all of them
                   if fewer run). N is required unless --id is given.
                   FAILED_PRECONDITION, none stopped, if fewer than
@@ -118,12 +125,48 @@ inorder on        Switch in-order mode on. FAILED_PRECONDITION while retry
                   backlog, stop them, then switch. Bounded by --timeout: if it
                   passes first, DEADLINE_EXCEEDED and the engine is left as it
                   was (raise --timeout for a large backlog).
-inorder off       Switch back: the next failures go to the retry topic again.
+inorder off       Switch back to the configured mode (unordered if the config
+                  says in-order): the next failures go to the retry topic
+                  again. 'retryctl ordering' picks the mode.
 
 Examples:
   retryctl inorder on
   retryctl --timeout 300 inorder on --drain
   retryctl inorder off
+)";
+
+constexpr std::string_view kOrderingHelp =
+    R"(Usage:
+  retryctl ordering unordered
+  retryctl ordering key
+  retryctl ordering in-order [--drain]
+
+How records of one input partition are ordered (MODE is case-insensitive):
+  unordered   Failures go to the retry topic; later records overtake them.
+  key         Per key (within an input partition), records complete in
+              input order. A key with a record in the retry topic is parked:
+              its later records follow it through the retry topic, while
+              other keys flow at full speed. Records without a key are
+              unordered.
+  in-order    Per partition, records complete in offset order: a failure is
+              retried in place and its partition waits. Excludes retry
+              threads.
+
+ordering key      Pauses input briefly while the retry topic is read for the
+                  keys parked there; prints how many.
+ordering in-order FAILED_PRECONDITION while retry threads run: stop them first
+                  ('retryctl threads stop N'), or add --drain.
+  --drain         Pause input, let the running retry threads empty the retry
+                  backlog, stop them, then switch. Bounded by --timeout: if it
+                  passes first, DEADLINE_EXCEEDED and the engine is left as it
+                  was.
+Out of in-order, retry threads start again unless some run (their ids are
+printed).
+
+Examples:
+  retryctl ordering key
+  retryctl --timeout 300 ordering in-order --drain
+  retryctl --json ordering unordered | jq .mode
 )";
 
 constexpr std::string_view kWatchHelp =
@@ -139,7 +182,7 @@ object per line.
   --thread ID...  only these threads (repeat --thread, or list them: 0,3)
   --count N       stop after N snapshots, e.g. for scripts
 
-The header shows the engine state, in-order mode and retry backlog; then one
+The header shows the engine state, ordering mode and retry backlog; then one
 row per thread:
   ID ROLE STATE     thread id, primary or retry, its state
   IN-STATE          how long it has been in that state
@@ -148,7 +191,9 @@ row per thread:
                     per second: processor calls, successes, failed attempts,
                     records sent to the retry topic, records dead-lettered
                     ('-' until two snapshots of the thread have arrived)
-  INFL SCHED LAG    in flight, held until due, consumer lag (records)
+  INFL SCHED PARKED LAG
+                    in flight, held until due, held behind an earlier record
+                    of their key (key order), consumer lag (records)
   P50ms P99ms MAXms processing latency over the interval ('-': no calls)
   LAST ERROR        the thread's last error and how long ago, shortened
 
@@ -166,6 +211,7 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "status") return kStatusHelp;
   if (topic == "threads") return kThreadsHelp;
   if (topic == "inorder") return kInOrderHelp;
+  if (topic == "ordering") return kOrderingHelp;
   if (topic == "watch") return kWatchHelp;
   return {};
 }

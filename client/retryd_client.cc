@@ -132,24 +132,26 @@ void RetrydClient::Prepare(grpc::ClientContext& context, bool unary) const {
   }
 }
 
-absl::StatusOr<v1::GetStatusResponse> RetrydClient::GetStatus() {
+template <typename Request, typename Response>
+absl::StatusOr<Response> RetrydClient::Unary(
+    grpc::Status (v1::Control::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
   grpc::ClientContext context;
   Prepare(context, /*unary=*/true);
   ActiveCall call(*this, context);
-  v1::GetStatusResponse response;
-  const grpc::Status status = control_->GetStatus(&context, v1::GetStatusRequest(), &response);
+  Response response;
+  const grpc::Status status = ((*control_).*method)(&context, request, &response);
   return ToStatusOr(status, std::move(response));
 }
 
+absl::StatusOr<v1::GetStatusResponse> RetrydClient::GetStatus() {
+  return Unary(&v1::Control::Stub::GetStatus, v1::GetStatusRequest());
+}
+
 absl::StatusOr<v1::StartRetryThreadsResponse> RetrydClient::StartRetryThreads(int32_t count) {
-  grpc::ClientContext context;
-  Prepare(context, /*unary=*/true);
-  ActiveCall call(*this, context);
   v1::StartRetryThreadsRequest request;
   request.set_count(count);
-  v1::StartRetryThreadsResponse response;
-  const grpc::Status status = control_->StartRetryThreads(&context, request, &response);
-  return ToStatusOr(status, std::move(response));
+  return Unary(&v1::Control::Stub::StartRetryThreads, request);
 }
 
 absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(int32_t count,
@@ -170,24 +172,22 @@ absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreadsById(
 
 absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(
     const v1::StopRetryThreadsRequest& request) {
-  grpc::ClientContext context;
-  Prepare(context, /*unary=*/true);
-  ActiveCall call(*this, context);
-  v1::StopRetryThreadsResponse response;
-  const grpc::Status status = control_->StopRetryThreads(&context, request, &response);
-  return ToStatusOr(status, std::move(response));
+  return Unary(&v1::Control::Stub::StopRetryThreads, request);
 }
 
 absl::StatusOr<v1::SetInOrderResponse> RetrydClient::SetInOrder(bool in_order, bool drain_retries) {
-  grpc::ClientContext context;
-  Prepare(context, /*unary=*/true);
-  ActiveCall call(*this, context);
   v1::SetInOrderRequest request;
   request.set_in_order(in_order);
   request.set_drain_retries(drain_retries);
-  v1::SetInOrderResponse response;
-  const grpc::Status status = control_->SetInOrder(&context, request, &response);
-  return ToStatusOr(status, std::move(response));
+  return Unary(&v1::Control::Stub::SetInOrder, request);
+}
+
+absl::StatusOr<v1::SetOrderingModeResponse> RetrydClient::SetOrderingMode(v1::Ordering mode,
+                                                                          bool drain_retries) {
+  v1::SetOrderingModeRequest request;
+  request.set_mode(mode);
+  request.set_drain_retries(drain_retries);
+  return Unary(&v1::Control::Stub::SetOrderingMode, request);
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse> RetrydClient::HealthCheck(

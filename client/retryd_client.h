@@ -60,7 +60,8 @@ struct ClientOptions {
   bool tls = false;
 
   // Deadline of each unary call (WatchMetrics has none: it runs until it is
-  // cancelled). SetInOrder with drain_retries spends up to this long draining.
+  // cancelled). SetInOrder or SetOrderingMode with drain_retries spends up
+  // to this long draining.
   absl::Duration timeout = absl::Seconds(30);
 };
 
@@ -94,6 +95,9 @@ class RetrydClient {
   absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreadsById(
       const std::vector<uint32_t>& thread_ids, bool graceful);
   absl::StatusOr<v1::SetInOrderResponse> SetInOrder(bool in_order, bool drain_retries);
+  // drain_retries only with IN_ORDER (the server refuses it otherwise).
+  absl::StatusOr<v1::SetOrderingModeResponse> SetOrderingMode(v1::Ordering mode,
+                                                              bool drain_retries);
 
   // grpc.health.v1.Health/Check. `service` "" is the whole server;
   // "retryd.v1.Control" the control service.
@@ -125,6 +129,14 @@ class RetrydClient {
 
   // Sets the deadline (if `unary`) and the authorization header.
   void Prepare(grpc::ClientContext& context, bool unary) const;
+
+  // One unary call of the control service: `method` of the stub, prepared
+  // and cancellable like every call.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(grpc::Status (v1::Control::Stub::*method)(grpc::ClientContext*,
+                                                                           const Request&,
+                                                                           Response*),
+                                 const Request& request);
 
   const ClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;

@@ -42,10 +42,11 @@ std::string FormatMs(const v1::LatencySummary& latency, double ms) {
 // With autoscale, the newest automatic start or stop below it.
 std::string SummaryLine(const v1::MetricsSnapshot& snapshot, absl::TimeZone time_zone) {
   std::string line = absl::StrFormat(
-      "retryd %s  engine %s  in_order %s  retry backlog %d  threads %d  every %dms\n",
+      "retryd %s  engine %s  ordering %s  retry backlog %d  threads %d  every %dms\n",
       absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(snapshot.time_unix_ms()), time_zone),
-      EngineStateName(snapshot.engine_state()), snapshot.in_order() ? "on" : "off",
-      snapshot.retry_backlog(), snapshot.threads_size(), snapshot.interval_ms());
+      EngineStateName(snapshot.engine_state()),
+      OrderingName(snapshot.ordering(), snapshot.in_order()), snapshot.retry_backlog(),
+      snapshot.threads_size(), snapshot.interval_ms());
   if (!snapshot.scaling_events().empty()) {
     absl::StrAppend(
         &line, "autoscale ",
@@ -70,8 +71,8 @@ std::string HeaderRow() {
   for (const ShownCount& column : RateColumns()) {
     absl::StrAppendFormat(&header, " %8s", column.rate_column);
   }
-  absl::StrAppendFormat(&header, " %6s %6s %8s %7s %7s %7s", "INFL", "SCHED", "LAG", "P50ms",
-                        "P99ms", "MAXms");
+  absl::StrAppendFormat(&header, " %6s %6s %6s %8s %7s %7s %7s", "INFL", "SCHED", "PARKED", "LAG",
+                        "P50ms", "P99ms", "MAXms");
   return header;
 }
 
@@ -109,9 +110,10 @@ std::string ThreadRow(const v1::ThreadMetrics& thread, const std::vector<std::st
                       ThreadStateName(thread.state()), FormatElapsed(thread.time_in_state_ms()),
                       thread.assigned_partitions_size());
   for (const std::string& rate : rates) absl::StrAppendFormat(&row, " %8s", rate);
-  absl::StrAppendFormat(&row, " %6d %6d %8d %7s %7s %7s", thread.in_flight(), thread.scheduled(),
-                        thread.lag(), FormatMs(latency, latency.p50_ms()),
-                        FormatMs(latency, latency.p99_ms()), FormatMs(latency, latency.max_ms()));
+  absl::StrAppendFormat(&row, " %6d %6d %6d %8d %7s %7s %7s", thread.in_flight(),
+                        thread.scheduled(), thread.parked(), thread.lag(),
+                        FormatMs(latency, latency.p50_ms()), FormatMs(latency, latency.p99_ms()),
+                        FormatMs(latency, latency.max_ms()));
   return row;
 }
 

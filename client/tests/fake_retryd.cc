@@ -131,6 +131,13 @@ class FakeRetryd::ControlService : public v1::Control::CallbackService {
                   &FakeRetryd::in_order_response_, response);
   }
 
+  grpc::ServerUnaryReactor* SetOrderingMode(grpc::CallbackServerContext* context,
+                                            const v1::SetOrderingModeRequest* request,
+                                            v1::SetOrderingModeResponse* response) override {
+    return Canned(context, "SetOrderingMode", *request, &FakeRetryd::ordering_request_,
+                  &FakeRetryd::ordering_response_, response);
+  }
+
   grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
       grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override {
     grpc::Status status = fake_.Record("WatchMetrics", *context);
@@ -235,6 +242,10 @@ void FakeRetryd::set_in_order_response(v1::SetInOrderResponse response) {
   absl::MutexLock lock(&mu_);
   in_order_response_ = std::move(response);
 }
+void FakeRetryd::set_ordering_response(v1::SetOrderingModeResponse response) {
+  absl::MutexLock lock(&mu_);
+  ordering_response_ = std::move(response);
+}
 void FakeRetryd::set_health(grpc::health::v1::HealthCheckResponse::ServingStatus status) {
   absl::MutexLock lock(&mu_);
   health_ = status;
@@ -271,6 +282,10 @@ v1::StopRetryThreadsRequest FakeRetryd::last_stop_request() const {
 v1::SetInOrderRequest FakeRetryd::last_in_order_request() const {
   absl::MutexLock lock(&mu_);
   return in_order_request_;
+}
+v1::SetOrderingModeRequest FakeRetryd::last_ordering_request() const {
+  absl::MutexLock lock(&mu_);
+  return ordering_request_;
 }
 v1::WatchMetricsRequest FakeRetryd::last_watch_request() const {
   absl::MutexLock lock(&mu_);

@@ -45,6 +45,7 @@ class FakeRetryd {
   void set_start_response(v1::StartRetryThreadsResponse response);
   void set_stop_response(v1::StopRetryThreadsResponse response);
   void set_in_order_response(v1::SetInOrderResponse response);
+  void set_ordering_response(v1::SetOrderingModeResponse response);
   void set_health(grpc::health::v1::HealthCheckResponse::ServingStatus status);
   // WatchMetrics writes these, then ends the stream with OK if `then_end`,
   // else holds it open until the client cancels.
@@ -58,6 +59,7 @@ class FakeRetryd {
   v1::StartRetryThreadsRequest last_start_request() const;
   v1::StopRetryThreadsRequest last_stop_request() const;
   v1::SetInOrderRequest last_in_order_request() const;
+  v1::SetOrderingModeRequest last_ordering_request() const;
   v1::WatchMetricsRequest last_watch_request() const;
   grpc::health::v1::HealthCheckRequest last_health_request() const;
 
@@ -80,6 +82,7 @@ class FakeRetryd {
   v1::StartRetryThreadsResponse start_response_ ABSL_GUARDED_BY(mu_);
   v1::StopRetryThreadsResponse stop_response_ ABSL_GUARDED_BY(mu_);
   v1::SetInOrderResponse in_order_response_ ABSL_GUARDED_BY(mu_);
+  v1::SetOrderingModeResponse ordering_response_ ABSL_GUARDED_BY(mu_);
   grpc::health::v1::HealthCheckResponse::ServingStatus health_ ABSL_GUARDED_BY(mu_) =
       grpc::health::v1::HealthCheckResponse::SERVING;
   std::vector<v1::MetricsSnapshot> snapshots_ ABSL_GUARDED_BY(mu_);
@@ -89,6 +92,7 @@ class FakeRetryd {
   v1::StartRetryThreadsRequest start_request_ ABSL_GUARDED_BY(mu_);
   v1::StopRetryThreadsRequest stop_request_ ABSL_GUARDED_BY(mu_);
   v1::SetInOrderRequest in_order_request_ ABSL_GUARDED_BY(mu_);
+  v1::SetOrderingModeRequest ordering_request_ ABSL_GUARDED_BY(mu_);
   v1::WatchMetricsRequest watch_request_ ABSL_GUARDED_BY(mu_);
   grpc::health::v1::HealthCheckRequest health_request_ ABSL_GUARDED_BY(mu_);
 

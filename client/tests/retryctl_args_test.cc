@@ -262,6 +262,50 @@ TEST(RetryctlArgsTest, InOrderErrors) {
   EXPECT_EQ(ParseError({"inorder", "on", "--force"}).message, "inorder: unknown flag --force");
 }
 
+// ---- ordering -----------------------------------------------------------------
+
+TEST(RetryctlArgsTest, Ordering) {
+  struct Case {
+    std::string word;
+    OrderingMode mode;
+  };
+  for (const Case& c : std::vector<Case>{{"unordered", OrderingMode::kUnordered},
+                                         {"UNORDERED", OrderingMode::kUnordered},
+                                         {"key", OrderingMode::kKey},
+                                         {"Key", OrderingMode::kKey},
+                                         {"in-order", OrderingMode::kInOrder},
+                                         {"IN_ORDER", OrderingMode::kInOrder},
+                                         {"In-Order", OrderingMode::kInOrder}}) {
+    const Invocation invocation = Parse({"ordering", c.word});
+    EXPECT_EQ(invocation.command, Command::kOrdering) << c.word;
+    EXPECT_EQ(invocation.ordering, c.mode) << c.word;
+    EXPECT_FALSE(invocation.drain) << c.word;
+  }
+  Invocation invocation = Parse({"ordering", "in-order", "--drain"});
+  EXPECT_EQ(invocation.ordering, OrderingMode::kInOrder);
+  EXPECT_TRUE(invocation.drain);
+  invocation = Parse({"ordering", "--drain", "IN-ORDER"});
+  EXPECT_EQ(invocation.ordering, OrderingMode::kInOrder);
+  EXPECT_TRUE(invocation.drain);
+}
+
+TEST(RetryctlArgsTest, OrderingErrors) {
+  UsageError error = ParseError({"ordering"});
+  EXPECT_EQ(error.message, "ordering: missing MODE: unordered, in-order or key");
+  EXPECT_EQ(error.topic, "ordering");
+  EXPECT_EQ(ParseError({"ordering", "sorted"}).message,
+            "ordering: expected 'unordered', 'in-order' or 'key', got 'sorted'");
+  EXPECT_EQ(ParseError({"ordering", "key", "--drain"}).message,
+            "ordering: --drain applies only to 'ordering in-order'");
+  EXPECT_EQ(ParseError({"ordering", "unordered", "--drain"}).message,
+            "ordering: --drain applies only to 'ordering in-order'");
+  EXPECT_EQ(ParseError({"ordering", "key", "unordered"}).message,
+            "ordering: unexpected argument 'unordered'");
+  EXPECT_EQ(ParseError({"ordering", "key", "--force"}).message, "ordering: unknown flag --force");
+  EXPECT_EQ(ParseError({"ordering", "in-order", "--drain=yes"}).message,
+            "ordering: --drain takes no value");
+}
+
 // ---- watch --------------------------------------------------------------------
 
 TEST(RetryctlArgsTest, WatchDefaults) {
@@ -320,6 +364,8 @@ TEST(RetryctlArgsTest, HelpInEveryForm) {
            {{"--help", "watch"}, "watch"},
            {{"watch", "--interval", "5", "--help"}, "watch"},
            {{"inorder", "--help"}, "inorder"},
+           {{"ordering", "key", "--help"}, "ordering"},
+           {{"help", "ordering"}, "ordering"},
            {{"status", "--help"}, "status"},
        }) {
     const Invocation invocation = Parse(c.args);
@@ -359,13 +405,26 @@ TEST(RetryctlUsageTest, OverviewHelpListsCommandsFlagsExitCodesAndExamples) {
   const RunResult run = RunTool({"--help"});
   EXPECT_EQ(run.exit_code, kExitOk);
   EXPECT_EQ(run.err, "");
-  for (const char* expected :
-       {"Usage:\n  retryctl [FLAGS] COMMAND [ARGS]", "status", "threads start N",
-        "threads stop N | --id ID... [--now]", "inorder on [--drain] | off",
-        "watch [--interval MS] [--thread ID...] [--count N]", "--addr HOST:PORT", "RETRYD_ADDR",
-        "--token-file FILE", "RETRYD_TOKEN_FILE", "--tls-ca FILE", "--timeout S", "--json",
-        "Exit status:", "FAILED_PRECONDITION", "2  usage error",
-        "Examples:", "retryctl --json status"}) {
+  for (const char* expected : {"Usage:\n  retryctl [FLAGS] COMMAND [ARGS]",
+                               "status",
+                               "threads start N",
+                               "threads stop N | --id ID... [--now]",
+                               "inorder on [--drain] | off",
+                               "ordering MODE [--drain]",
+                               "retryctl ordering key",
+                               "watch [--interval MS] [--thread ID...] [--count N]",
+                               "--addr HOST:PORT",
+                               "RETRYD_ADDR",
+                               "--token-file FILE",
+                               "RETRYD_TOKEN_FILE",
+                               "--tls-ca FILE",
+                               "--timeout S",
+                               "--json",
+                               "Exit status:",
+                               "FAILED_PRECONDITION",
+                               "2  usage error",
+                               "Examples:",
+                               "retryctl --json status"}) {
     EXPECT_THAT(run.out, HasSubstr(expected));
   }
   EXPECT_EQ(RunTool({"help"}).out, run.out);
@@ -394,6 +453,15 @@ TEST(RetryctlUsageTest, CommandHelpIsSpecific) {
   EXPECT_EQ(run.exit_code, kExitOk);
   for (const char* expected : {"retryctl inorder on [--drain]", "retryctl inorder off", "--drain",
                                "DEADLINE_EXCEEDED", "--timeout"}) {
+    EXPECT_THAT(run.out, HasSubstr(expected));
+  }
+
+  run = RunTool({"ordering", "--help"});
+  EXPECT_EQ(run.exit_code, kExitOk);
+  for (const char* expected :
+       {"retryctl ordering unordered", "retryctl ordering key",
+        "retryctl ordering in-order [--drain]", "case-insensitive", "parked",
+        "(within an input partition)", "DEADLINE_EXCEEDED", "FAILED_PRECONDITION"}) {
     EXPECT_THAT(run.out, HasSubstr(expected));
   }
 

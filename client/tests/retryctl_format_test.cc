@@ -76,11 +76,12 @@ TEST(FormatStatusTest, ReadableSummaryAndThreadsTable) {
   const std::string text = FormatStatus(SampleStatus(), absl::FromUnixMillis(1'000'000));
   EXPECT_EQ(text,
             "engine        RUNNING (retryd 0.1.0)\n"
-            "in_order      off\n"
+            "ordering      unordered\n"
             "kafka         broker-1:9092,broker-2:9092 (reachable)\n"
             "retry backlog 12 records\n"
             "totals        consumed 1000, processed 1200, succeeded 1100, failed attempts 100,\n"
-            "              sent to retry 80, dead-lettered 20, in flight 3, unavailable 0\n"
+            "              sent to retry 80, dead-lettered 20, in flight 3, unavailable 0,\n"
+            "              followed 0\n"
             "threads       2: 1 primary, 1 retry (at most 4 retry)\n"
             "\n"
             "  ID  ROLE     STATE            IN-STATE  PARTITIONS\n"
@@ -95,10 +96,37 @@ TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
   status.set_retry_backlog(1);
   const std::string text = FormatStatus(status, absl::Now());
   EXPECT_THAT(text, HasSubstr("engine        DRAINING\n"));
-  EXPECT_THAT(text, HasSubstr("in_order      on\n"));
+  // A server older than `ordering` still says in_order.
+  EXPECT_THAT(text, HasSubstr("ordering      in-order\n"));
   EXPECT_THAT(text, HasSubstr("kafka         - (NOT reachable)\n"));
   EXPECT_THAT(text, HasSubstr("retry backlog 1 record\n"));
   EXPECT_THAT(text, Not(HasSubstr("PARTITIONS")));
+}
+
+TEST(FormatStatusTest, OrderingLineShowsKeyOrdersParkedKeys) {
+  v1::GetStatusResponse status = SampleStatus();
+  status.set_ordering(v1::KEY);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("ordering      key (no parked keys)\n"));
+  v1::ParkedKeys* parked = status.mutable_parked_keys();
+  parked->set_keys(3);
+  parked->set_records(7);
+  parked->set_oldest_unix_ms(1'000'000 - 12'300);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("ordering      key (3 parked keys, 7 records, oldest parked 12.3s)\n"));
+  parked->set_keys(1);
+  parked->set_records(1);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("ordering      key (1 parked key, 1 record, oldest parked 12.3s)\n"));
+
+  // The mode wins over the older in_order; parked keys only in key order.
+  status.set_ordering(v1::IN_ORDER);
+  status.set_in_order(true);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("ordering      in-order\n"));
+  status.set_ordering(v1::UNORDERED);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("ordering      unordered\n"));
 }
 
 TEST(FormatStatusTest, DownstreamLine) {
@@ -151,6 +179,30 @@ TEST(FormatResponsesTest, ThreadsAndInOrder) {
   in_order.add_started_thread_ids(7);
   EXPECT_EQ(FormatSetInOrder(in_order),
             "in_order: off\nstarted 1 retry thread to read the retry topic: 7\n");
+}
+
+TEST(FormatResponsesTest, OrderingMode) {
+  v1::SetOrderingModeResponse response;
+  response.set_mode(v1::KEY);
+  EXPECT_EQ(FormatSetOrderingMode(response),
+            "ordering: key\nfound 0 parked keys in the retry topic\n");
+  response.set_parked_keys(1);
+  EXPECT_EQ(FormatSetOrderingMode(response),
+            "ordering: key\nfound 1 parked key in the retry topic\n");
+
+  response.Clear();
+  response.set_mode(v1::IN_ORDER);
+  response.set_drained_records(1);
+  response.add_stopped_thread_ids(2);
+  EXPECT_EQ(FormatSetOrderingMode(response),
+            "ordering: in-order\ndrained 1 retry record and stopped retry threads 2\n");
+
+  response.Clear();
+  response.set_mode(v1::UNORDERED);
+  response.add_started_thread_ids(5);
+  response.add_started_thread_ids(6);
+  EXPECT_EQ(FormatSetOrderingMode(response),
+            "ordering: unordered\nstarted 2 retry threads to read the retry topic: 5, 6\n");
 }
 
 TEST(ToJsonTest, ProtoFieldNamesEveryFieldAndRoundTrip) {

@@ -85,7 +85,7 @@ TEST(RetryctlTest, StatusPrintsASummary) {
   const RunResult run = RunAgainst(fake, {"status"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.err, "");
-  EXPECT_THAT(run.out, StartsWith("engine        RUNNING\nin_order      on\n"));
+  EXPECT_THAT(run.out, StartsWith("engine        RUNNING\nordering      in-order\n"));
   EXPECT_THAT(run.out, HasSubstr("kafka         127.0.0.1:9092 (reachable)\n"));
   EXPECT_THAT(run.out, HasSubstr("retry backlog 3 records\n"));
   EXPECT_THAT(run.out, HasSubstr("   0  primary  IDLE"));
@@ -183,6 +183,51 @@ TEST(RetryctlTest, InOrderOff) {
   EXPECT_FALSE(fake.last_in_order_request().drain_retries());
 }
 
+TEST(RetryctlTest, OrderingKey) {
+  FakeRetryd fake;
+  v1::SetOrderingModeResponse response;
+  response.set_mode(v1::KEY);
+  response.set_parked_keys(3);
+  fake.set_ordering_response(response);
+
+  RunResult run = RunAgainst(fake, {"ordering", "KEY"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "ordering: key\nfound 3 parked keys in the retry topic\n");
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::KEY);
+  EXPECT_FALSE(fake.last_ordering_request().drain_retries());
+
+  run = RunAgainst(fake, {"--json", "ordering", "key"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  v1::SetOrderingModeResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &parsed).ok()) << run.out;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, response));
+  EXPECT_THAT(run.out, HasSubstr("\"mode\": \"KEY\""));
+}
+
+TEST(RetryctlTest, OrderingInOrderWithDrainAndBackToUnordered) {
+  FakeRetryd fake;
+  v1::SetOrderingModeResponse response;
+  response.set_mode(v1::IN_ORDER);
+  response.add_stopped_thread_ids(3);
+  response.set_drained_records(12);
+  fake.set_ordering_response(response);
+  RunResult run = RunAgainst(fake, {"ordering", "in-order", "--drain"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "ordering: in-order\ndrained 12 retry records and stopped retry threads 3\n");
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::IN_ORDER);
+  EXPECT_TRUE(fake.last_ordering_request().drain_retries());
+
+  response.Clear();
+  response.set_mode(v1::UNORDERED);
+  response.add_started_thread_ids(4);
+  fake.set_ordering_response(response);
+  run = RunAgainst(fake, {"ordering", "Unordered"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "ordering: unordered\nstarted 1 retry thread to read the retry topic: 4\n");
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::UNORDERED);
+  EXPECT_FALSE(fake.last_ordering_request().drain_retries());
+}
+
 // ---- failures: exit 1 and "retryctl: CODE: message" ---------------------------------
 
 TEST(RetryctlTest, RpcFailureExitsOneWithTheCodeName) {
@@ -197,11 +242,16 @@ TEST(RetryctlTest, RpcFailureExitsOneWithTheCodeName) {
 
 TEST(RetryctlTest, EveryCommandReportsItsRpcFailure) {
   FakeRetryd fake;
-  for (const char* method : {"GetStatus", "StopRetryThreads", "SetInOrder", "WatchMetrics"}) {
+  for (const char* method :
+       {"GetStatus", "StopRetryThreads", "SetInOrder", "SetOrderingMode", "WatchMetrics"}) {
     fake.FailWith(method, grpc::Status(grpc::StatusCode::NOT_FOUND, "no thread 9"));
   }
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"status"}, {"threads", "stop", "--id", "9"}, {"inorder", "on"}, {"watch"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"status"},
+                                             {"threads", "stop", "--id", "9"},
+                                             {"inorder", "on"},
+                                             {"ordering", "key"},
+                                             {"watch"}}) {
     const RunResult run = RunAgainst(fake, args);
     EXPECT_EQ(run.exit_code, kExitRpcFailed) << args[0];
     EXPECT_EQ(run.err, "retryctl: NOT_FOUND: no thread 9\n") << args[0];

@@ -32,6 +32,7 @@ enum Column {
   kDlqPerSecond,
   kInFlight,
   kScheduled,
+  kParked,
   kLag,
   kP50,
   kP99,
@@ -58,6 +59,7 @@ v1::ThreadMetrics Thread(uint32_t id, v1::ThreadRole role, const Counts& counts)
   thread.set_dead_lettered(counts.dlq);
   thread.set_in_flight(3);
   thread.set_scheduled(4);
+  thread.set_parked(5);
   thread.set_lag(1234);
   return thread;
 }
@@ -89,15 +91,23 @@ WatchTable UtcTable() {
 TEST(WatchTableTest, HeaderLineAndColumnTitles) {
   WatchTable table = UtcTable();
   v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::PRIMARY, {})});
-  snapshot.set_in_order(true);
-  const std::vector<std::string> lines = Lines(table.Render(snapshot));
+  snapshot.set_ordering(v1::KEY);
+  std::vector<std::string> lines = Lines(table.Render(snapshot));
   ASSERT_THAT(lines, SizeIs(3));
-  EXPECT_EQ(
-      lines[0],
-      "retryd 01:02:03  engine RUNNING  in_order on  retry backlog 7  threads 1  every 1000ms");
-  EXPECT_THAT(Cells(lines[1]), ElementsAre("ID", "ROLE", "STATE", "IN-STATE", "PARTS", "PROC/s",
-                                           "OK/s", "FAIL/s", "RETRY/s", "DLQ/s", "INFL", "SCHED",
-                                           "LAG", "P50ms", "P99ms", "MAXms", "LAST", "ERROR"));
+  EXPECT_EQ(lines[0],
+            "retryd 01:02:03  engine RUNNING  ordering key  retry backlog 7  threads 1  every "
+            "1000ms");
+  EXPECT_THAT(Cells(lines[1]),
+              ElementsAre("ID", "ROLE", "STATE", "IN-STATE", "PARTS", "PROC/s", "OK/s", "FAIL/s",
+                          "RETRY/s", "DLQ/s", "INFL", "SCHED", "PARKED", "LAG", "P50ms", "P99ms",
+                          "MAXms", "LAST", "ERROR"));
+
+  // A server older than `ordering` says in_order only.
+  snapshot.clear_ordering();
+  snapshot.set_in_order(true);
+  lines = Lines(table.Render(snapshot));
+  ASSERT_THAT(lines, SizeIs(3));
+  EXPECT_THAT(lines[0], HasSubstr("  ordering in-order  "));
 }
 
 TEST(WatchTableTest, NewestScalingEventUnderTheHeaderLine) {
@@ -134,6 +144,7 @@ TEST(WatchTableTest, FirstSnapshotHasNoRates) {
   for (int c = kProcessedPerSecond; c <= kDlqPerSecond; ++c) EXPECT_EQ(cells[c], "-") << c;
   EXPECT_EQ(cells[kInFlight], "3");
   EXPECT_EQ(cells[kScheduled], "4");
+  EXPECT_EQ(cells[kParked], "5");
   EXPECT_EQ(cells[kLag], "1234");
   // No processor call in the interval: no latency.
   EXPECT_EQ(cells[kP50], "-");

@@ -146,6 +146,30 @@ class ParseErrorCollector : public google::protobuf::io::ErrorCollector {
   std::vector<Entry> entries_;
 };
 
+// Turns protobuf's `Unknown enumeration value of "X" for field "f".`, for an
+// enum field of Config itself (`ordering`), into "f: unknown value "X"
+// (one of: A, B, C)"; nullopt for any other message.
+std::optional<std::pair<std::string, std::string>> DescribeUnknownEnumValue(
+    absl::string_view message) {
+  if (!absl::ConsumePrefix(&message, "Unknown enumeration value of \"")) return std::nullopt;
+  const size_t value_end = message.find('"');
+  if (value_end == absl::string_view::npos) return std::nullopt;
+  const absl::string_view value = message.substr(0, value_end);
+  absl::string_view rest = message.substr(value_end);
+  if (!absl::ConsumePrefix(&rest, "\" for field \"")) return std::nullopt;
+  const std::string field_name(rest.substr(0, rest.find('"')));
+  const FieldDescriptor* field = v1::Config::descriptor()->FindFieldByName(field_name);
+  if (field == nullptr || field->enum_type() == nullptr) return std::nullopt;
+  std::vector<std::string> names;
+  for (int i = 0; i < field->enum_type()->value_count(); ++i) {
+    if (field->enum_type()->value(i)->number() != 0) {
+      names.push_back(field->enum_type()->value(i)->name());
+    }
+  }
+  return std::make_pair(field_name, absl::StrCat("unknown value ", Quote(value),
+                                                 " (one of: ", absl::StrJoin(names, ", "), ")"));
+}
+
 // Field path of the message type `full_name` inside Config ("" for Config
 // itself), or nullopt if no field has that type.
 std::optional<std::string> PathToType(absl::string_view full_name) {
@@ -191,6 +215,7 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 // "<path of X>.<closest field>: unknown field "y"; did you mean ...". Other
 // parser messages are kept, with the column added.
 std::pair<std::string, std::string> DescribeParseError(const ParseErrorCollector::Entry& entry) {
+  if (auto described = DescribeUnknownEnumValue(entry.message)) return *std::move(described);
   absl::string_view message = entry.message;
   absl::string_view type_name;
   absl::string_view field_name;
@@ -296,6 +321,7 @@ class Validator {
     std::map<std::string, std::string> properties = CheckKafka(*config.mutable_kafka());
     CheckTopics(config);
     Number(config, root_, "primary_threads", 1, 1, 64);
+    CheckOrdering(config);
     CheckRetry(config);
     CheckProcessor(config);
     Number(config, root_, "commit_interval_ms", 1000, 10, 60'000);
@@ -540,18 +566,48 @@ class Validator {
     }
   }
 
+  // Resolves `ordering` and the older `in_order` into one mode, written back
+  // into both (the effective config): ordering set, in_order true exactly
+  // when it is IN_ORDER.
+  void CheckOrdering(v1::Config& config) {
+    const bool ordering_set = config.ordering() != v1::ORDERING_UNSPECIFIED;
+    const bool in_order_set = config.in_order() || root_.Written("in_order");
+    if (ordering_set && !v1::Ordering_IsValid(config.ordering())) {
+      // Text format refuses unknown names; a number slips through.
+      Error(root_, "ordering",
+            absl::StrCat("must be UNORDERED, IN_ORDER or KEY, got ",
+                         static_cast<int>(config.ordering())));
+      return;
+    }
+    if (ordering_set && in_order_set && (config.ordering() == v1::IN_ORDER) != config.in_order()) {
+      Error(root_, "ordering",
+            absl::StrCat("ordering: ", v1::Ordering_Name(config.ordering()),
+                         " disagrees with in_order: ", config.in_order() ? "true" : "false",
+                         "; in_order is the older spelling of ordering: IN_ORDER, set only "
+                         "ordering"));
+      return;
+    }
+    if (!ordering_set) config.set_ordering(config.in_order() ? v1::IN_ORDER : v1::UNORDERED);
+    config.set_in_order(config.ordering() == v1::IN_ORDER);
+  }
+
   void CheckRetry(v1::Config& config) {
     v1::RetryConfig& retry = *config.mutable_retry();
     const Node node = root_.Child("retry");
     Number(retry, node, "max_threads", 16, 1, 256);
+    const bool in_order = config.ordering() == v1::IN_ORDER;
     const bool min_ok = CheckMinThreads(config, retry, node);
     if (!retry.has_threads()) {
-      retry.set_threads(config.in_order() ? 0 : std::max<uint32_t>(1, retry.min_threads()));
-    } else if (config.in_order() && retry.threads() > 0) {
+      retry.set_threads(in_order ? 0 : std::max<uint32_t>(1, retry.min_threads()));
+    } else if (in_order && retry.threads() > 0) {
+      // Named as the file spells it.
+      const bool old_spelling = !root_.Written("ordering");
       Error(node, "threads",
-            absl::StrCat("in_order: true keeps strict order per partition, which excludes retry "
-                         "threads (got threads: ",
-                         retry.threads(), "); set threads: 0 or in_order: false"));
+            absl::StrCat(old_spelling ? "in_order: true" : "ordering: IN_ORDER",
+                         " keeps strict order per partition, which excludes retry threads (got "
+                         "threads: ",
+                         retry.threads(), "); set threads: 0 or ",
+                         old_spelling ? "in_order: false" : "ordering: KEY or UNORDERED"));
     } else if (retry.threads() > retry.max_threads()) {
       Error(node, "threads",
             absl::StrCat("must be at most max_threads (", retry.max_threads(), "), got ",
@@ -597,9 +653,10 @@ class Validator {
     if (retry.min_threads() == 0) return true;
     if (config.in_order()) {
       Error(node, "min_threads",
-            absl::StrCat("in_order: true keeps strict order per partition, which excludes retry "
+            absl::StrCat("in-order mode keeps strict order per partition, which excludes retry "
                          "threads (got min_threads: ",
-                         retry.min_threads(), "); set min_threads: 0 or in_order: false"));
+                         retry.min_threads(),
+                         "); set min_threads: 0 or another ordering (UNORDERED or KEY)"));
       return false;
     }
     if (retry.min_threads() > retry.max_threads()) {
@@ -735,6 +792,18 @@ class Validator {
   std::map<std::string, std::string> topic_roles_;  // Topic -> field path.
 };
 
+// `ordering` as the validator left it: never ORDERING_UNSPECIFIED.
+Ordering ToEngineOrdering(v1::Ordering ordering) {
+  switch (ordering) {
+    case v1::IN_ORDER:
+      return Ordering::kInOrder;
+    case v1::KEY:
+      return Ordering::kKey;
+    default:
+      return Ordering::kUnordered;
+  }
+}
+
 EngineOptions ToEngineOptions(const v1::Config& config,
                               std::map<std::string, std::string> properties) {
   EngineOptions engine;
@@ -745,7 +814,7 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   engine.output_topic = config.output_topic();
   engine.dead_letter_topic = config.dead_letter_topic();
   engine.primary_threads = static_cast<int>(config.primary_threads());
-  engine.ordering = config.in_order() ? Ordering::kInOrder : Ordering::kUnordered;
+  engine.ordering = ToEngineOrdering(config.ordering());
   const v1::RetryConfig& retry = config.retry();
   engine.retry.topic = retry.topic();
   engine.retry.threads = static_cast<int>(retry.threads());

@@ -34,7 +34,7 @@ namespace retryd::control {
 
 enum class Access {
   kReadOnly,  // GetStatus, WatchMetrics.
-  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder.
+  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder, SetOrderingMode.
 };
 
 class BearerTokenAuth {

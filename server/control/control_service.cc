@@ -31,6 +31,27 @@ std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
 }
 
+// How a switch of the ordering mode ended, for the log.
+std::string Describe(const absl::StatusOr<SetOrderingResult>& result) {
+  if (!result.ok()) return result.status().ToString();
+  return absl::StrCat(
+      "ordering=", OrderingName(result->ordering), " stopped=", JoinIds(result->stopped_thread_ids),
+      " drained=", result->drained_records, " started=", JoinIds(result->started_thread_ids),
+      " parked_keys=", result->parked_keys);
+}
+
+// The fields SetInOrderResponse and SetOrderingModeResponse share.
+template <typename Response>
+void FillSwitch(const SetOrderingResult& result, Response& response) {
+  for (int id : result.stopped_thread_ids) {
+    response.add_stopped_thread_ids(static_cast<uint32_t>(id));
+  }
+  response.set_drained_records(result.drained_records);
+  for (int id : result.started_thread_ids) {
+    response.add_started_thread_ids(static_cast<uint32_t>(id));
+  }
+}
+
 // A unary call's reactor that turns the call's cancellation into a
 // Cancellation the engine watches. The token is shared: the operation may
 // still hold it when the reactor is done.
@@ -120,7 +141,10 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
     return reactor;
   }
   response->set_state(ToProto(engine_.state()));
-  response->set_in_order(engine_.in_order());
+  const Ordering ordering = engine_.ordering();
+  response->set_in_order(ordering == Ordering::kInOrder);
+  response->set_ordering(ToProto(ordering));
+  ToProto(engine_.ParkedKeys(), *response->mutable_parked_keys());
   for (const std::shared_ptr<const ThreadStats>& stats : engine_.Threads()) {
     ToProto(*stats, *response->add_threads());
   }
@@ -203,41 +227,67 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext* context,
-                                                     const v1::SetInOrderRequest* request,
-                                                     v1::SetInOrderResponse* response) {
+grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerContext* context,
+                                                         absl::Status validation, std::string call,
+                                                         SwitchOperation operation) {
   auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
-  if (status.ok()) status = ValidateSetInOrderRequest(*request);
+  if (status.ok()) status = std::move(validation);
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  const std::string peer = context->peer();
   std::shared_ptr<Cancellation> cancel = reactor->cancellation();
-  auto operation = [this, request, response, peer, cancel](absl::Time deadline) {
-    absl::StatusOr<SetOrderingResult> result =
-        engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline, cancel.get());
-    LogInfo("control: SetInOrder(", request->in_order() ? "true" : "false",
-            request->drain_retries() ? ", drain" : "", ") from ", peer, ": ",
-            result.ok() ? absl::StrCat("ordering=", OrderingName(result->ordering),
-                                       " stopped=", JoinIds(result->stopped_thread_ids),
-                                       " drained=", result->drained_records,
-                                       " started=", JoinIds(result->started_thread_ids))
-                        : result.status().ToString());
-    if (!result.ok()) return result.status();
-    response->set_in_order(result->in_order());
-    for (int id : result->stopped_thread_ids) {
-      response->add_stopped_thread_ids(static_cast<uint32_t>(id));
-    }
-    response->set_drained_records(result->drained_records);
-    for (int id : result->started_thread_ids) {
-      response->add_started_thread_ids(static_cast<uint32_t>(id));
-    }
-    return absl::OkStatus();
+  auto run = [operation = std::move(operation), call = std::move(call), peer = context->peer(),
+              cancel](absl::Time deadline) mutable {
+    absl::StatusOr<SetOrderingResult> result = std::move(operation)(deadline, cancel.get());
+    LogInfo("control: ", call, " from ", peer, ": ", Describe(result));
+    return result.status();
   };
-  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
+  RunBlocking(context, reactor, std::move(run), std::move(cancel));
   return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext* context,
+                                                     const v1::SetInOrderRequest* request,
+                                                     v1::SetInOrderResponse* response) {
+  return SwitchOrdering(
+      context, ValidateSetInOrderRequest(*request),
+      absl::StrCat("SetInOrder(", request->in_order() ? "true" : "false",
+                   request->drain_retries() ? ", drain" : "", ")"),
+      [this, request, response](absl::Time deadline,
+                                Cancellation* cancel) -> absl::StatusOr<SetOrderingResult> {
+        absl::StatusOr<SetOrderingResult> result =
+            engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline, cancel);
+        if (result.ok()) {
+          response->set_in_order(result->in_order());
+          FillSwitch(*result, *response);
+        }
+        return result;
+      });
+}
+
+grpc::ServerUnaryReactor* ControlService::SetOrderingMode(grpc::CallbackServerContext* context,
+                                                          const v1::SetOrderingModeRequest* request,
+                                                          v1::SetOrderingModeResponse* response) {
+  const absl::Status validation = ValidateSetOrderingModeRequest(*request);
+  // Validated: the mode is one the engine knows.
+  const Ordering mode = FromProto(request->mode()).value_or(Ordering::kUnordered);
+  return SwitchOrdering(
+      context, validation,
+      absl::StrCat("SetOrderingMode(", OrderingName(mode),
+                   request->drain_retries() ? ", drain" : "", ")"),
+      [this, mode, request, response](absl::Time deadline,
+                                      Cancellation* cancel) -> absl::StatusOr<SetOrderingResult> {
+        absl::StatusOr<SetOrderingResult> result =
+            engine_.SetOrderingMode(mode, request->drain_retries(), deadline, cancel);
+        if (result.ok()) {
+          response->set_mode(ToProto(result->ordering));
+          FillSwitch(*result, *response);
+          response->set_parked_keys(result->parked_keys);
+        }
+        return result;
+      });
 }
 
 grpc::ServerWriteReactor<v1::MetricsSnapshot>* ControlService::WatchMetrics(

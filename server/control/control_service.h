@@ -5,12 +5,13 @@
 // its request (INVALID_ARGUMENT naming the field and its allowed range),
 // then acts. Handlers never block a gRPC thread: GetStatus reads the
 // engine's lock-free stats; the operations that wait (StartRetryThreads,
-// StopRetryThreads, SetInOrder) run on a small owned BlockingExecutor and
-// finish their call from there, with the call's deadline as the engine's
-// deadline (less a small margin so the engine's answer — the ids started
-// so far, or DEADLINE_EXCEEDED after a rolled-back drain — still reaches the
-// client; a call without a deadline gets `default_operation_timeout`).
-// SetInOrder, which can wait long for a drain, hands the engine a
+// StopRetryThreads, SetInOrder, SetOrderingMode) run on a small owned
+// BlockingExecutor and finish their call from there, with the call's
+// deadline as the engine's deadline (less a small margin so the engine's
+// answer — the ids started so far, or DEADLINE_EXCEEDED after a rolled-back
+// drain — still reaches the client; a call without a deadline gets
+// `default_operation_timeout`). SetInOrder and SetOrderingMode, which can
+// wait long for a drain or a read of the retry topic, hand the engine a
 // Cancellation that its reactor's OnCancel sets: a cancelled call (Ctrl-C
 // in retryctl, a client gone, server shutdown) ends the drain at once and
 // leaves the engine as it was.
@@ -29,9 +30,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/control.grpc.pb.h"
@@ -86,6 +89,9 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   grpc::ServerUnaryReactor* SetInOrder(grpc::CallbackServerContext* context,
                                        const v1::SetInOrderRequest* request,
                                        v1::SetInOrderResponse* response) override;
+  grpc::ServerUnaryReactor* SetOrderingMode(grpc::CallbackServerContext* context,
+                                            const v1::SetOrderingModeRequest* request,
+                                            v1::SetOrderingModeResponse* response) override;
   grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
       grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override;
 
@@ -93,6 +99,18 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   // The engine's work for one blocking call: gets the engine deadline,
   // fills the response, returns the call's status.
   using Operation = absl::AnyInvocable<absl::Status(absl::Time deadline) &&>;
+
+  // A switch of the ordering mode: the engine's call, given the engine
+  // deadline and the call's cancellation; it fills the response on success.
+  using SwitchOperation = absl::AnyInvocable<absl::StatusOr<SetOrderingResult>(
+                                                 absl::Time deadline, Cancellation* cancel) &&>;
+
+  // SetInOrder and SetOrderingMode: a mutating call that, once authorized
+  // and `validation` is OK, runs `operation` on the executor with a
+  // Cancellation its reactor sets, and logs it as `call` with the result.
+  grpc::ServerUnaryReactor* SwitchOrdering(grpc::CallbackServerContext* context,
+                                           absl::Status validation, std::string call,
+                                           SwitchOperation operation);
 
   // Runs `operation` on the executor and finishes `reactor` from there.
   // `cancel`, if given, is the one `reactor` sets when the call is

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "server/kafka/properties.h"
 
 namespace retryd::control {
@@ -54,6 +55,39 @@ v1::EngineState ToProto(EngineState state) {
       return v1::ENGINE_STOPPED;
   }
   return v1::ENGINE_STATE_UNSPECIFIED;
+}
+
+v1::Ordering ToProto(Ordering ordering) {
+  switch (ordering) {
+    case Ordering::kUnordered:
+      return v1::UNORDERED;
+    case Ordering::kInOrder:
+      return v1::IN_ORDER;
+    case Ordering::kKey:
+      return v1::KEY;
+  }
+  return v1::ORDERING_UNSPECIFIED;
+}
+
+std::optional<Ordering> FromProto(v1::Ordering ordering) {
+  switch (ordering) {
+    case v1::UNORDERED:
+      return Ordering::kUnordered;
+    case v1::IN_ORDER:
+      return Ordering::kInOrder;
+    case v1::KEY:
+      return Ordering::kKey;
+    default:
+      return std::nullopt;
+  }
+}
+
+void ToProto(const KeyParking::Summary& parked, v1::ParkedKeys& out) {
+  out.set_keys(parked.keys);
+  out.set_records(parked.records);
+  out.set_oldest_unix_ms(parked.keys > 0 && parked.oldest != absl::InfiniteFuture()
+                             ? absl::ToUnixMillis(parked.oldest)
+                             : 0);
 }
 
 void ToProto(const LatencySummary& summary, v1::LatencySummary& out) {

@@ -4,6 +4,7 @@
 #ifndef RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
 #define RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
 
+#include <optional>
 #include <vector>
 
 #include "google/protobuf/message.h"
@@ -12,7 +13,9 @@
 #include "retryd/v1/control.pb.h"
 #include "server/engine/counters.h"
 #include "server/engine/engine.h"
+#include "server/engine/key_parking.h"
 #include "server/engine/latency_histogram.h"
+#include "server/engine/options.h"
 #include "server/engine/thread_stats.h"
 #include "server/model/record.h"
 
@@ -23,6 +26,12 @@ v1::ThreadState ToProto(ThreadState state);
 // kCreated has no counterpart in the API (the control server starts after
 // the engine): ENGINE_STATE_UNSPECIFIED.
 v1::EngineState ToProto(EngineState state);
+v1::Ordering ToProto(Ordering ordering);
+// The engine's mode for a request's; nullopt for ORDERING_UNSPECIFIED or a
+// number this build does not know.
+std::optional<Ordering> FromProto(v1::Ordering ordering);
+// The parked keys of key order; oldest_unix_ms 0 if none is parked.
+void ToProto(const KeyParking::Summary& parked, v1::ParkedKeys& out);
 void ToProto(const LatencySummary& summary, v1::LatencySummary& out);
 void ToProto(const std::vector<TopicPartition>& partitions,
              google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);

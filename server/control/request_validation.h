@@ -36,6 +36,9 @@ absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& 
 // drain_retries only with in_order.
 absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request);
 
+// mode set (UNORDERED, IN_ORDER or KEY); drain_retries only with IN_ORDER.
+absl::Status ValidateSetOrderingModeRequest(const v1::SetOrderingModeRequest& request);
+
 // interval_ms in kMinWatchIntervalMs..kMaxWatchIntervalMs; thread_ids as for
 // StopRetryThreads (an empty list means every thread).
 absl::Status ValidateWatchMetricsRequest(const v1::WatchMetricsRequest& request);

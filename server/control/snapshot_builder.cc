@@ -36,7 +36,8 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
   out.set_interval_ms(
       baseline_ == nullptr ? 0 : static_cast<uint32_t>(current_->time_ms - baseline_->time_ms));
   out.set_engine_state(ToProto(current_->state));
-  out.set_in_order(current_->in_order);
+  out.set_ordering(ToProto(current_->ordering));
+  out.set_in_order(current_->ordering == Ordering::kInOrder);
   out.set_retry_backlog(current_->retry_backlog);
   ToProto(current_->downstream, *out.mutable_downstream());
   ToProto(current_->scaling_events, *out.mutable_scaling_events());
@@ -68,6 +69,7 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   m->set_scheduled(thread.scheduled);
   m->set_calls_in_flight(thread.calls_in_flight);
   m->set_lag(thread.lag);
+  m->set_parked(thread.parked);
 
   const ThreadSample* before = FindThread(baseline_.get(), thread.id);
   const int64_t from_ms = baseline_ == nullptr ? 0 : baseline_->time_ms;

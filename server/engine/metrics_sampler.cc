@@ -24,6 +24,7 @@ ThreadSample Read(const ThreadStats& s) {
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
   t.calls_in_flight = s.calls_in_flight.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);
+  t.parked = s.parked.load(std::memory_order_relaxed);
   t.processing = s.processing_latency.Read();
   t.end_to_end = s.end_to_end_latency.Read();
   t.last_error = s.last_error();
@@ -65,7 +66,7 @@ void MetricsSampler::SampleOnce() {
   auto sample = std::make_shared<EngineSample>();
   sample->time_ms = absl::ToUnixMillis(absl::Now());
   sample->state = engine_.state();
-  sample->in_order = engine_.in_order();
+  sample->ordering = engine_.ordering();
   sample->downstream = engine_.downstream();
   sample->scaling_events = engine_.ScalingEvents();
   TickMax tick_max{sample->time_ms, {}};

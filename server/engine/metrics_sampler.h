@@ -36,7 +36,8 @@ struct ThreadSample : Counters {
   int64_t state_since_ms = 0;
   std::vector<TopicPartition> partitions;
   int64_t in_flight = 0, scheduled = 0, lag = 0, calls_in_flight = 0;  // Gauges.
-  LatencyHistogram::Counts processing{}, end_to_end{};                 // Cumulative.
+  int64_t parked = 0;  // Gauge: held behind an earlier record of their key.
+  LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
   std::string last_error;
   int64_t last_error_ms = 0;
 };
@@ -44,7 +45,7 @@ struct ThreadSample : Counters {
 struct EngineSample {
   int64_t time_ms = 0;
   EngineState state = EngineState::kCreated;
-  bool in_order = false;
+  Ordering ordering = Ordering::kUnordered;
   int64_t retry_backlog = 0;
   DownstreamGate::Snapshot downstream;
   std::vector<ScalingEvent> scaling_events;  // Engine::ScalingEvents().

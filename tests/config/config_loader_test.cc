@@ -69,7 +69,7 @@ group_id: "orders-app"
 input_topics: "orders"
 output_topic: "orders.done"
 primary_threads: 1
-in_order: false
+ordering: UNORDERED
 retry {
   topic: "orders.retry"
   threads: 2
@@ -266,6 +266,76 @@ TEST(ConfigLoaderTest, InOrderWithRetryThreadsIsRejected) {
   EXPECT_THAT(error, StartsWith("test.textproto:3: retry.threads: "));
   EXPECT_THAT(error, HasSubstr("excludes retry threads"));
   EXPECT_THAT(error, HasSubstr("set threads: 0 or in_order: false"));
+}
+
+TEST(ConfigLoaderTest, OrderingDefaultsToUnorderedInTheEffectiveConfig) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.ordering, Ordering::kUnordered);
+  EXPECT_EQ(loaded->proto.ordering(), v1::UNORDERED);
+  EXPECT_FALSE(loaded->proto.in_order());
+}
+
+TEST(ConfigLoaderTest, OrderingKeyKeepsRetryThreads) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase("ordering: KEY"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.ordering, Ordering::kKey);
+  EXPECT_EQ(loaded->engine.retry.threads, 1);
+  EXPECT_EQ(loaded->proto.ordering(), v1::KEY);
+  EXPECT_FALSE(loaded->proto.in_order());
+
+  // Only in order excludes retry threads.
+  loaded = Load(WithBase("ordering: KEY\nretry { threads: 3 }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.retry.threads, 3);
+
+  loaded = Load(WithBase("ordering: UNORDERED\nin_order: false"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.ordering, Ordering::kUnordered);
+}
+
+TEST(ConfigLoaderTest, OrderingInOrderIsInOrderByEitherSpelling) {
+  for (const char* text :
+       {"ordering: IN_ORDER", "in_order: true", "ordering: IN_ORDER\nin_order: true"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<LoadedConfig> loaded = Load(WithBase(text));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->engine.ordering, Ordering::kInOrder);
+    EXPECT_EQ(loaded->engine.retry.threads, 0);
+    // The effective config says it both ways, for old and new readers.
+    EXPECT_EQ(loaded->proto.ordering(), v1::IN_ORDER);
+    EXPECT_TRUE(loaded->proto.in_order());
+  }
+}
+
+TEST(ConfigLoaderTest, OrderingInOrderWithRetryThreadsIsRejected) {
+  const std::string error = ErrorOf(WithBase("ordering: IN_ORDER\nretry {\n  threads: 2\n}"));
+  EXPECT_THAT(error, StartsWith("test.textproto:3: retry.threads: "));
+  EXPECT_THAT(error, HasSubstr("ordering: IN_ORDER keeps strict order"));
+  EXPECT_THAT(error, HasSubstr("set threads: 0 or ordering: KEY or UNORDERED"));
+}
+
+TEST(ConfigLoaderTest, OrderingAndInOrderThatDisagreeAreRejected) {
+  std::string error = ErrorOf(WithBase("in_order: true\nordering: KEY"));
+  EXPECT_THAT(error, StartsWith("test.textproto:2: ordering: "));
+  EXPECT_THAT(error, HasSubstr("ordering: KEY disagrees with in_order: true"));
+
+  error = ErrorOf(WithBase("in_order: true\nordering: UNORDERED"));
+  EXPECT_THAT(error, HasSubstr("ordering: UNORDERED disagrees with in_order: true"));
+
+  error = ErrorOf(WithBase("in_order: false\nordering: IN_ORDER"));
+  EXPECT_THAT(error, HasSubstr("ordering: IN_ORDER disagrees with in_order: false"));
+}
+
+TEST(ConfigLoaderTest, UnknownOrderingIsRejected) {
+  // (The parser places the error at the token after the value.)
+  std::string error = ErrorOf(WithBase("ordering: SORTED primary_threads: 1"));
+  EXPECT_THAT(error, StartsWith("test.textproto:1: ordering: unknown value \"SORTED\" (one of: "
+                                "UNORDERED, IN_ORDER, KEY)"));
+
+  error = ErrorOf(WithBase("ordering: 7"));
+  EXPECT_THAT(error, StartsWith("test.textproto:1: ordering: "));
+  EXPECT_THAT(error, HasSubstr("must be UNORDERED, IN_ORDER or KEY, got 7"));
 }
 
 TEST(ConfigLoaderTest, SeveralInputsNeedExplicitRetryAndDeadLetterTopics) {

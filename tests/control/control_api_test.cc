@@ -4,7 +4,7 @@
 // not give).
 // The suite shares one engine (a new consumer group takes seconds to get
 // its first assignment); each test leaves it with one retry thread, not in
-// order.
+// order (unordered).
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -85,12 +85,13 @@ class ControlApiTest : public ::testing::Test {
     client_ = Client(Channel(Target()));
   }
 
-  // Every test leaves one retry thread and in_order false, as it found them.
+  // Every test leaves one retry thread and the engine unordered, as it
+  // found them.
   void TearDown() override {
     if (!ready_ || client_ == nullptr) return;
     engine_->processor->set_failing(false);
-    if (engine_->engine->in_order()) {
-      EXPECT_TRUE(client_->SetInOrder(false, false).ok());
+    if (engine_->engine->ordering() != Ordering::kUnordered) {
+      EXPECT_TRUE(client_->SetOrderingMode(v1::UNORDERED, false).ok());
     }
     std::vector<uint32_t> retry = RetryThreadIds(*client_);
     if (retry.size() > 1) {
@@ -126,6 +127,10 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   const v1::GetStatusResponse& status = *response;
   EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
   EXPECT_FALSE(status.in_order());
+  EXPECT_EQ(status.ordering(), v1::UNORDERED);
+  EXPECT_EQ(status.parked_keys().keys(), 0);
+  EXPECT_EQ(status.parked_keys().records(), 0);
+  EXPECT_EQ(status.parked_keys().oldest_unix_ms(), 0);
   EXPECT_EQ(status.kafka_bootstrap_servers(), Broker().bootstrap_servers());
   EXPECT_EQ(status.max_retry_threads(), static_cast<uint32_t>(kMaxRetryThreads));
   EXPECT_EQ(status.config().group_id(), "control-api-config");
@@ -354,6 +359,147 @@ TEST_F(ControlApiTest, DrainSwitchesToInOrderThenStartIsRefused) {
   EXPECT_EQ(response->started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
   EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(response->started_thread_ids()));
   ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "allowed again once in-order is off";
+}
+
+TEST_F(ControlApiTest, SetOrderingModeValidatesArguments) {
+  struct Case {
+    v1::Ordering mode;
+    bool drain;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {v1::ORDERING_UNSPECIFIED, false, "mode: must be UNORDERED, IN_ORDER or KEY"},
+      {static_cast<v1::Ordering>(7), false, "mode: must be UNORDERED, IN_ORDER or KEY, got 7"},
+      {v1::KEY, true, "drain_retries: only with mode IN_ORDER"},
+      {v1::UNORDERED, true, "drain_retries: only with mode IN_ORDER"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status s = client_->SetOrderingMode(c.mode, c.drain).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(engine_->engine->ordering(), Ordering::kUnordered) << "nothing changed";
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
+}
+
+// Only in order excludes retry threads: from unordered and from key order
+// alike, the switch is refused while one runs, and nothing changes.
+TEST_F(ControlApiTest, SetOrderingModeRefusesInOrderWhileRetryThreadsRun) {
+  for (const v1::Ordering from : {v1::UNORDERED, v1::KEY}) {
+    SCOPED_TRACE(v1::Ordering_Name(from));
+    const absl::StatusOr<v1::SetOrderingModeResponse> set = client_->SetOrderingMode(from, false);
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(set->mode(), from);
+    const absl::Status s = client_->SetOrderingMode(v1::IN_ORDER, false).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), ContainsRegex("(drain_retries|StopRetryThreads)"))
+        << "the message says what to do";
+    const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->ordering(), from);
+    EXPECT_FALSE(status->in_order());
+    EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
+  }
+}
+
+// UNORDERED -> KEY -> UNORDERED on the real engine: in key order a failing
+// key is parked and its later records follow it through the retry topic,
+// which GetStatus (parked_keys, totals.followed) and WatchMetrics (ordering,
+// a retry thread's parked gauge) report; once the key recovers it is
+// released, and unordered forgets parking altogether.
+TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
+  const absl::StatusOr<v1::SetOrderingModeResponse> key = client_->SetOrderingMode(v1::KEY, false);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->mode(), v1::KEY);
+  EXPECT_THAT(key->stopped_thread_ids(), IsEmpty());
+  EXPECT_THAT(key->started_thread_ids(), IsEmpty()) << "a retry thread runs already";
+  EXPECT_EQ(engine_->engine->ordering(), Ordering::kKey);
+
+  engine_->processor->set_failing(true);
+  const int64_t followed_before = engine_->engine->Totals().followed;
+  const int64_t start_ms = absl::ToUnixMillis(absl::Now());
+  testing::ProduceKeys(engine_->topics.input, {"fail-parked", "fail-parked", "fail-parked"});
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::GetStatusResponse> s = client_->GetStatus();
+        if (!s.ok()) return false;
+        status = *std::move(s);
+        return status.parked_keys().records() >= 3 &&
+               status.totals().followed() >= followed_before + 2;
+      },
+      absl::Seconds(30)))
+      << "the key was not parked with its records: " << status.ShortDebugString();
+  EXPECT_EQ(status.ordering(), v1::KEY);
+  EXPECT_FALSE(status.in_order());
+  EXPECT_GE(status.parked_keys().keys(), 1);
+  EXPECT_GE(status.parked_keys().oldest_unix_ms(), start_ms - 1000);
+  EXPECT_LE(status.parked_keys().oldest_unix_ms(), absl::ToUnixMillis(absl::Now()));
+
+  // The retry thread holds the later records behind the first, which it
+  // retries in place.
+  bool held = false;
+  int snapshots = 0;
+  const absl::Status watched = client_->Watch(100, {}, [&](const v1::MetricsSnapshot& snapshot) {
+    EXPECT_EQ(snapshot.ordering(), v1::KEY);
+    EXPECT_FALSE(snapshot.in_order());
+    for (const v1::ThreadMetrics& t : snapshot.threads()) {
+      held = held || (t.role() == v1::RETRY && t.parked() >= 2);
+    }
+    return !held && ++snapshots < 300;
+  });
+  EXPECT_TRUE(watched.ok()) << watched;
+  EXPECT_TRUE(held) << "no retry thread held the key's later records";
+
+  engine_->processor->set_failing(false);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::GetStatusResponse> s = client_->GetStatus();
+        return s.ok() && s->parked_keys().keys() == 0 && s->parked_keys().records() == 0;
+      },
+      absl::Seconds(30)))
+      << "the key was not released once it recovered";
+
+  const absl::StatusOr<v1::SetOrderingModeResponse> unordered =
+      client_->SetOrderingMode(v1::UNORDERED, false);
+  ASSERT_TRUE(unordered.ok()) << unordered.status();
+  EXPECT_EQ(unordered->mode(), v1::UNORDERED);
+  EXPECT_EQ(unordered->parked_keys(), 0);
+  const absl::StatusOr<v1::GetStatusResponse> after = client_->GetStatus();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->ordering(), v1::UNORDERED);
+  EXPECT_EQ(after->parked_keys().keys(), 0);
+  EXPECT_EQ(after->parked_keys().oldest_unix_ms(), 0);
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
+}
+
+// A drain into in order, then out of it into key order, which starts a
+// retry thread again and allows more.
+TEST_F(ControlApiTest, SetOrderingModeDrainsIntoInOrderAndLeavesIntoKey) {
+  engine_->processor->set_failing(false);  // The backlog can empty.
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  ASSERT_EQ(before.size(), 1u);
+  absl::StatusOr<v1::SetOrderingModeResponse> response =
+      Client(Channel(Target()), "", absl::Seconds(90))->SetOrderingMode(v1::IN_ORDER, true);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->mode(), v1::IN_ORDER);
+  EXPECT_THAT(response->stopped_thread_ids(), ElementsAreArray(before));
+  absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->ordering(), v1::IN_ORDER);
+  EXPECT_TRUE(status->in_order()) << "kept for older clients";
+  EXPECT_THAT(RetryThreadIds(*client_), IsEmpty());
+
+  response = client_->SetOrderingMode(v1::KEY, false);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->mode(), v1::KEY);
+  EXPECT_EQ(response->started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(response->started_thread_ids()));
+  status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->ordering(), v1::KEY);
+  EXPECT_FALSE(status->in_order());
+  ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "key order allows retry threads";
 }
 
 TEST_F(ControlApiTest, WatchMetricsValidatesArguments) {

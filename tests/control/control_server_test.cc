@@ -209,6 +209,10 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
     s = client->SetInOrder(false, false).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
     EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("s3cret-token")));
+    s = client->SetOrderingMode(v1::KEY, false).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+    s = client->SetOrderingMode(v1::ORDERING_UNSPECIFIED, true).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << "checked before the fields";
     EXPECT_TRUE(client->GetStatus().ok()) << "read-only RPCs stay open";
     EXPECT_TRUE(WatchStatus(*client, 100).ok());
   }
@@ -218,6 +222,14 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
   const absl::Status invalid = right->StartRetryThreads(0).status();
   EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << "past the token check";
   EXPECT_TRUE(right->SetInOrder(false, false).ok());
+  EXPECT_EQ(right->SetOrderingMode(v1::ORDERING_UNSPECIFIED, false).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "past the token check";
+  const absl::StatusOr<v1::SetOrderingModeResponse> same =
+      right->SetOrderingMode(v1::UNORDERED, false);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->mode(), v1::UNORDERED);
+  EXPECT_EQ(engine_->engine->ordering(), Ordering::kUnordered);
   EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
 }
 
@@ -344,7 +356,7 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   for (const auto& m : control.service(0).method()) methods.push_back(m.name());
   EXPECT_THAT(methods,
               ::testing::UnorderedElementsAre("GetStatus", "StartRetryThreads", "StopRetryThreads",
-                                              "SetInOrder", "WatchMetrics"));
+                                              "SetInOrder", "SetOrderingMode", "WatchMetrics"));
   files = testing::ReflectionFileContaining(channel, "grpc.health.v1.Health");
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_FALSE(files->empty());

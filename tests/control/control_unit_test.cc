@@ -3,6 +3,7 @@
 // builder, the executor and the control config.
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "server/control/blocking_executor.h"
 #include "server/control/control_config.h"
 #include "server/control/proto_convert.h"
+#include "server/control/request_validation.h"
 #include "server/control/snapshot_builder.h"
 #include "server/control/status.h"
 #include "tests/control/control_test_util.h"
@@ -143,9 +145,14 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
     return MaxLatencies{.processing_ms = 120.0, .end_to_end_ms = 99.0};
   });
   ThreadSample first = Thread(1, ThreadState::kRunning, 500, 10);
+  first.parked = 4;
   Record(first.processing, 10, 1.0);
   v1::MetricsSnapshot out;
-  builder.Build(Sample(1000, {first}), out);
+  auto sample = std::make_shared<EngineSample>(*Sample(1000, {first}));
+  sample->ordering = Ordering::kKey;
+  builder.Build(sample, out);
+  EXPECT_EQ(out.ordering(), v1::KEY);
+  EXPECT_FALSE(out.in_order());
   EXPECT_EQ(out.interval_ms(), 0u) << "the first snapshot has no interval";
   EXPECT_EQ(out.time_unix_ms(), 1000);
   EXPECT_EQ(out.retry_backlog(), 7);
@@ -155,6 +162,7 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
   EXPECT_EQ(out.threads(0).time_in_state_ms(), 500);
   EXPECT_EQ(out.threads(0).role(), v1::PRIMARY);
   ASSERT_EQ(out.threads(0).assigned_partitions_size(), 1);
+  EXPECT_EQ(out.threads(0).parked(), 4);
 
   ThreadSample second = first;
   second.processed = 15;
@@ -257,6 +265,7 @@ TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
   totals.backpressure_waits = 7;
   totals.consumed = 8;
   totals.in_flight = 9;
+  totals.followed = 10;
 
   v1::ThreadMetrics thread;
   ToProto(static_cast<const Counters&>(totals), thread);
@@ -267,6 +276,7 @@ TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
   EXPECT_EQ(thread.dead_lettered(), 5);
   EXPECT_EQ(thread.due_clamped(), 6);
   EXPECT_EQ(thread.backpressure_waits(), 7);
+  EXPECT_EQ(thread.followed(), 10);
   EXPECT_EQ(thread.in_flight(), 0) << "a gauge, not a counter";
 
   v1::Totals out;
@@ -278,6 +288,51 @@ TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
   EXPECT_EQ(out.sent_to_retry(), 4);
   EXPECT_EQ(out.dead_lettered(), 5);
   EXPECT_EQ(out.in_flight(), 9);
+  EXPECT_EQ(out.followed(), 10);
+}
+
+TEST(ProtoConvertTest, OrderingAndParkedKeys) {
+  for (const Ordering o : {Ordering::kUnordered, Ordering::kInOrder, Ordering::kKey}) {
+    EXPECT_NE(ToProto(o), v1::ORDERING_UNSPECIFIED) << OrderingName(o);
+    EXPECT_EQ(FromProto(ToProto(o)), o) << OrderingName(o);
+  }
+  EXPECT_EQ(ToProto(Ordering::kKey), v1::KEY);
+  EXPECT_EQ(FromProto(v1::ORDERING_UNSPECIFIED), std::nullopt);
+  EXPECT_EQ(FromProto(static_cast<v1::Ordering>(7)), std::nullopt);
+
+  v1::ParkedKeys out;
+  ToProto(KeyParking::Summary{}, out);
+  EXPECT_EQ(out.keys(), 0);
+  EXPECT_EQ(out.records(), 0);
+  EXPECT_EQ(out.oldest_unix_ms(), 0) << "none parked: no time, not the far future";
+  ToProto(KeyParking::Summary{.keys = 2, .records = 5, .oldest = absl::FromUnixMillis(1234)}, out);
+  EXPECT_EQ(out.keys(), 2);
+  EXPECT_EQ(out.records(), 5);
+  EXPECT_EQ(out.oldest_unix_ms(), 1234);
+}
+
+// ---- request validation -------------------------------------------------------
+
+TEST(RequestValidationTest, SetOrderingModeNeedsAModeAndDrainOnlyIntoInOrder) {
+  v1::SetOrderingModeRequest request;
+  absl::Status s = ValidateSetOrderingModeRequest(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("mode: "));
+  EXPECT_THAT(s.message(), HasSubstr("ORDERING_UNSPECIFIED (not set)"));
+  request.set_mode(static_cast<v1::Ordering>(99));
+  EXPECT_THAT(ValidateSetOrderingModeRequest(request).message(), HasSubstr("got 99"));
+
+  for (const v1::Ordering mode : {v1::UNORDERED, v1::IN_ORDER, v1::KEY}) {
+    request.set_mode(mode);
+    request.set_drain_retries(false);
+    EXPECT_TRUE(ValidateSetOrderingModeRequest(request).ok()) << mode;
+    request.set_drain_retries(true);
+    s = ValidateSetOrderingModeRequest(request);
+    EXPECT_EQ(s.ok(), mode == v1::IN_ORDER) << mode << ": " << s;
+    if (!s.ok()) {
+      EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("drain_retries: "));
+    }
+  }
 }
 
 TEST(BlockingExecutorTest, RunsTasksAndBoundsTheQueue) {

@@ -480,7 +480,8 @@ std::string ControlAddress(RetrydProcess& retryd) {
 }  // namespace retryctl_e2e
 
 // What the README shows an operator doing, with the real binaries: status,
-// threads started and stopped, the in-order conflict and its drain, watch.
+// threads started and stopped, the in-order conflict and its drain, key
+// order, watch.
 TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   using retryctl_e2e::CommandResult;
   using retryctl_e2e::Retryctl;
@@ -527,7 +528,21 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
 
   r = run({"inorder", "off"});
   EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
-  EXPECT_THAT(status_json(), ::testing::Not(HasSubstr("\"in_order\": true")));
+  json = status_json();
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"in_order\": true")));
+  EXPECT_THAT(json, HasSubstr("\"ordering\": \"UNORDERED\""));
+
+  r = run({"ordering", "key"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("ordering: key\n"));
+  r = run({"status"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("ordering      key ("));
+  EXPECT_THAT(status_json(), HasSubstr("\"ordering\": \"KEY\""));
+  r = run({"ordering", "key", "--drain"});
+  EXPECT_TRUE(ExitedWith(r.status, 2)) << "a usage error: " << r.err;
+  r = run({"ordering", "unordered"});
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
 
   r = run({"watch", "--count", "2", "--interval", "200"});
   EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;

@@ -4,8 +4,8 @@
 // hand the handler.
 //
 // Input, byte by byte:
-//   [0]     the RPC, modulo 5: GetStatus, StartRetryThreads, StopRetryThreads,
-//           SetInOrder, WatchMetrics
+//   [0]     the RPC, modulo 6: GetStatus, StartRetryThreads, StopRetryThreads,
+//           SetInOrder, WatchMetrics, SetOrderingMode
 //   [1]     retry.max_threads - 1 (so 1..256), for StartRetryThreads
 //   [2]     the retry threads running, for StartRetryThreads
 //   [3]     N, the length of the authorization metadata value (0: none)
@@ -44,8 +44,15 @@ using control::BearerTokenAuth;
 
 constexpr char kToken[] = "fuzz-token";
 
-enum class Rpc { kGetStatus, kStartRetryThreads, kStopRetryThreads, kSetInOrder, kWatchMetrics };
-constexpr int kRpcCount = 5;
+enum class Rpc {
+  kGetStatus,
+  kStartRetryThreads,
+  kStopRetryThreads,
+  kSetInOrder,
+  kWatchMetrics,
+  kSetOrderingMode,
+};
+constexpr int kRpcCount = 6;
 
 // A refusal of a request names the field at fault first.
 void RequireInvalidArgument(const absl::Status& status, std::vector<absl::string_view> fields) {
@@ -141,6 +148,19 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
       Require(status.ok() == (request.in_order() || !request.drain_retries()),
               "drain_retries is refused exactly without in_order", status.ToString());
       if (!status.ok()) RequireInvalidArgument(status, {"drain_retries"});
+      return;
+    }
+    case Rpc::kSetOrderingMode: {
+      v1::SetOrderingModeRequest request;
+      if (!Parse(bytes, request)) return;
+      const absl::Status status = control::ValidateSetOrderingModeRequest(request);
+      const bool known = request.mode() == v1::UNORDERED || request.mode() == v1::IN_ORDER ||
+                         request.mode() == v1::KEY;
+      Require(
+          status.ok() == (known && (request.mode() == v1::IN_ORDER || !request.drain_retries())),
+          "a mode is accepted exactly when known, with drain_retries only into IN_ORDER",
+          status.ToString());
+      if (!status.ok()) RequireInvalidArgument(status, {"mode", "drain_retries"});
       return;
     }
     case Rpc::kWatchMetrics: {
