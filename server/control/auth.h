@@ -33,8 +33,8 @@
 namespace retryd::control {
 
 enum class Access {
-  kReadOnly,  // GetStatus, WatchMetrics.
-  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder.
+  kReadOnly,  // GetStatus, WatchMetrics, ListInFlight.
+  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder, DeadLetterRecord.
 };
 
 class BearerTokenAuth {

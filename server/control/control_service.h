@@ -5,7 +5,8 @@
 // its request (INVALID_ARGUMENT naming the field and its allowed range),
 // then acts. Handlers never block a gRPC thread: GetStatus reads the
 // engine's lock-free stats; the operations that wait (StartRetryThreads,
-// StopRetryThreads, SetInOrder) run on a small owned BlockingExecutor and
+// StopRetryThreads, SetInOrder, and ListInFlight and DeadLetterRecord,
+// which wait for the engine's threads to answer) run on a small owned BlockingExecutor and
 // finish their call from there, with the call's deadline as the engine's
 // deadline (less a small margin so the engine's answer — the ids started
 // so far, or DEADLINE_EXCEEDED after a rolled-back drain — still reaches the
@@ -88,6 +89,12 @@ class ControlService final : public retryd::v1::Control::CallbackService {
                                        v1::SetInOrderResponse* response) override;
   grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
       grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override;
+  grpc::ServerUnaryReactor* ListInFlight(grpc::CallbackServerContext* context,
+                                         const v1::ListInFlightRequest* request,
+                                         v1::ListInFlightResponse* response) override;
+  grpc::ServerUnaryReactor* DeadLetterRecord(grpc::CallbackServerContext* context,
+                                             const v1::DeadLetterRecordRequest* request,
+                                             v1::DeadLetterRecordResponse* response) override;
 
  private:
   // The engine's work for one blocking call: gets the engine deadline,

@@ -704,6 +704,80 @@ void Engine::Stop() {
   LogInfo("engine: stopped");
 }
 
+template <typename Make>
+std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> Engine::PostToWorkers(Make make) const {
+  std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> posted;
+  // mu_ keeps the workers alive while they are posted to; Post() never
+  // blocks.
+  absl::MutexLock lock(&mu_);
+  for (const auto* workers : {&primaries_, &retries_}) {
+    for (const auto& worker : *workers) {
+      std::shared_ptr<WorkerRequest> request = make();
+      worker->Post(request);
+      posted.emplace_back(worker->id(), std::move(request));
+    }
+  }
+  return posted;
+}
+
+InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline) const {
+  InFlightList list;
+  for (auto& [id, request] : PostToWorkers([&] { return WorkerRequest::List(limit, deadline); })) {
+    if (!request->Await(deadline) || absl::IsDeadlineExceeded(request->status())) {
+      list.unanswered_thread_ids.push_back(id);
+      continue;
+    }
+    if (!request->status().ok()) continue;  // Stopping: it holds nothing any more.
+    list.total += request->total();
+    for (InFlightRecord& r : request->TakeRecords()) list.records.push_back(std::move(r));
+  }
+  KeepOldest(list.records, limit);
+  return list;
+}
+
+absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record,
+                                             absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckRunning(); !s.ok()) return s;
+  }
+  // Every thread answers NOT_FOUND but the one holding the record, which
+  // answers once the dead-letter topic has acknowledged it.
+  std::optional<int> moved_by;
+  absl::Status refused;
+  std::vector<int> unanswered;
+  for (auto& [id, request] :
+       PostToWorkers([&] { return WorkerRequest::DeadLetter(record, deadline); })) {
+    if (!request->Await(deadline)) {
+      unanswered.push_back(id);
+      continue;
+    }
+    const absl::Status status = request->status();
+    if (status.ok()) {
+      if (!moved_by.has_value()) moved_by = id;
+    } else if (absl::IsDeadlineExceeded(status)) {
+      unanswered.push_back(id);
+    } else if (!absl::IsNotFound(status) && !absl::IsUnavailable(status) && refused.ok()) {
+      refused = status;
+    }
+  }
+  const std::string name =
+      absl::StrCat(record.topic, "/", record.partition, "@", record.offset);
+  if (moved_by.has_value()) {
+    LogInfo("engine: ", name, " dead-lettered by thread ", *moved_by, " at an operator's request");
+    return *moved_by;
+  }
+  if (!refused.ok()) return refused;
+  if (!unanswered.empty()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "threads ", IdList(unanswered), " did not answer before the deadline; if one holds ",
+        name, " it may still be dead-lettered (ListInFlight tells)"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no thread holds ", name,
+      " (it is not in flight here: done already, not read yet, or held by another instance)"));
+}
+
 absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }
 
 absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {

@@ -27,6 +27,7 @@
 #include "server/engine/cancellation.h"
 #include "server/engine/counters.h"
 #include "server/engine/downstream_gate.h"
+#include "server/engine/in_flight.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -62,6 +63,15 @@ struct SetInOrderResult {
   std::vector<int> stopped_thread_ids;  // Retry threads a drain stopped.
   int64_t drained_records = 0;          // Retry backlog a drain emptied.
   std::vector<int> started_thread_ids;  // Retry threads the switch out of in order started.
+};
+
+// What ListInFlight found.
+struct InFlightList {
+  std::vector<InFlightRecord> records;  // The oldest, oldest first.
+  int64_t total = 0;                    // Held by the threads that answered.
+  // Threads that did not answer by the deadline (busy in a long call, say):
+  // their records are not in the list.
+  std::vector<int> unanswered_thread_ids;
 };
 
 class Engine {
@@ -135,6 +145,23 @@ class Engine {
                                               absl::Time deadline = absl::InfiniteFuture(),
                                               Cancellation* cancel = nullptr);
 
+  // The `limit` oldest records the running threads hold (in a processor
+  // call, waiting for their due time, waiting behind a held record,
+  // deferred), oldest first. Asks every thread (Worker::Post) and waits for
+  // the answers until `deadline`. Read-only; takes no control slot.
+  InFlightList ListInFlight(size_t limit, absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Dead-letters the held record at `record` (original coordinates) now,
+  // whatever its attempts: it goes to the dead-letter topic with a
+  // retryd-error saying an operator did it, and its partition moves on.
+  // Returns the id of the thread that held it once the dead-letter topic
+  // acknowledged it. NOT_FOUND if no thread holds it; FAILED_PRECONDITION
+  // if it is in a processor call right now (try again) or the engine is not
+  // running; DEADLINE_EXCEEDED if the answer did not come in time (then it
+  // may still move: ListInFlight tells).
+  absl::StatusOr<int> DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   bool in_order() const { return in_order_.load(std::memory_order_relaxed); }
   EngineState state() const;
   const EngineOptions& options() const { return options_; }
@@ -167,6 +194,11 @@ class Engine {
          std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
+  // Posts a request `make` makes to every running thread; returns them by
+  // thread id.
+  template <typename Make>
+  std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> PostToWorkers(Make make) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Stops `workers` together; a graceful stop ends by `deadline` (see Stop).
   static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
                           absl::Time deadline);

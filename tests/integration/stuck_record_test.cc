@@ -1,0 +1,180 @@
+// Seeing and freeing a stuck record: Engine::ListInFlight shows the records
+// the threads hold and why; Engine::DeadLetterRecord moves one of them to
+// the dead-letter topic at once, and its partition moves on. Judged as an
+// operator sees it: the list, the topics, the committed offsets.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/engine/engine.h"
+#include "server/engine/in_flight.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+using ::retryd::testing::CommittedOffsets;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::HeaderValue;
+using ::retryd::testing::Keys;
+using ::retryd::testing::OutOfOrder;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::TestProcessor;
+using ::retryd::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// Far beyond any test's run: a record that failed stays held.
+constexpr int64_t kLongBackoffMs = 10 * 60 * 1000;
+
+InFlightList List(const Engine& engine, size_t limit = 100) {
+  return engine.ListInFlight(limit, absl::Now() + absl::Seconds(5));
+}
+
+std::vector<std::string> OutputKeys(const testing::TestTopics& topics) {
+  std::vector<std::string> keys;
+  for (const Record& r : ReadAll(topics.output)) keys.push_back(r.key.value_or("<null>"));
+  return keys;
+}
+
+TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMovesOn) {
+  const testing::TestTopics topics = CreateTopics("stuck-inorder", 1);
+  ProduceKeys(topics.input, {"ok-0", "ok-1", "doomed-2", "ok-3", "ok-4", "ok-5"});
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
+                           .max_ms = kLongBackoffMs};
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
+
+  // doomed-2 failed once and is retried in place much later; the three
+  // records behind it wait.
+  ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 4; }, absl::Seconds(30)))
+      << "in flight: " << List(*engine).total;
+  const InFlightList list = List(*engine);
+  ASSERT_EQ(list.records.size(), 4u);
+  EXPECT_TRUE(list.unanswered_thread_ids.empty());
+  const InFlightRecord& stuck = list.records[0];  // The oldest.
+  EXPECT_EQ(stuck.key, "doomed-2");
+  EXPECT_EQ(stuck.state, InFlightState::kWaitingDue);
+  EXPECT_EQ(stuck.topic, topics.input);
+  EXPECT_EQ(stuck.partition, 0);
+  EXPECT_EQ(stuck.offset, 2);
+  EXPECT_EQ(stuck.attempt, 2);  // The next one: one attempt failed.
+  EXPECT_THAT(stuck.last_error, ::testing::Not(::testing::IsEmpty()));
+  EXPECT_GT(stuck.due_ms, stuck.since_ms);
+  EXPECT_EQ(stuck.role, ThreadRole::kPrimary);
+  for (size_t i = 1; i < list.records.size(); ++i) {
+    EXPECT_EQ(list.records[i].state, InFlightState::kWaitingBehind) << i;
+    EXPECT_EQ(list.records[i].offset, static_cast<int64_t>(i) + 2) << i;
+    EXPECT_EQ(list.records[i].attempt, 1);
+    EXPECT_EQ(list.records[i].thread_id, stuck.thread_id);
+  }
+  // A limit keeps the oldest, and the total says how many there are.
+  const InFlightList first = List(*engine, 1);
+  ASSERT_EQ(first.records.size(), 1u);
+  EXPECT_EQ(first.records[0].offset, 2);
+  EXPECT_EQ(first.total, 4);
+
+  // Held: the records behind it are not in the output, and the commit
+  // stays at it.
+  ASSERT_TRUE(WaitFor([&] { return CommittedOffsets(options.group_id, topics.input)[0] == 2; },
+                      absl::Seconds(10)));
+  EXPECT_EQ(OutputKeys(topics), (std::vector<std::string>{"ok-0", "ok-1"}));
+
+  // A record nobody holds.
+  absl::StatusOr<int> unknown = engine->DeadLetterRecord({topics.input, 0, 999}, absl::Now() +
+                                                                                 absl::Seconds(5));
+  EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
+  EXPECT_THAT(unknown.status().message(), HasSubstr(topics.input + "/0@999"));
+
+  absl::StatusOr<int> moved =
+      engine->DeadLetterRecord({topics.input, 0, 2}, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, stuck.thread_id);
+  // Returned once acknowledged: the record is in the dead-letter topic.
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].key, "doomed-2");
+  EXPECT_EQ(dlq[0].value, "v-doomed-2");
+  const std::string error = HeaderValue(dlq[0], "retryd-error");
+  EXPECT_THAT(error, HasSubstr("dead-lettered by an operator"));
+  EXPECT_THAT(error, HasSubstr("last error: " + stuck.last_error));
+  EXPECT_EQ(HeaderValue(dlq[0], "retryd-attempt"), "1");
+  EXPECT_EQ(HeaderValue(dlq[0], "retryd-original-offset"), "2");
+
+  // The records behind it proceed, in order, and the commit moves past.
+  ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 5; }, absl::Seconds(20)));
+  EXPECT_EQ(OutputKeys(topics),
+            (std::vector<std::string>{"ok-0", "ok-1", "ok-3", "ok-4", "ok-5"}));
+  EXPECT_EQ(OutOfOrder(ReadAll(topics.output)), 0);
+  ASSERT_TRUE(WaitFor([&] { return CommittedOffsets(options.group_id, topics.input)[0] == 6; },
+                      absl::Seconds(10)));
+  EXPECT_EQ(List(*engine).total, 0);
+  // Gone from the threads: a second request finds nothing.
+  EXPECT_TRUE(absl::IsNotFound(
+      engine->DeadLetterRecord({topics.input, 0, 2}, absl::Now() + absl::Seconds(5)).status()));
+  EXPECT_EQ(engine->Totals().dead_lettered, 1);
+  engine->Stop();
+}
+
+TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
+  const testing::TestTopics topics = CreateTopics("stuck-retry", 1);
+  ProduceKeys(topics.input, {"ok-0", "doomed-1", "ok-2"});
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
+                           .max_ms = kLongBackoffMs};
+  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  ASSERT_NE(engine, nullptr);
+
+  // Unordered: the primary moves on; the retry thread holds doomed-1.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const InFlightList list = List(*engine);
+        return list.total == 1 && list.records[0].role == ThreadRole::kRetry;
+      },
+      absl::Seconds(30)));
+  const InFlightRecord held = List(*engine).records[0];
+  EXPECT_EQ(held.key, "doomed-1");
+  EXPECT_EQ(held.state, InFlightState::kWaitingDue);
+  EXPECT_EQ(held.topic, topics.input);  // The original coordinates.
+  EXPECT_EQ(held.partition, 0);
+  EXPECT_EQ(held.offset, 1);
+  EXPECT_EQ(held.read_from.topic, topics.retry);  // Where it was read.
+  EXPECT_EQ(held.read_offset, 0);
+  EXPECT_EQ(held.attempt, 2);
+  EXPECT_THAT(held.last_error, ::testing::Not(::testing::IsEmpty()));
+  ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 2; }, absl::Seconds(10)));
+  // Held: the retry group's commit stays at it (or has not been made).
+  EXPECT_LE(CommittedOffsets(options.group_id + ".retry", topics.retry)[0], 0);
+
+  absl::StatusOr<int> moved =
+      engine->DeadLetterRecord({topics.input, 0, 1}, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, held.thread_id);
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].key, "doomed-1");
+  EXPECT_THAT(HeaderValue(dlq[0], "retryd-error"), HasSubstr("dead-lettered by an operator"));
+  EXPECT_EQ(HeaderValue(dlq[0], "retryd-original-topic"), topics.input);
+  EXPECT_EQ(HeaderValue(dlq[0], "retryd-original-offset"), "1");
+  ASSERT_TRUE(WaitFor(
+      [&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 1; },
+      absl::Seconds(10)));
+  EXPECT_EQ(List(*engine).total, 0);
+  engine->Stop();
+}
+
+}  // namespace
+}  // namespace retryd
