@@ -40,11 +40,14 @@ enum class Command {
   kThreadsStop,   // count, or thread_ids; graceful
   kInOrder,       // in_order, drain
   kWatch,         // interval_ms, thread_ids, max_snapshots
+  kInFlight,      // limit
+  kDlqRecord,     // record_topic, record_partition, record_offset
 };
 
 struct Invocation {
   Command command = Command::kHelp;
-  // kHelp: "" for the overview, else a command: status, threads, inorder, watch.
+  // kHelp: "" for the overview, else a command: status, threads, inorder,
+  // watch, inflight, dlq-record.
   std::string help_topic;
   GlobalFlags flags;
 
@@ -55,6 +58,10 @@ struct Invocation {
   bool drain = false;
   uint32_t interval_ms = 1000;
   int64_t max_snapshots = 0;  // 0: until interrupted.
+  uint32_t limit = 0;         // 0: the server's default.
+  std::string record_topic;
+  int32_t record_partition = 0;
+  int64_t record_offset = 0;
 };
 
 struct UsageError {

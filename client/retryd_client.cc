@@ -190,6 +190,33 @@ absl::StatusOr<v1::SetInOrderResponse> RetrydClient::SetInOrder(bool in_order, b
   return ToStatusOr(status, std::move(response));
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> RetrydClient::Unary(
+    grpc::Status (v1::Control::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/true);
+  ActiveCall call(*this, context);
+  Response response;
+  const grpc::Status status = ((*control_).*method)(&context, request, &response);
+  return ToStatusOr(status, std::move(response));
+}
+
+absl::StatusOr<v1::ListInFlightResponse> RetrydClient::ListInFlight(uint32_t limit) {
+  v1::ListInFlightRequest request;
+  request.set_limit(limit);
+  return Unary(&v1::Control::Stub::ListInFlight, request);
+}
+
+absl::StatusOr<v1::DeadLetterRecordResponse> RetrydClient::DeadLetterRecord(
+    const std::string& topic, int32_t partition, int64_t offset) {
+  v1::DeadLetterRecordRequest request;
+  request.set_topic(topic);
+  request.set_partition(partition);
+  request.set_offset(offset);
+  return Unary(&v1::Control::Stub::DeadLetterRecord, request);
+}
+
 absl::StatusOr<grpc::health::v1::HealthCheckResponse> RetrydClient::HealthCheck(
     const std::string& service) {
   grpc::ClientContext context;

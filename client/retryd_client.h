@@ -94,6 +94,14 @@ class RetrydClient {
   absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreadsById(
       const std::vector<uint32_t>& thread_ids, bool graceful);
   absl::StatusOr<v1::SetInOrderResponse> SetInOrder(bool in_order, bool drain_retries);
+  // The `limit` oldest records in flight (0: the server's default, 100).
+  absl::StatusOr<v1::ListInFlightResponse> ListInFlight(uint32_t limit);
+  // Dead-letters the held record at these original coordinates now;
+  // returns once the dead-letter topic has it. NOT_FOUND if no thread holds
+  // it, FAILED_PRECONDITION if it is in a processor call right now.
+  absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(const std::string& topic,
+                                                                int32_t partition,
+                                                                int64_t offset);
 
   // grpc.health.v1.Health/Check. `service` "" is the whole server;
   // "retryd.v1.Control" the control service.
@@ -119,6 +127,12 @@ class RetrydClient {
   absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreads(
       const v1::StopRetryThreadsRequest& request);
   RetrydClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+  // One unary call of the control service: `method` of the stub.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(grpc::Status (v1::Control::Stub::*method)(grpc::ClientContext*,
+                                                                          const Request&,
+                                                                          Response*),
+                                 const Request& request);
 
   // Registers `context` so Cancel() reaches it, for the scope's lifetime.
   class ActiveCall;
