@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
 #include "server/engine/in_flight.h"
+#include "server/engine/processor.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"
@@ -32,6 +35,43 @@ using ::retryd::testing::TestEngineOptions;
 using ::retryd::testing::TestProcessor;
 using ::retryd::testing::WaitFor;
 using ::testing::HasSubstr;
+
+// An asynchronous processor whose calls stay open until Release(), then
+// succeed; a cancelled call ends at once (as abandoned work does).
+class GatedProcessor : public Processor {
+ public:
+  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
+  bool asynchronous() const override { return true; }
+  int max_concurrent_calls() const override { return 4; }
+  void Start(const Record&, const AttemptInfo&, std::shared_ptr<Cancellation> cancel,
+             ProcessDone done) override {
+    absl::MutexLock lock(&mu_);
+    if (released_) {
+      std::move(done)(Outcome::Ok());
+      return;
+    }
+    open_.push_back({std::move(cancel), std::move(done)});
+  }
+  // Ends every open call with OK, and every later call at once.
+  void Release() {
+    std::vector<Open> open;
+    {
+      absl::MutexLock lock(&mu_);
+      released_ = true;
+      open.swap(open_);
+    }
+    for (Open& call : open) std::move(call.done)(Outcome::Ok());
+  }
+
+ private:
+  struct Open {
+    std::shared_ptr<Cancellation> cancel;
+    ProcessDone done;
+  };
+  absl::Mutex mu_;
+  std::vector<Open> open_ ABSL_GUARDED_BY(mu_);
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // Far beyond any test's run: a record that failed stays held.
 constexpr int64_t kLongBackoffMs = 10 * 60 * 1000;
@@ -173,6 +213,39 @@ TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
       [&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 1; },
       absl::Seconds(10)));
   EXPECT_EQ(List(*engine).total, 0);
+  engine->Stop();
+}
+
+TEST(StuckRecordTest, RecordInAProcessorCallIsShownButNotDeadLettered) {
+  const testing::TestTopics topics = CreateTopics("stuck-call", 1);
+  ProduceKeys(topics.input, {"slow-0"});
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  auto owned = std::make_unique<GatedProcessor>();
+  GatedProcessor* processor = owned.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(owned));
+  ASSERT_NE(engine, nullptr);
+  absl::Cleanup release = [processor] { processor->Release(); };
+
+  ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 1; }, absl::Seconds(30)));
+  const InFlightRecord call = List(*engine).records[0];
+  EXPECT_EQ(call.state, InFlightState::kInCall);
+  EXPECT_EQ(call.offset, 0);
+  EXPECT_EQ(call.attempt, 1);
+  EXPECT_EQ(call.due_ms, 0);
+  EXPECT_TRUE(call.last_error.empty());
+
+  absl::StatusOr<int> refused =
+      engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("in a processor call"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("try again"));
+
+  // The call goes on and ends as it would have: the record is not lost.
+  processor->Release();
+  ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 1; }, absl::Seconds(10)));
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
   engine->Stop();
 }
 
