@@ -73,6 +73,14 @@ class GatedProcessor : public Processor {
   bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// A downstream that never takes a call.
+class UnavailableProcessor : public Processor {
+ public:
+  Outcome Process(const Record&, int) override {
+    return Outcome::Unavailable("UNAVAILABLE: connection refused", Outcome::Kind::kRetriable);
+  }
+};
+
 // Far beyond any test's run: a record that failed stays held.
 constexpr int64_t kLongBackoffMs = 10 * 60 * 1000;
 
@@ -246,6 +254,39 @@ TEST(StuckRecordTest, RecordInAProcessorCallIsShownButNotDeadLettered) {
   processor->Release();
   ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 1; }, absl::Seconds(10)));
   EXPECT_TRUE(ReadAll(topics.dlq).empty());
+  engine->Stop();
+}
+
+TEST(StuckRecordTest, RecordDeferredWhileTheDownstreamIsDownIsShownAndDeadLettered) {
+  const testing::TestTopics topics = CreateTopics("stuck-deferred", 1);
+  ProduceKeys(topics.input, {"k-0"});
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 0;
+  // Down after the first unavailable call, and no probe for a long time.
+  options.downstream = {.outage_after = 1, .probe_initial_ms = kLongBackoffMs,
+                        .probe_max_ms = kLongBackoffMs};
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<UnavailableProcessor>());
+  ASSERT_NE(engine, nullptr);
+
+  ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 1; }, absl::Seconds(30)));
+  const InFlightRecord deferred = List(*engine).records[0];
+  EXPECT_EQ(deferred.state, InFlightState::kDeferred);
+  EXPECT_EQ(deferred.key, "k-0");
+  EXPECT_EQ(deferred.attempt, 1) << "no attempt used";
+  EXPECT_GT(deferred.due_ms, absl::ToUnixMillis(absl::Now()));
+  EXPECT_TRUE(engine->downstream().down);
+
+  absl::StatusOr<int> moved =
+      engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].key, "k-0");
+  EXPECT_THAT(HeaderValue(dlq[0], "retryd-error"),
+              HasSubstr("dead-lettered by an operator (DeadLetterRecord) after 0 failed attempts"));
+  ASSERT_TRUE(WaitFor([&] { return CommittedOffsets(options.group_id, topics.input)[0] == 1; },
+                      absl::Seconds(10)));
+  EXPECT_EQ(List(*engine).total, 0);
   engine->Stop();
 }
 
