@@ -354,7 +354,8 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   for (const auto& m : control.service(0).method()) methods.push_back(m.name());
   EXPECT_THAT(methods,
               ::testing::UnorderedElementsAre("GetStatus", "StartRetryThreads", "StopRetryThreads",
-                                              "SetInOrder", "WatchMetrics"));
+                                              "SetInOrder", "WatchMetrics", "ListInFlight",
+                                              "DeadLetterRecord"));
   files = testing::ReflectionFileContaining(channel, "grpc.health.v1.Health");
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_FALSE(files->empty());
