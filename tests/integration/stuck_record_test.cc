@@ -81,6 +81,36 @@ class UnavailableProcessor : public Processor {
   }
 };
 
+// Synchronous: a call for a block- key does not end until Release();
+// doomed- keys fail retriably; the rest succeed.
+class BlockingProcessor : public Processor {
+ public:
+  Outcome Process(const Record& record, int) override {
+    const std::string key = record.key.value_or("");
+    if (key.rfind("doomed-", 0) == 0) return Outcome::Retriable("doomed");
+    if (key.rfind("block-", 0) == 0) {
+      absl::MutexLock lock(&mu_);
+      blocked_ = true;
+      mu_.Await(absl::Condition(&released_));
+      blocked_ = false;
+    }
+    return Outcome::Ok();
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  bool blocked() const {
+    absl::MutexLock lock(&mu_);
+    return blocked_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // Far beyond any test's run: a record that failed stays held.
 constexpr int64_t kLongBackoffMs = 10 * 60 * 1000;
 
@@ -287,6 +317,54 @@ TEST(StuckRecordTest, RecordDeferredWhileTheDownstreamIsDownIsShownAndDeadLetter
   ASSERT_TRUE(WaitFor([&] { return CommittedOffsets(options.group_id, topics.input)[0] == 1; },
                       absl::Seconds(10)));
   EXPECT_EQ(List(*engine).total, 0);
+  engine->Stop();
+}
+
+TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadline) {
+  const testing::TestTopics topics = CreateTopics("stuck-busy", 2);
+  EngineOptions options = TestEngineOptions(topics);
+  options.in_order = true;
+  options.retry.threads = 0;
+  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
+                           .max_ms = kLongBackoffMs};
+  auto owned = std::make_unique<BlockingProcessor>();
+  BlockingProcessor* processor = owned.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(owned));
+  ASSERT_NE(engine, nullptr);
+  absl::Cleanup release = [processor] { processor->Release(); };
+
+  auto produce = [&](int32_t partition, const std::string& key) {
+    OutgoingRecord r;
+    r.topic = topics.input;
+    r.partition = partition;
+    r.key = key;
+    r.value = "v-" + key;
+    testing::ProduceRecords({r});
+  };
+  produce(0, "doomed-0");
+  ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 1; }, absl::Seconds(30)));
+  // The one thread is now in a synchronous call that does not end.
+  produce(1, "block-1");
+  ASSERT_TRUE(WaitFor([&] { return processor->blocked(); }, absl::Seconds(30)));
+
+  const InFlightList list = engine->ListInFlight(100, absl::Now() + absl::Milliseconds(300));
+  ASSERT_EQ(list.unanswered_thread_ids.size(), 1u);
+  EXPECT_TRUE(list.records.empty());
+
+  absl::StatusOr<int> late =
+      engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("ListInFlight tells"));
+
+  // Free again, the thread takes the request up after its deadline and
+  // leaves the record where it was.
+  processor->Release();
+  ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 1; }, absl::Seconds(20)));
+  const InFlightList after = List(*engine);
+  ASSERT_EQ(after.total, 1);
+  EXPECT_EQ(after.records[0].key, "doomed-0");
+  EXPECT_EQ(after.records[0].state, InFlightState::kWaitingDue);
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
   engine->Stop();
 }
 
