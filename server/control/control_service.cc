@@ -251,7 +251,7 @@ grpc::ServerWriteReactor<v1::MetricsSnapshot>* ControlService::WatchMetrics(
 grpc::ServerUnaryReactor* ControlService::ListInFlight(grpc::CallbackServerContext* context,
                                                        const v1::ListInFlightRequest* request,
                                                        v1::ListInFlightResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kReadOnly);
   if (status.ok()) status = ValidateListInFlightRequest(*request);
   if (!status.ok()) {
@@ -259,11 +259,12 @@ grpc::ServerUnaryReactor* ControlService::ListInFlight(grpc::CallbackServerConte
     return reactor;
   }
   const size_t limit = InFlightLimit(*request);
-  RunBlocking(context, reactor, [this, limit, response](absl::Time deadline) {
+  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  auto operation = [this, limit, response, cancel](absl::Time deadline) {
     // The threads answer at their next loop: a call without a deadline
     // does not wait long for one busy in a long processor call.
-    const InFlightList list =
-        engine_.ListInFlight(limit, std::min(deadline, absl::Now() + kMaxInFlightWait));
+    const InFlightList list = engine_.ListInFlight(
+        limit, std::min(deadline, absl::Now() + kMaxInFlightWait), cancel.get());
     const int64_t now_ms = absl::ToUnixMillis(absl::Now());
     for (const InFlightRecord& record : list.records) {
       ToProto(record, now_ms, *response->add_records());
@@ -273,14 +274,15 @@ grpc::ServerUnaryReactor* ControlService::ListInFlight(grpc::CallbackServerConte
       response->add_unanswered_thread_ids(static_cast<uint32_t>(id));
     }
     return absl::OkStatus();
-  });
+  };
+  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
     grpc::CallbackServerContext* context, const v1::DeadLetterRecordRequest* request,
     v1::DeadLetterRecordResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok()) status = ValidateDeadLetterRecordRequest(*request);
   if (!status.ok()) {
@@ -289,17 +291,18 @@ grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
   }
   RecordCoordinates record{request->topic(), request->partition(), request->offset()};
   const std::string peer = context->peer();
-  RunBlocking(context, reactor,
-              [this, record = std::move(record), response, peer](absl::Time deadline) {
-                absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline);
-                LogInfo("control: DeadLetterRecord(", record.topic, "/", record.partition, "@",
-                        record.offset, ") from ", peer, ": ",
-                        thread.ok() ? absl::StrCat("thread ", *thread)
-                                    : thread.status().ToString());
-                if (!thread.ok()) return thread.status();
-                response->set_thread_id(static_cast<uint32_t>(*thread));
-                return absl::OkStatus();
-              });
+  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  auto operation = [this, record = std::move(record), response, peer,
+                    cancel](absl::Time deadline) {
+    absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline, cancel.get());
+    LogInfo("control: DeadLetterRecord(", record.topic, "/", record.partition, "@", record.offset,
+            ") from ", peer, ": ",
+            thread.ok() ? absl::StrCat("thread ", *thread) : thread.status().ToString());
+    if (!thread.ok()) return thread.status();
+    response->set_thread_id(static_cast<uint32_t>(*thread));
+    return absl::OkStatus();
+  };
+  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
   return reactor;
 }
 

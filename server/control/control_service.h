@@ -14,7 +14,8 @@
 // SetInOrder, which can wait long for a drain, hands the engine a
 // Cancellation that its reactor's OnCancel sets: a cancelled call (Ctrl-C
 // in retryctl, a client gone, server shutdown) ends the drain at once and
-// leaves the engine as it was.
+// leaves the engine as it was. ListInFlight and DeadLetterRecord do the same
+// for their wait on the engine's threads.
 // WatchMetrics streams are MetricsWatcher reactors fed by the shared
 // MetricsSampler. Every absl::Status becomes a grpc::Status once, in
 // ToGrpcStatus.

@@ -1,6 +1,7 @@
 #include "server/engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -720,38 +721,68 @@ std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> Engine::PostToWorker
   return posted;
 }
 
-InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline) const {
+namespace {
+
+using PostedRequests = std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>>;
+
+// Waits until every request of `posted` is answered, `deadline` passes or
+// `cancel` (if given) is cancelled; abandons the others (a worker that has
+// not served one yet drops it) and returns their threads' ids.
+std::vector<int> AwaitAnswers(const PostedRequests& posted, absl::Time deadline,
+                              Cancellation* cancel) {
+  std::optional<Cancellation::Subscription> wake;
+  if (cancel != nullptr) {
+    wake.emplace(cancel->OnCancel([&posted] {
+      for (const auto& [id, request] : posted) request->Wake();
+    }));
+  }
+  std::vector<int> unanswered;
+  for (const auto& [id, request] : posted) {
+    if (!request->Await(deadline, cancel) && request->Abandon()) unanswered.push_back(id);
+  }
+  return unanswered;
+}
+
+}  // namespace
+
+InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline, Cancellation* cancel) const {
+  const PostedRequests posted =
+      PostToWorkers([&] { return WorkerRequest::List(limit, deadline); });
   InFlightList list;
-  for (auto& [id, request] : PostToWorkers([&] { return WorkerRequest::List(limit, deadline); })) {
-    if (!request->Await(deadline) || absl::IsDeadlineExceeded(request->status())) {
-      list.unanswered_thread_ids.push_back(id);
+  list.unanswered_thread_ids = AwaitAnswers(posted, deadline, cancel);
+  for (const auto& [id, request] : posted) {
+    if (std::find(list.unanswered_thread_ids.begin(), list.unanswered_thread_ids.end(), id) !=
+        list.unanswered_thread_ids.end()) {
       continue;
     }
-    if (!request->status().ok()) continue;  // Stopping: it holds nothing any more.
-    list.total += request->total();
-    for (InFlightRecord& r : request->TakeRecords()) list.records.push_back(std::move(r));
+    const absl::Status status = request->status();
+    if (absl::IsDeadlineExceeded(status)) {
+      list.unanswered_thread_ids.push_back(id);  // It took the request up too late.
+    } else if (status.ok()) {
+      list.total += request->total();
+      for (InFlightRecord& r : request->TakeRecords()) list.records.push_back(std::move(r));
+    }
+    // Otherwise it is stopping: it holds nothing any more.
   }
   KeepOldest(list.records, limit);
   return list;
 }
 
-absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record,
-                                             absl::Time deadline) {
+absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline,
+                                             Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = CheckRunning(); !s.ok()) return s;
   }
   // Every thread answers NOT_FOUND but the one holding the record, which
   // answers once the dead-letter topic has acknowledged it.
+  const PostedRequests posted =
+      PostToWorkers([&] { return WorkerRequest::DeadLetter(record, deadline); });
+  std::vector<int> unanswered = AwaitAnswers(posted, deadline, cancel);
   std::optional<int> moved_by;
   absl::Status refused;
-  std::vector<int> unanswered;
-  for (auto& [id, request] :
-       PostToWorkers([&] { return WorkerRequest::DeadLetter(record, deadline); })) {
-    if (!request->Await(deadline)) {
-      unanswered.push_back(id);
-      continue;
-    }
+  for (const auto& [id, request] : posted) {
+    if (std::find(unanswered.begin(), unanswered.end(), id) != unanswered.end()) continue;
     const absl::Status status = request->status();
     if (status.ok()) {
       if (!moved_by.has_value()) moved_by = id;
@@ -761,17 +792,19 @@ absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record,
       refused = status;
     }
   }
-  const std::string name =
-      absl::StrCat(record.topic, "/", record.partition, "@", record.offset);
+  const std::string name = absl::StrCat(record.topic, "/", record.partition, "@", record.offset);
   if (moved_by.has_value()) {
     LogInfo("engine: ", name, " dead-lettered by thread ", *moved_by, " at an operator's request");
     return *moved_by;
   }
   if (!refused.ok()) return refused;
   if (!unanswered.empty()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "threads ", IdList(unanswered), " did not answer before the deadline; if one holds ",
-        name, " it may still be dead-lettered (ListInFlight tells)"));
+    const bool cancelled = cancel != nullptr && cancel->cancelled();
+    const std::string why = absl::StrCat(
+        cancelled ? "the call was cancelled" : "the deadline passed", " before threads ",
+        IdList(unanswered), " answered; if one holds ", name,
+        " and had taken the request up, it may still be dead-lettered (ListInFlight tells)");
+    return cancelled ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
   }
   return absl::NotFoundError(absl::StrCat(
       "no thread holds ", name,

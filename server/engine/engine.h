@@ -148,8 +148,10 @@ class Engine {
   // The `limit` oldest records the running threads hold (in a processor
   // call, waiting for their due time, waiting behind a held record,
   // deferred), oldest first. Asks every thread (Worker::Post) and waits for
-  // the answers until `deadline`. Read-only; takes no control slot.
-  InFlightList ListInFlight(size_t limit, absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
+  // the answers until `deadline`, or until `cancel` is cancelled. Read-only;
+  // takes no control slot.
+  InFlightList ListInFlight(size_t limit, absl::Time deadline,
+                            Cancellation* cancel = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Dead-letters the held record at `record` (original coordinates) now,
   // whatever its attempts: it goes to the dead-letter topic with a
@@ -157,10 +159,11 @@ class Engine {
   // Returns the id of the thread that held it once the dead-letter topic
   // acknowledged it. NOT_FOUND if no thread holds it; FAILED_PRECONDITION
   // if it is in a processor call right now (try again) or the engine is not
-  // running; DEADLINE_EXCEEDED if the answer did not come in time (then it
-  // may still move: ListInFlight tells).
-  absl::StatusOr<int> DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // running; DEADLINE_EXCEEDED if the answer did not come in time, CANCELLED
+  // if `cancel` was cancelled first (either way it may still move, if a
+  // thread had taken it up: ListInFlight tells).
+  absl::StatusOr<int> DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline,
+                                       Cancellation* cancel = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   bool in_order() const { return in_order_.load(std::memory_order_relaxed); }
   EngineState state() const;

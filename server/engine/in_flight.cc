@@ -54,10 +54,27 @@ void WorkerRequest::Answer(absl::Status status, std::vector<InFlightRecord> reco
   total_ = total;
 }
 
-bool WorkerRequest::Await(absl::Time deadline) const {
+bool WorkerRequest::Await(absl::Time deadline, const Cancellation* cancel) const {
   absl::MutexLock lock(&mu_);
-  auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_; };
-  return mu_.AwaitWithDeadline(absl::Condition(&answered), deadline);
+  auto done = [this, cancel]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return answered_ || (cancel != nullptr && cancel->cancelled());
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  return answered_;
+}
+
+void WorkerRequest::Wake() const { absl::MutexLock lock(&mu_); }
+
+bool WorkerRequest::Abandon() {
+  absl::MutexLock lock(&mu_);
+  if (answered_) return false;
+  abandoned_ = true;
+  return true;
+}
+
+bool WorkerRequest::abandoned() const {
+  absl::MutexLock lock(&mu_);
+  return abandoned_;
 }
 
 absl::Status WorkerRequest::status() const {

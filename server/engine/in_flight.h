@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/cancellation.h"
 #include "server/engine/thread_stats.h"
 #include "server/model/record.h"
 
@@ -94,13 +95,23 @@ class WorkerRequest {
   // Served after it, the request is answered DEADLINE_EXCEEDED untouched.
   const absl::Time deadline;
 
+  // The poster gives up waiting (its deadline passed, or its call was
+  // cancelled): a worker that has not served the request yet drops it.
+  // False if the answer came first (then nothing is abandoned).
+  bool Abandon() ABSL_LOCKS_EXCLUDED(mu_);
+  bool abandoned() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // kList: OK with `records` and `total`. kDeadLetter: OK once the
   // dead-letter record is acknowledged, NOT_FOUND if the thread does not
   // hold it, or another error.
   void Answer(absl::Status status, std::vector<InFlightRecord> records = {}, int64_t total = 0)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for the answer until `deadline`; whether it came.
-  bool Await(absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the answer until `deadline`, or until `cancel` (if given) is
+  // cancelled and Wake() called; whether the answer came.
+  bool Await(absl::Time deadline, const Cancellation* cancel = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes an Await() in progress check its cancellation again.
+  void Wake() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The answer; valid once Await() returned true.
   absl::Status status() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -111,8 +122,9 @@ class WorkerRequest {
       : kind(kind), limit(limit), record(std::move(record)), deadline(deadline) {}
 
  private:
-  mutable absl::Mutex mu_;  // Guards the answer below.
+  mutable absl::Mutex mu_;  // Guards the answer and abandoned_ below.
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<InFlightRecord> records_ ABSL_GUARDED_BY(mu_);
   int64_t total_ ABSL_GUARDED_BY(mu_) = 0;

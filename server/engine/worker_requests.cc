@@ -57,6 +57,7 @@ void Worker::ServeRequests(bool serving) {
       request->Answer(absl::UnavailableError(absl::StrCat("thread ", id_, " is stopping")));
       continue;
     }
+    if (request->abandoned()) continue;  // Nobody waits for it any more.
     if (absl::Now() >= request->deadline) {
       request->Answer(absl::DeadlineExceededError(absl::StrCat(
           "thread ", id_, " took the request up after its deadline; it did nothing")));

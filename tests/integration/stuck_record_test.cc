@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -355,6 +356,18 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
       engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
   EXPECT_THAT(late.status().message(), HasSubstr("ListInFlight tells"));
+
+  // A call cancelled while it waits (a client gone) ends at once, long
+  // before its deadline.
+  Cancellation cancel;
+  absl::StatusOr<int> cancelled;
+  std::thread caller([&] {
+    cancelled = engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Minutes(10),
+                                         &cancel);
+  });
+  cancel.Cancel();
+  caller.join();
+  EXPECT_TRUE(absl::IsCancelled(cancelled.status())) << cancelled.status();
 
   // Free again, the thread takes the request up after its deadline and
   // leaves the record where it was.
