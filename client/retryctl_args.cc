@@ -21,6 +21,8 @@ namespace {
 // Bounds of WatchMetricsRequest.interval_ms, as the proto documents them.
 constexpr int64_t kMinIntervalMs = 100;
 constexpr int64_t kMaxIntervalMs = 60000;
+// The server's bound on ListInFlight's limit.
+constexpr int64_t kMaxInFlightLimit = 10000;
 
 // Debian's Abseil has its own string_view, which absl::StrCat wants.
 absl::string_view Av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
@@ -309,6 +311,54 @@ std::optional<UsageError> ParseWatch(CommandArgs& args, Invocation& invocation) 
   return std::nullopt;
 }
 
+std::optional<UsageError> ParseInFlight(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kInFlight;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (!LooksLikeFlag(arg)) return args.Unexpected(arg);
+    const auto [name, value] = SplitFlag(arg);
+    if (name != "--limit") return args.UnknownFlag(name);
+    const std::optional<std::string> text = args.TakeValue(value);
+    if (!text.has_value()) return args.Error("--limit needs a number of records");
+    int64_t limit = 0;
+    if (!absl::SimpleAtoi(*text, &limit) || limit < 1 || limit > kMaxInFlightLimit) {
+      return args.Error(absl::StrCat("--limit must be a whole number in 1..", kMaxInFlightLimit,
+                                     ", got '", *text, "'"));
+    }
+    invocation.limit = static_cast<uint32_t>(limit);
+  }
+  return std::nullopt;
+}
+
+std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kDlqRecord;
+  std::vector<std::string> positional;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
+    if (positional.size() == 3) return args.Unexpected(arg);
+    positional.push_back(arg);
+  }
+  if (positional.size() < 3) {
+    return args.Error("needs TOPIC PARTITION OFFSET, the record's original coordinates");
+  }
+  int64_t partition = 0;
+  if (!absl::SimpleAtoi(positional[1], &partition) || partition < 0 ||
+      partition > std::numeric_limits<int32_t>::max()) {
+    return args.Error(
+        absl::StrCat("PARTITION must be a partition number (0 or more), got '", positional[1], "'"));
+  }
+  int64_t offset = 0;
+  if (!absl::SimpleAtoi(positional[2], &offset) || offset < 0) {
+    return args.Error(
+        absl::StrCat("OFFSET must be an offset (0 or more), got '", positional[2], "'"));
+  }
+  invocation.record_topic = positional[0];
+  invocation.record_partition = static_cast<int32_t>(partition);
+  invocation.record_offset = offset;
+  return std::nullopt;
+}
+
 // What the global flags set: the flags themselves, and whether help was asked for.
 struct GlobalSettings {
   GlobalFlags flags;
@@ -464,6 +514,10 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseOrdering(command_args, invocation);
   } else if (command == "watch") {
     error = ParseWatch(command_args, invocation);
+  } else if (command == "inflight") {
+    error = ParseInFlight(command_args, invocation);
+  } else if (command == "dlq-record") {
+    error = ParseDlqRecord(command_args, invocation);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"), "");
   }

@@ -41,6 +41,8 @@ enum class Command {
   kInOrder,       // in_order, drain
   kOrdering,      // ordering, drain
   kWatch,         // interval_ms, thread_ids, max_snapshots
+  kInFlight,      // limit
+  kDlqRecord,     // record_topic, record_partition, record_offset
 };
 
 // The modes of `retryctl ordering` (retryd.v1.Ordering).
@@ -49,7 +51,7 @@ enum class OrderingMode { kUnordered, kInOrder, kKey };
 struct Invocation {
   Command command = Command::kHelp;
   // kHelp: "" for the overview, else a command: status, threads, inorder,
-  // ordering, watch.
+  // ordering, watch, inflight, dlq-record.
   std::string help_topic;
   GlobalFlags flags;
 
@@ -61,6 +63,10 @@ struct Invocation {
   bool drain = false;
   uint32_t interval_ms = 1000;
   int64_t max_snapshots = 0;  // 0: until interrupted.
+  uint32_t limit = 0;         // 0: the server's default.
+  std::string record_topic;
+  int32_t record_partition = 0;
+  int64_t record_offset = 0;
 };
 
 struct UsageError {

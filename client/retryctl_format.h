@@ -32,6 +32,18 @@ std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& respons
 std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response);
 std::string FormatSetInOrder(const v1::SetInOrderResponse& response);
 std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response);
+// A table of the records in flight, oldest first, with a line saying how
+// many there are and which threads did not answer. `now_ms`: Unix ms, for
+// the DUE IN column.
+std::string FormatListInFlight(const v1::ListInFlightResponse& response, int64_t now_ms);
+std::string FormatDeadLetterRecord(const v1::DeadLetterRecordResponse& response,
+                                   const std::string& topic, int32_t partition, int64_t offset);
+// A record key as a terminal shows it: printable ASCII as it is, other
+// bytes as "0x" and hex, "<null>" for a null key; cut to `max_width`.
+std::string FormatKey(std::string_view key, bool has_key, size_t max_width);
+// "IN_CALL", "WAITING_DUE", ...; the number for a state this build does not
+// know.
+std::string InFlightStateName(v1::InFlightState state);
 
 // "primary", "retry"; the number for a role this build does not know.
 std::string RoleName(v1::ThreadRole role);

@@ -21,6 +21,9 @@ Commands:
   inorder on [--drain] | off       Switch in-order mode on or off.
   watch [--interval MS] [--thread ID...] [--count N]
                                    Live per-thread metrics, refreshed like top.
+  inflight [--limit N]             The oldest records not yet done, and why.
+  dlq-record TOPIC PARTITION OFFSET
+                                   Dead-letter one held record now.
   help [COMMAND]                   This text, or a command's.
 
 Flags (before or after the command):
@@ -53,6 +56,8 @@ Examples:
   retryctl ordering key
   retryctl --timeout 300 ordering in-order --drain
   retryctl watch --interval 500
+  retryctl inflight --limit 10
+  retryctl dlq-record orders 3 1042
   retryctl --json status | jq .retry_backlog
 )";
 
@@ -204,6 +209,56 @@ Examples:
   retryctl --json watch --count 1 | jq '.threads[] | {thread_id, lag}'
 )";
 
+constexpr std::string_view kInFlightHelp =
+    R"(Usage:
+  retryctl inflight [--limit N]
+
+Lists the oldest records retryd's threads hold and have not finished, oldest
+first: one record stuck behind a lag is found here. Each row:
+  RECORD          its original input coordinates: TOPIC/PARTITION@OFFSET
+  KEY             its key: text as it is, other bytes as hex (0x...),
+                  <null> for none
+  STATE           IN_CALL      in a processor call now
+                  WAITING_DUE  failed; held until its due time (by a retry
+                               thread, or retried in place in order: its
+                               partition waits)
+                  WAITING_BEHIND
+                               read, queued behind a held record of its
+                               partition (in order) or for a call slot
+                  DEFERRED     held while the downstream is down
+  THREAD          the thread holding it; a retry thread's row says where it
+                  read the record on the retry topic
+  ATTEMPT         the attempt in progress (IN_CALL) or to make next
+  AGE             since its first failure, or since it was read
+  DUE IN          how long until its next attempt ('-': none pending)
+  LAST ERROR      why its last attempt failed
+
+  --limit N       at most N records, 1..10000 (default 100)
+
+Examples:
+  retryctl inflight
+  retryctl --json inflight --limit 1000 | jq '.records[] | select(.state == "WAITING_DUE")'
+)";
+
+constexpr std::string_view kDlqRecordHelp =
+    R"(Usage:
+  retryctl dlq-record TOPIC PARTITION OFFSET
+
+Moves one held record (see 'retryctl inflight') to the dead-letter topic now,
+whatever its attempts: TOPIC, PARTITION and OFFSET are its original input
+coordinates. Its retryd-error header says an operator dead-lettered it, with
+its last error. In in-order mode its partition then moves on: the records
+that waited behind it proceed. Prints the thread that held it, once the
+dead-letter topic has acknowledged the record.
+
+NOT_FOUND if no thread holds it (done already, not read yet, or held by
+another retryd). FAILED_PRECONDITION if it is in a processor call right now:
+try again when the call has ended (if it fails, the record is held again).
+
+Examples:
+  retryctl dlq-record orders 3 1042
+)";
+
 }  // namespace
 
 std::string_view HelpText(std::string_view topic) {
@@ -213,6 +268,8 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "inorder") return kInOrderHelp;
   if (topic == "ordering") return kOrderingHelp;
   if (topic == "watch") return kWatchHelp;
+  if (topic == "inflight") return kInFlightHelp;
+  if (topic == "dlq-record") return kDlqRecordHelp;
   return {};
 }
 

@@ -190,6 +190,21 @@ absl::StatusOr<v1::SetOrderingModeResponse> RetrydClient::SetOrderingMode(v1::Or
   return Unary(&v1::Control::Stub::SetOrderingMode, request);
 }
 
+absl::StatusOr<v1::ListInFlightResponse> RetrydClient::ListInFlight(uint32_t limit) {
+  v1::ListInFlightRequest request;
+  request.set_limit(limit);
+  return Unary(&v1::Control::Stub::ListInFlight, request);
+}
+
+absl::StatusOr<v1::DeadLetterRecordResponse> RetrydClient::DeadLetterRecord(
+    const std::string& topic, int32_t partition, int64_t offset) {
+  v1::DeadLetterRecordRequest request;
+  request.set_topic(topic);
+  request.set_partition(partition);
+  request.set_offset(offset);
+  return Unary(&v1::Control::Stub::DeadLetterRecord, request);
+}
+
 absl::StatusOr<grpc::health::v1::HealthCheckResponse> RetrydClient::HealthCheck(
     const std::string& service) {
   grpc::ClientContext context;

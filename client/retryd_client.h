@@ -98,6 +98,14 @@ class RetrydClient {
   // drain_retries only with IN_ORDER (the server refuses it otherwise).
   absl::StatusOr<v1::SetOrderingModeResponse> SetOrderingMode(v1::Ordering mode,
                                                               bool drain_retries);
+  // The `limit` oldest records in flight (0: the server's default, 100).
+  absl::StatusOr<v1::ListInFlightResponse> ListInFlight(uint32_t limit);
+  // Dead-letters the held record at these original coordinates now;
+  // returns once the dead-letter topic has it. NOT_FOUND if no thread holds
+  // it, FAILED_PRECONDITION if it is in a processor call right now.
+  absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(const std::string& topic,
+                                                                int32_t partition,
+                                                                int64_t offset);
 
   // grpc.health.v1.Health/Check. `service` "" is the whole server;
   // "retryd.v1.Control" the control service.

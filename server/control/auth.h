@@ -33,8 +33,10 @@
 namespace retryd::control {
 
 enum class Access {
-  kReadOnly,  // GetStatus, WatchMetrics.
-  kMutating,  // StartRetryThreads, StopRetryThreads, SetInOrder, SetOrderingMode.
+  kReadOnly,  // GetStatus, WatchMetrics, ListInFlight.
+  // StartRetryThreads, StopRetryThreads, SetInOrder, SetOrderingMode,
+  // DeadLetterRecord.
+  kMutating,
 };
 
 class BearerTokenAuth {

@@ -26,6 +26,8 @@ namespace {
 // answer needs a moment to get there. Never more than a tenth of the time
 // left, so that a short call keeps most of it.
 constexpr absl::Duration kAnswerTime = absl::Milliseconds(100);
+// How long ListInFlight waits for the engine's threads at most.
+constexpr absl::Duration kMaxInFlightWait = absl::Seconds(10);
 
 std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
@@ -297,6 +299,64 @@ grpc::ServerWriteReactor<v1::MetricsSnapshot>* ControlService::WatchMetrics(
   if (!status.ok()) return new RefusedWriter(status);
   return new MetricsWatcher(watchers_, sampler_, absl::Milliseconds(request->interval_ms()),
                             EngineThreadIds(request->thread_ids()));
+}
+
+grpc::ServerUnaryReactor* ControlService::ListInFlight(grpc::CallbackServerContext* context,
+                                                       const v1::ListInFlightRequest* request,
+                                                       v1::ListInFlightResponse* response) {
+  auto* reactor = new CancellableReactor();
+  absl::Status status = Authorize(*context, Access::kReadOnly);
+  if (status.ok()) status = ValidateListInFlightRequest(*request);
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const size_t limit = InFlightLimit(*request);
+  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  auto operation = [this, limit, response, cancel](absl::Time deadline) {
+    // The threads answer at their next loop: a call without a deadline
+    // does not wait long for one busy in a long processor call.
+    const InFlightList list = engine_.ListInFlight(
+        limit, std::min(deadline, absl::Now() + kMaxInFlightWait), cancel.get());
+    const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+    for (const InFlightRecord& record : list.records) {
+      ToProto(record, now_ms, *response->add_records());
+    }
+    response->set_total(list.total);
+    for (int id : list.unanswered_thread_ids) {
+      response->add_unanswered_thread_ids(static_cast<uint32_t>(id));
+    }
+    return absl::OkStatus();
+  };
+  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
+    grpc::CallbackServerContext* context, const v1::DeadLetterRecordRequest* request,
+    v1::DeadLetterRecordResponse* response) {
+  auto* reactor = new CancellableReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (status.ok()) status = ValidateDeadLetterRecordRequest(*request);
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  RecordCoordinates record{request->topic(), request->partition(), request->offset()};
+  const std::string peer = context->peer();
+  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  auto operation = [this, record = std::move(record), response, peer,
+                    cancel](absl::Time deadline) {
+    absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline, cancel.get());
+    LogInfo("control: DeadLetterRecord(", record.topic, "/", record.partition, "@", record.offset,
+            ") from ", peer, ": ",
+            thread.ok() ? absl::StrCat("thread ", *thread) : thread.status().ToString());
+    if (!thread.ok()) return thread.status();
+    response->set_thread_id(static_cast<uint32_t>(*thread));
+    return absl::OkStatus();
+  };
+  RunBlocking(context, reactor, std::move(operation), std::move(cancel));
+  return reactor;
 }
 
 }  // namespace retryd::control

@@ -5,16 +5,18 @@
 // its request (INVALID_ARGUMENT naming the field and its allowed range),
 // then acts. Handlers never block a gRPC thread: GetStatus reads the
 // engine's lock-free stats; the operations that wait (StartRetryThreads,
-// StopRetryThreads, SetInOrder, SetOrderingMode) run on a small owned
-// BlockingExecutor and finish their call from there, with the call's
-// deadline as the engine's deadline (less a small margin so the engine's
-// answer — the ids started so far, or DEADLINE_EXCEEDED after a rolled-back
-// drain — still reaches the client; a call without a deadline gets
-// `default_operation_timeout`). SetInOrder and SetOrderingMode, which can
-// wait long for a drain or a read of the retry topic, hand the engine a
+// StopRetryThreads, SetInOrder, SetOrderingMode, and ListInFlight and
+// DeadLetterRecord, which wait for the engine's threads to answer) run on a
+// small owned BlockingExecutor and finish their call from there, with the
+// call's deadline as the engine's deadline (less a small margin so the
+// engine's answer — the ids started so far, or DEADLINE_EXCEEDED after a
+// rolled-back drain — still reaches the client; a call without a deadline
+// gets `default_operation_timeout`). SetInOrder and SetOrderingMode, which
+// can wait long for a drain or a read of the retry topic, hand the engine a
 // Cancellation that its reactor's OnCancel sets: a cancelled call (Ctrl-C
 // in retryctl, a client gone, server shutdown) ends the drain at once and
-// leaves the engine as it was.
+// leaves the engine as it was. ListInFlight and DeadLetterRecord do the same
+// for their wait on the engine's threads.
 // WatchMetrics streams are MetricsWatcher reactors fed by the shared
 // MetricsSampler. Every absl::Status becomes a grpc::Status once, in
 // ToGrpcStatus.
@@ -94,6 +96,12 @@ class ControlService final : public retryd::v1::Control::CallbackService {
                                             v1::SetOrderingModeResponse* response) override;
   grpc::ServerWriteReactor<v1::MetricsSnapshot>* WatchMetrics(
       grpc::CallbackServerContext* context, const v1::WatchMetricsRequest* request) override;
+  grpc::ServerUnaryReactor* ListInFlight(grpc::CallbackServerContext* context,
+                                         const v1::ListInFlightRequest* request,
+                                         v1::ListInFlightResponse* response) override;
+  grpc::ServerUnaryReactor* DeadLetterRecord(grpc::CallbackServerContext* context,
+                                             const v1::DeadLetterRecordRequest* request,
+                                             v1::DeadLetterRecordResponse* response) override;
 
  private:
   // The engine's work for one blocking call: gets the engine deadline,

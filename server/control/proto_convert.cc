@@ -167,4 +167,37 @@ void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
   }
 }
 
+v1::InFlightState ToProto(InFlightState state) {
+  switch (state) {
+    case InFlightState::kInCall:
+      return v1::IN_CALL;
+    case InFlightState::kWaitingDue:
+      return v1::WAITING_DUE;
+    case InFlightState::kWaitingBehind:
+      return v1::WAITING_BEHIND;
+    case InFlightState::kDeferred:
+      return v1::DEFERRED;
+  }
+  return v1::IN_FLIGHT_STATE_UNSPECIFIED;
+}
+
+void ToProto(const InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out) {
+  out.set_topic(record.topic);
+  out.set_partition(record.partition);
+  out.set_offset(record.offset);
+  out.set_has_key(record.key.has_value());
+  if (record.key.has_value()) out.set_key(*record.key);
+  out.set_state(ToProto(record.state));
+  out.set_thread_id(static_cast<uint32_t>(record.thread_id));
+  out.set_role(ToProto(record.role));
+  out.mutable_read_from()->set_topic(record.read_from.topic);
+  out.mutable_read_from()->set_partition(record.read_from.partition);
+  out.set_read_offset(record.read_offset);
+  out.set_attempt(record.attempt);
+  out.set_due_unix_ms(record.due_ms);
+  out.set_since_unix_ms(record.since_ms);
+  out.set_age_ms(std::max<int64_t>(0, now_ms - record.since_ms));
+  out.set_last_error(record.last_error);
+}
+
 }  // namespace retryd::control

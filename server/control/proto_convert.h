@@ -43,6 +43,9 @@ void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
 void ToProto(const std::vector<ScalingEvent>& events,
              google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out);
+v1::InFlightState ToProto(InFlightState state);
+// `now_ms` (Unix ms) is what age_ms is measured to.
+void ToProto(const InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out);
 
 // `config` as GetStatus shows it: a secret librdkafka setting (see
 // kafka::IsSecretProperty) in kafka.properties keeps its key, its value

@@ -98,4 +98,37 @@ std::vector<int> EngineThreadIds(const google::protobuf::RepeatedField<uint32_t>
   return std::vector<int>(thread_ids.begin(), thread_ids.end());
 }
 
+absl::Status ValidateListInFlightRequest(const v1::ListInFlightRequest& request) {
+  if (request.limit() > kMaxInFlightLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("limit: must be between 1 and ",
+                                                   kMaxInFlightLimit, " (0 means ",
+                                                   kDefaultInFlightLimit, "), got ",
+                                                   request.limit()));
+  }
+  return absl::OkStatus();
+}
+
+size_t InFlightLimit(const v1::ListInFlightRequest& request) {
+  return request.limit() == 0 ? kDefaultInFlightLimit : request.limit();
+}
+
+absl::Status ValidateDeadLetterRecordRequest(const v1::DeadLetterRecordRequest& request) {
+  // Kafka's own limit on a topic name.
+  constexpr size_t kMaxTopicLength = 249;
+  if (request.topic().empty() || request.topic().size() > kMaxTopicLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topic: must name the record's original topic (1 to ", kMaxTopicLength,
+                     " characters), got ", request.topic().size(), " characters"));
+  }
+  if (request.partition() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition: must be 0 or more, got ", request.partition()));
+  }
+  if (request.offset() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset: must be 0 or more, got ", request.offset()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace retryd::control

@@ -43,6 +43,19 @@ absl::Status ValidateSetOrderingModeRequest(const v1::SetOrderingModeRequest& re
 // StopRetryThreads (an empty list means every thread).
 absl::Status ValidateWatchMetricsRequest(const v1::WatchMetricsRequest& request);
 
+// Bounds of ListInFlightRequest.limit; 0 means kDefaultInFlightLimit.
+inline constexpr uint32_t kDefaultInFlightLimit = 100;
+inline constexpr uint32_t kMaxInFlightLimit = 10'000;
+
+// limit at most kMaxInFlightLimit.
+absl::Status ValidateListInFlightRequest(const v1::ListInFlightRequest& request);
+// The limit a valid request asks for (its default filled in).
+size_t InFlightLimit(const v1::ListInFlightRequest& request);
+
+// topic a Kafka topic name (not empty, at most 249 characters), partition
+// and offset not negative.
+absl::Status ValidateDeadLetterRecordRequest(const v1::DeadLetterRecordRequest& request);
+
 // The engine's ids for a thread_ids field that passed validation.
 std::vector<int> EngineThreadIds(const google::protobuf::RepeatedField<uint32_t>& thread_ids);
 

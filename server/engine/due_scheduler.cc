@@ -57,6 +57,15 @@ std::vector<HeldRecord> DueScheduler::TakePartition(const TopicPartition& tp) {
   return taken;
 }
 
+HeldRecord DueScheduler::TakeAt(size_t i) {
+  HeldRecord held = std::move(heap_[i].held);
+  heap_.erase(heap_.begin() + static_cast<ptrdiff_t>(i));
+  std::make_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
+  auto it = counts_.find(held.source);
+  if (--it->second == 0) counts_.erase(it);
+  return held;
+}
+
 size_t DueScheduler::DropPartition(const TopicPartition& tp) { return TakePartition(tp).size(); }
 
 }  // namespace retryd

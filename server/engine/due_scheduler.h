@@ -32,6 +32,11 @@ struct HeldRecord {
   int64_t first_failure_ms = 0;
   int64_t due_ms = 0;
   std::string last_error;
+  // Unix ms when this thread read it (what ListInFlight measures a record
+  // that never failed from).
+  int64_t read_ms = 0;
+  // Held by Defer() (the downstream down) rather than after a failure.
+  bool deferred = false;
   // Set when a call found the processor's downstream unavailable: the
   // DownstreamGate's answers() then. If the downstream answers others while
   // this record waits, its next unavailable call is judged as its own.
@@ -69,6 +74,21 @@ class DueScheduler {
   // Removes every record whose `source` is `tp`; returns how many.
   size_t DropPartition(const TopicPartition& tp);
 
+  // Removes and returns the first held record for which `pred` is true.
+  template <typename Pred>
+  std::optional<HeldRecord> TakeFirst(Pred pred) {
+    for (size_t i = 0; i < heap_.size(); ++i) {
+      if (pred(static_cast<const HeldRecord&>(heap_[i].held))) return TakeAt(i);
+    }
+    return std::nullopt;
+  }
+
+  // Calls `f` on every held record, in no particular order.
+  template <typename F>
+  void ForEach(F f) const {
+    for (const Entry& e : heap_) f(e.held);
+  }
+
  private:
   struct Entry {
     int64_t due_ms;
@@ -77,6 +97,8 @@ class DueScheduler {
   };
   // Orders std::*_heap so the front is the earliest (due_ms, seq).
   static bool Later(const Entry& a, const Entry& b);
+  // Removes the entry at heap_[i]; O(n).
+  HeldRecord TakeAt(size_t i);
 
   std::vector<Entry> heap_;  // A binary min-heap under Later().
   uint64_t next_seq_ = 0;

@@ -1,6 +1,7 @@
 #include "server/engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -878,6 +879,112 @@ void Engine::Stop() {
   absl::MutexLock lock(&mu_);
   state_ = EngineState::kStopped;
   LogInfo("engine: stopped");
+}
+
+template <typename Make>
+std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> Engine::PostToWorkers(Make make) const {
+  std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> posted;
+  // mu_ keeps the workers alive while they are posted to; Post() never
+  // blocks.
+  absl::MutexLock lock(&mu_);
+  for (const auto* workers : {&primaries_, &retries_}) {
+    for (const auto& worker : *workers) {
+      std::shared_ptr<WorkerRequest> request = make();
+      worker->Post(request);
+      posted.emplace_back(worker->id(), std::move(request));
+    }
+  }
+  return posted;
+}
+
+namespace {
+
+using PostedRequests = std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>>;
+
+// Waits until every request of `posted` is answered, `deadline` passes or
+// `cancel` (if given) is cancelled; abandons the others (a worker that has
+// not served one yet drops it) and returns their threads' ids.
+std::vector<int> AwaitAnswers(const PostedRequests& posted, absl::Time deadline,
+                              Cancellation* cancel) {
+  std::optional<Cancellation::Subscription> wake;
+  if (cancel != nullptr) {
+    wake.emplace(cancel->OnCancel([&posted] {
+      for (const auto& [id, request] : posted) request->Wake();
+    }));
+  }
+  std::vector<int> unanswered;
+  for (const auto& [id, request] : posted) {
+    if (!request->Await(deadline, cancel) && request->Abandon()) unanswered.push_back(id);
+  }
+  return unanswered;
+}
+
+}  // namespace
+
+InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline, Cancellation* cancel) const {
+  const PostedRequests posted =
+      PostToWorkers([&] { return WorkerRequest::List(limit, deadline); });
+  InFlightList list;
+  list.unanswered_thread_ids = AwaitAnswers(posted, deadline, cancel);
+  for (const auto& [id, request] : posted) {
+    if (std::find(list.unanswered_thread_ids.begin(), list.unanswered_thread_ids.end(), id) !=
+        list.unanswered_thread_ids.end()) {
+      continue;
+    }
+    const absl::Status status = request->status();
+    if (absl::IsDeadlineExceeded(status)) {
+      list.unanswered_thread_ids.push_back(id);  // It took the request up too late.
+    } else if (status.ok()) {
+      list.total += request->total();
+      for (InFlightRecord& r : request->TakeRecords()) list.records.push_back(std::move(r));
+    }
+    // Otherwise it is stopping: it holds nothing any more.
+  }
+  KeepOldest(list.records, limit);
+  return list;
+}
+
+absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline,
+                                             Cancellation* cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckRunning(); !s.ok()) return s;
+  }
+  // Every thread answers NOT_FOUND but the one holding the record, which
+  // answers once the dead-letter topic has acknowledged it.
+  const PostedRequests posted =
+      PostToWorkers([&] { return WorkerRequest::DeadLetter(record, deadline); });
+  std::vector<int> unanswered = AwaitAnswers(posted, deadline, cancel);
+  std::optional<int> moved_by;
+  absl::Status refused;
+  for (const auto& [id, request] : posted) {
+    if (std::find(unanswered.begin(), unanswered.end(), id) != unanswered.end()) continue;
+    const absl::Status status = request->status();
+    if (status.ok()) {
+      if (!moved_by.has_value()) moved_by = id;
+    } else if (absl::IsDeadlineExceeded(status)) {
+      unanswered.push_back(id);
+    } else if (!absl::IsNotFound(status) && !absl::IsUnavailable(status) && refused.ok()) {
+      refused = status;
+    }
+  }
+  const std::string name = absl::StrCat(record.topic, "/", record.partition, "@", record.offset);
+  if (moved_by.has_value()) {
+    LogInfo("engine: ", name, " dead-lettered by thread ", *moved_by, " at an operator's request");
+    return *moved_by;
+  }
+  if (!refused.ok()) return refused;
+  if (!unanswered.empty()) {
+    const bool cancelled = cancel != nullptr && cancel->cancelled();
+    const std::string why = absl::StrCat(
+        cancelled ? "the call was cancelled" : "the deadline passed", " before threads ",
+        IdList(unanswered), " answered; if one holds ", name,
+        " and had taken the request up, it may still be dead-lettered (ListInFlight tells)");
+    return cancelled ? absl::CancelledError(why) : absl::DeadlineExceededError(why);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no thread holds ", name,
+      " (it is not in flight here: done already, not read yet, or held by another instance)"));
 }
 
 absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }

@@ -29,6 +29,7 @@
 #include "server/engine/counters.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/key_parking.h"
+#include "server/engine/in_flight.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -69,6 +70,15 @@ struct SetOrderingResult {
   int64_t parked_keys = 0;              // Keys a switch to key order found parked.
 
   bool in_order() const { return ordering == Ordering::kInOrder; }
+};
+
+// What ListInFlight found.
+struct InFlightList {
+  std::vector<InFlightRecord> records;  // The oldest, oldest first.
+  int64_t total = 0;                    // Held by the threads that answered.
+  // Threads that did not answer by the deadline (busy in a long call, say):
+  // their records are not in the list.
+  std::vector<int> unanswered_thread_ids;
 };
 
 class Engine {
@@ -166,6 +176,26 @@ class Engine {
   bool in_order() const { return ordering() == Ordering::kInOrder; }
   // The keys parked now (key order); all zero in the other modes.
   KeyParking::Summary ParkedKeys() const { return parking_.summary(); }
+  // The `limit` oldest records the running threads hold (in a processor
+  // call, waiting for their due time, waiting behind a held record,
+  // deferred), oldest first. Asks every thread (Worker::Post) and waits for
+  // the answers until `deadline`, or until `cancel` is cancelled. Read-only;
+  // takes no control slot.
+  InFlightList ListInFlight(size_t limit, absl::Time deadline,
+                            Cancellation* cancel = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Dead-letters the held record at `record` (original coordinates) now,
+  // whatever its attempts: it goes to the dead-letter topic with a
+  // retryd-error saying an operator did it, and its partition moves on.
+  // Returns the id of the thread that held it once the dead-letter topic
+  // acknowledged it. NOT_FOUND if no thread holds it; FAILED_PRECONDITION
+  // if it is in a processor call right now (try again) or the engine is not
+  // running; DEADLINE_EXCEEDED if the answer did not come in time, CANCELLED
+  // if `cancel` was cancelled first (either way it may still move, if a
+  // thread had taken it up: ListInFlight tells).
+  absl::StatusOr<int> DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline,
+                                       Cancellation* cancel = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+
   EngineState state() const;
   const EngineOptions& options() const { return options_; }
 
@@ -200,6 +230,11 @@ class Engine {
          std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
+  // Posts a request `make` makes to every running thread; returns them by
+  // thread id.
+  template <typename Make>
+  std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> PostToWorkers(Make make) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Stops `workers` together; a graceful stop ends by `deadline` (see Stop).
   static void StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
                           absl::Time deadline);

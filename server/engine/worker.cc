@@ -37,6 +37,15 @@ constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+// The answer to an operator's dead-letter request whose hand-off was
+// dropped because its partition moved.
+absl::Status PartitionGivenUp(int thread_id) {
+  return absl::AbortedError(absl::StrCat(
+      "thread ", thread_id,
+      " gave up the record's partition before the dead-letter topic acknowledged it; its next "
+      "owner reads it again"));
+}
+
 uint64_t BackoffSeed(const EngineOptions& options, int id) {
   if (options.retry.seed != 0) return options.retry.seed * 1000003u + static_cast<uint64_t>(id);
   return std::random_device{}();
@@ -149,6 +158,7 @@ void Worker::Run() {
   while (!stop_requested_.load(std::memory_order_acquire)) {
     ServeCheckpoint();
     TakeFinishedCalls();
+    ServeRequests(/*serving=*/true);
     if (HandOffsBroken()) {
       failed = true;
       break;
@@ -207,6 +217,7 @@ void Worker::Run() {
     absl::MutexLock lock(&sink_->call_mu);
     sink_->wake = nullptr;
   }
+  ServeRequests(/*serving=*/false);
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
   // graceful) and commits before the group gets them back. Bounded: with the
   // broker unreachable, leaving the group would block for a long time.
@@ -240,16 +251,18 @@ void Worker::HandleConsumed(Record record) {
                ", at or below an offset already taken");
     return;
   }
+  const int64_t read_ms = NowMs();
   if (role_ == ThreadRole::kPrimary) {
     if (HeldCount(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) {
       // It waits behind the held record of its partition (in order, or one
       // deferred while the downstream was unavailable), or for a call slot.
-      waiting_[tp].push_back(std::move(record));
+      waiting_[tp].push_back({std::move(record), read_ms});
       return;
     }
     HeldRecord held;
     held.source = tp;
     held.source_offset = record.offset;
+    held.read_ms = read_ms;
     held.attempt = 1;
     held.record = std::move(record);
     if (RestoreInPlaceRetry(held) && InOrder()) {
@@ -271,6 +284,7 @@ void Worker::HandleConsumed(Record record) {
   HeldRecord held;
   held.source = tp;
   held.source_offset = record.offset;
+  held.read_ms = read_ms;
   held.attempt = meta->attempt;
   held.first_failure_ms = meta->first_failure_ms;
   held.due_ms = meta->due_ms;
@@ -402,6 +416,7 @@ void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadl
 
 void Worker::Defer(HeldRecord held, absl::Time now) {
   held.due_ms = absl::ToUnixMillis(context_.gate->RetryAt(now));
+  held.deferred = true;
   if (InOrder()) {
     HoldInPlace(std::move(held));
     return;
@@ -541,6 +556,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   held.due_ms = now + backoff_.DelayMs(held.attempt);
   held.attempt += 1;
   held.last_error = std::move(reason);
+  held.deferred = false;
   if (InOrder()) {
     HoldInPlace(std::move(held));
     return;
@@ -728,7 +744,8 @@ void Worker::SweepParkedKeys() {
   context_.parking->ReleaseCommitted(*committed);
 }
 
-void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
+void Worker::DeadLetter(const HeldRecord& held, std::string reason,
+                        std::shared_ptr<WorkerRequest> requested_by) {
   EndOfLane(held);
   HandOff h;
   h.release = ParkedRecordOf(role_, held);
@@ -743,6 +760,7 @@ void Worker::DeadLetter(const HeldRecord& held, std::string reason) {
   h.kind = Emission::kDeadLetter;
   h.tracker = trackers_.at(held.source);
   h.offset = held.source_offset;
+  h.requested_by = std::move(requested_by);
   Emit(std::move(h));
 }
 
@@ -821,6 +839,7 @@ void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand
   if (hand_off.kind == Emission::kDeadLetter) {
     sink->counters.Add(&Counters::dead_lettered);
   }
+  if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::OkStatus());
   sink->HandOffDone();
 }
 
@@ -836,6 +855,9 @@ void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off
       absl::MutexLock lock(&sink->redo_mu);
       sink->ForgetFailedHandOff(hand_off);
     }
+    if (hand_off.requested_by != nullptr) {
+      hand_off.requested_by->Answer(PartitionGivenUp(sink->id()));
+    }
     sink->HandOffDone();
     return;
   }
@@ -850,6 +872,7 @@ void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off
                      hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
                      " to ", topic, " failed for good: ", status.message());
     if (!sink->has_failed()) LogError("thread ", sink->id(), ": ", reason, "; the thread fails");
+    if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::InternalError(reason));
     sink->Fail(reason);
     sink->HandOffDone();
     return;
@@ -949,6 +972,9 @@ void Worker::DrainRedo(bool force) {
     sink_->HandOffDone();
     HandOff& h = redo.hand_off;
     if (h.tracker->abandoned()) {
+      if (h.requested_by != nullptr) {
+        h.requested_by->Answer(PartitionGivenUp(id_));
+      }
       absl::MutexLock lock(&sink_->redo_mu);
       sink_->ForgetFailedHandOff(h);
       continue;
@@ -1013,11 +1039,12 @@ bool Worker::DrainWaiting(absl::Time deadline) {
     auto it = waiting_.find(tp);
     while (it != waiting_.end() && !it->second.empty() && scheduler_.CountFor(tp) == 0 &&
            CanCall(tp) && absl::Now() < deadline) {
-      std::deque<Record>& queue = it->second;
+      std::deque<Waiting>& queue = it->second;
       HeldRecord held;
       held.source = tp;
-      held.source_offset = queue.front().offset;
-      held.record = std::move(queue.front());
+      held.source_offset = queue.front().record.offset;
+      held.read_ms = queue.front().read_ms;
+      held.record = std::move(queue.front().record);
       queue.pop_front();
       if (!TakenByItsKey(held)) Attempt(std::move(held));
       progressed = true;

@@ -28,7 +28,7 @@
 // a lock; the consumer is used only by the worker's own thread.
 //
 // Thread-safety: Start(), RequestStop() and Join() are for the owner (the
-// Engine); stats() may be read from any thread.
+// Engine); stats() may be read and Post() called from any thread.
 #ifndef RETRYD_SERVER_ENGINE_WORKER_H_
 #define RETRYD_SERVER_ENGINE_WORKER_H_
 
@@ -55,6 +55,7 @@
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
 #include "server/engine/key_parking.h"
+#include "server/engine/in_flight.h"
 #include "server/engine/options.h"
 #include "server/engine/partition_state.h"
 #include "server/engine/processor.h"
@@ -128,6 +129,11 @@ class Worker : public kafka::ConsumerListener {
   // Ends the checkpoint: the thread processes again. Any thread.
   void ReleaseCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
 
+  // Hands `request` to the worker's thread, which answers it at the top of
+  // its loop (woken from its poll at once); a worker that has stopped
+  // answers UNAVAILABLE at once. Any thread, while the worker exists.
+  void Post(std::shared_ptr<WorkerRequest> request);
+
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
   // Shared so readers may keep it after the worker is gone.
@@ -174,6 +180,9 @@ class Worker : public kafka::ConsumerListener {
     // Key order: the parked record this hand-off puts in the retry topic;
     // its place there is noted once Kafka acknowledges it.
     std::optional<ParkedRecord> parks;
+    // Set for an operator's DeadLetterRecord: answered when the hand-off
+    // is acknowledged or given up.
+    std::shared_ptr<WorkerRequest> requested_by;
   };
 
   // A hand-off whose produce failed, to be sent again by the worker.
@@ -245,10 +254,15 @@ class Worker : public kafka::ConsumerListener {
     LogThrottle redo_log{absl::Seconds(1)};
 
     // Processor calls that ended, by call id, for the worker to take.
-    absl::Mutex call_mu;  // Guards the two fields below.
+    absl::Mutex call_mu;  // Guards the fields below.
     std::vector<std::pair<int64_t, Outcome>> finished_calls ABSL_GUARDED_BY(call_mu);
-    // Woken when a call ends; cleared before the consumer closes.
+    // Woken when a call ends or a request comes; cleared before the
+    // consumer closes.
     kafka::Consumer* wake ABSL_GUARDED_BY(call_mu) = nullptr;
+    // Requests posted to the worker's thread (Post), served in order; none
+    // is taken once the thread stops serving them.
+    std::vector<std::shared_ptr<WorkerRequest>> requests ABSL_GUARDED_BY(call_mu);
+    bool requests_closed ABSL_GUARDED_BY(call_mu) = false;
   };
 
   // A processor call in flight (asynchronous processors).
@@ -261,6 +275,18 @@ class Worker : public kafka::ConsumerListener {
   };
 
   void Run();
+  // Answers the requests posted since the last time (see Post); `serving`
+  // false: the thread stops, each is answered UNAVAILABLE.
+  void ServeRequests(bool serving);
+  // The `limit` oldest records this thread holds, oldest first; `total`:
+  // how many it holds.
+  std::vector<InFlightRecord> ListHeld(size_t limit, int64_t& total) const;
+  InFlightRecord Describe(const HeldRecord& held, InFlightState state) const;
+  // An operator's DeadLetterRecord: dead-letters the held record the
+  // request names, answering once its hand-off is acknowledged.
+  void ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request);
+  // Removes the held or waiting record named `record`, if this thread has it.
+  std::optional<HeldRecord> TakeHeld(const RecordCoordinates& record);
   void HandleConsumed(Record record);
   // Runs `held` through the processor (the caller checked CanCall()), or
   // defers it while the downstream is down.
@@ -309,7 +335,8 @@ class Worker : public kafka::ConsumerListener {
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
   void OnSuccess(const HeldRecord& held, Outcome& outcome);
   void OnRetriableFailure(HeldRecord held, std::string reason);
-  void DeadLetter(const HeldRecord& held, std::string reason);
+  void DeadLetter(const HeldRecord& held, std::string reason,
+                  std::shared_ptr<WorkerRequest> requested_by = nullptr);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
   void Emit(HandOff hand_off);
@@ -400,8 +427,12 @@ class Worker : public kafka::ConsumerListener {
   Backoff backoff_;
   DueScheduler scheduler_;
   // In-order mode: records that arrived behind a held record of their
-  // partition, in offset order.
-  std::map<TopicPartition, std::deque<Record>> waiting_;
+  // partition, in offset order, with when they were read (Unix ms).
+  struct Waiting {
+    Record record;
+    int64_t read_ms = 0;
+  };
+  std::map<TopicPartition, std::deque<Waiting>> waiting_;
   // Partitions whose held record completed while records wait behind it.
   std::set<TopicPartition> ready_;
   LogThrottle clamp_log_{absl::Seconds(1)};

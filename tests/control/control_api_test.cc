@@ -232,6 +232,58 @@ TEST_F(ControlApiTest, StopRetryThreadsValidatesArguments) {
   EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(retry)) << "an error stops nothing";
 }
 
+TEST_F(ControlApiTest, ListInFlightValidatesTheLimitAndEveryThreadAnswers) {
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+  for (uint32_t limit : {10'001u, 4'000'000'000u}) {
+    grpc::ClientContext context;
+    testing::Prepare(context, absl::Seconds(60));
+    v1::ListInFlightRequest request;
+    request.set_limit(limit);
+    v1::ListInFlightResponse response;
+    const grpc::Status s = stub->ListInFlight(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << limit;
+    EXPECT_THAT(s.error_message(), HasSubstr("limit: must be between 1 and 10000"));
+  }
+  for (uint32_t limit : {0u, 1u, 10'000u}) {
+    absl::StatusOr<v1::ListInFlightResponse> list = client_->ListInFlight(limit);
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_THAT(list->unanswered_thread_ids(), IsEmpty()) << "every running thread answers";
+    EXPECT_LE(list->records_size(), std::max<uint32_t>(limit, 1));
+  }
+}
+
+TEST_F(ControlApiTest, DeadLetterRecordValidatesArgumentsAndNamesAnUnknownRecord) {
+  struct Case {
+    std::string topic;
+    int32_t partition;
+    int64_t offset;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::string topic = engine_->topics.input;
+  const std::vector<Case> cases = {
+      {"", 0, 0, grpc::StatusCode::INVALID_ARGUMENT, "topic: must name"},
+      {std::string(250, 't'), 0, 0, grpc::StatusCode::INVALID_ARGUMENT, "250 characters"},
+      {topic, -1, 0, grpc::StatusCode::INVALID_ARGUMENT, "partition: must be 0 or more"},
+      {topic, 0, -5, grpc::StatusCode::INVALID_ARGUMENT, "offset: must be 0 or more, got -5"},
+      {topic, 0, 123'456, grpc::StatusCode::NOT_FOUND,
+       absl::StrCat("no thread holds ", topic, "/0@123456")},
+  };
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+  for (const Case& c : cases) {
+    grpc::ClientContext context;
+    testing::Prepare(context, absl::Seconds(60));
+    v1::DeadLetterRecordRequest request;
+    request.set_topic(c.topic);
+    request.set_partition(c.partition);
+    request.set_offset(c.offset);
+    v1::DeadLetterRecordResponse response;
+    const grpc::Status s = stub->DeadLetterRecord(&context, request, &response);
+    EXPECT_EQ(s.error_code(), c.code) << c.message << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.message));
+  }
+}
+
 TEST_F(ControlApiTest, CountAboveRunningStopsThemAll) {
   ASSERT_TRUE(client_->StartRetryThreads(1).ok());
   const std::vector<uint32_t> running = RetryThreadIds(*client_);

@@ -213,7 +213,12 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
     s = client->SetOrderingMode(v1::ORDERING_UNSPECIFIED, true).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << "checked before the fields";
+    s = client->DeadLetterRecord("orders", 0, 1).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+    s = client->DeadLetterRecord("", -1, -1).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << "checked before the fields";
     EXPECT_TRUE(client->GetStatus().ok()) << "read-only RPCs stay open";
+    EXPECT_TRUE(client->ListInFlight(0).ok());
     EXPECT_TRUE(WatchStatus(*client, 100).ok());
   }
   EXPECT_THAT(anonymous->StartRetryThreads(1).status().message(), HasSubstr("Bearer"));
@@ -221,6 +226,9 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
 
   const absl::Status invalid = right->StartRetryThreads(0).status();
   EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << "past the token check";
+  EXPECT_EQ(right->DeadLetterRecord("orders", -1, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(right->DeadLetterRecord("orders", 0, 1).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(right->SetInOrder(false, false).ok());
   EXPECT_EQ(right->SetOrderingMode(v1::ORDERING_UNSPECIFIED, false).status().code(),
             absl::StatusCode::kInvalidArgument)
@@ -327,7 +335,9 @@ TEST_F(ControlServerTest, ReadOnlyNeedsTheTokenWhenConfigured) {
   std::unique_ptr<RetrydClient> right = Client(Channel(Local(server)), "s3cret-token");
   EXPECT_EQ(anonymous->GetStatus().status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(WatchStatus(*anonymous, 100).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous->ListInFlight(0).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(right->GetStatus().ok());
+  EXPECT_TRUE(right->ListInFlight(0).ok());
   EXPECT_TRUE(WatchStatus(*right, 100).ok());
 
   // Health and reflection never need the token.
@@ -356,7 +366,8 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   for (const auto& m : control.service(0).method()) methods.push_back(m.name());
   EXPECT_THAT(methods,
               ::testing::UnorderedElementsAre("GetStatus", "StartRetryThreads", "StopRetryThreads",
-                                              "SetInOrder", "SetOrderingMode", "WatchMetrics"));
+                                              "SetInOrder", "SetOrderingMode", "WatchMetrics",
+                                              "ListInFlight", "DeadLetterRecord"));
   files = testing::ReflectionFileContaining(channel, "grpc.health.v1.Health");
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_FALSE(files->empty());

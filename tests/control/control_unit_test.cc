@@ -252,6 +252,51 @@ TEST(SnapshotBuilderTest, CarriesTheRecentScalingEventsWhateverTheFilter) {
 
 // ---- BlockingExecutor --------------------------------------------------------
 
+TEST(ProtoConvertTest, InFlightRecordKeepsEveryFieldAndANullKey) {
+  InFlightRecord r;
+  r.thread_id = 3;
+  r.role = ThreadRole::kRetry;
+  r.state = InFlightState::kWaitingDue;
+  r.topic = "orders";
+  r.partition = 2;
+  r.offset = 41;
+  r.read_from = {"orders.retry", 1};
+  r.read_offset = 7;
+  r.key = std::string("\0k", 2);
+  r.attempt = 3;
+  r.due_ms = 5'000;
+  r.since_ms = 1'000;
+  r.last_error = "timeout";
+  v1::InFlightRecord out;
+  ToProto(r, /*now_ms=*/4'000, out);
+  EXPECT_EQ(out.thread_id(), 3u);
+  EXPECT_EQ(out.role(), v1::RETRY);
+  EXPECT_EQ(out.state(), v1::WAITING_DUE);
+  EXPECT_EQ(out.topic(), "orders");
+  EXPECT_EQ(out.partition(), 2);
+  EXPECT_EQ(out.offset(), 41);
+  EXPECT_EQ(out.read_from().topic(), "orders.retry");
+  EXPECT_EQ(out.read_from().partition(), 1);
+  EXPECT_EQ(out.read_offset(), 7);
+  EXPECT_TRUE(out.has_key());
+  EXPECT_EQ(out.key(), std::string("\0k", 2));
+  EXPECT_EQ(out.attempt(), 3);
+  EXPECT_EQ(out.due_unix_ms(), 5'000);
+  EXPECT_EQ(out.since_unix_ms(), 1'000);
+  EXPECT_EQ(out.age_ms(), 3'000);
+  EXPECT_EQ(out.last_error(), "timeout");
+
+  r.key.reset();
+  v1::InFlightRecord null_key;
+  ToProto(r, 0, null_key);
+  EXPECT_FALSE(null_key.has_key());
+  EXPECT_EQ(null_key.age_ms(), 0) << "never negative";
+  for (InFlightState s : {InFlightState::kInCall, InFlightState::kWaitingDue,
+                          InFlightState::kWaitingBehind, InFlightState::kDeferred}) {
+    EXPECT_EQ(v1::InFlightState_Name(ToProto(s)), InFlightStateName(s));
+  }
+}
+
 // The protos take the counters by field name: a counter renamed on one
 // side only would silently read 0.
 TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {

@@ -558,6 +558,70 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
 
+// What the README shows for a stuck record: in order, one record failing
+// with a long backoff holds its partition; `retryctl inflight` names it and
+// why, `retryctl dlq-record` moves it to the dead-letter topic, and the
+// records behind it go on.
+TEST_F(RetrydE2eTest, RetryctlFreesAStuckRecord) {
+  using retryctl_e2e::CommandResult;
+  using retryctl_e2e::Retryctl;
+  const TestTopics topics = CreateTopics("retryctl-stuck", 1);
+  ProduceKeys(topics.input, {"ok-0", "doomed-1", "ok-2"});
+  std::string config = ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"  threads: 1\n", "  threads: 0\n"},
+           {"backoff { initial_ms: 20 max_ms: 200 }", "backoff { initial_ms: 600000 max_ms: 600000 }"},
+           {"    rule { key_prefix: \"flaky-\" fail_attempts: 2 }\n",
+            "    rule { key_prefix: \"doomed-\" fail_attempts: 1000 }\n"}}) {
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  config += "in_order: true\n";
+  RetrydProcess retryd(Path("retryd"),
+                       {"--config", dir_.WriteFile("stuck.textproto", config),
+                        "--summary_interval_s", "0"});
+  const std::string address = retryctl_e2e::ControlAddress(retryd);
+  ASSERT_FALSE(address.empty()) << "retryd printed no control address";
+  int step = 0;
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--addr", address});
+    return Retryctl(Path(absl::StrCat("retryctl-", ++step)), args);
+  };
+
+  CommandResult r;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        r = run({"inflight"});
+        return r.out.find("WAITING_BEHIND") != std::string::npos;
+      },
+      absl::Seconds(60)))
+      << r.out << r.err;
+  EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 records in flight"));
+  EXPECT_THAT(r.out, HasSubstr(topics.input + "/0@1"));
+  EXPECT_THAT(r.out, HasSubstr("doomed-1"));
+  EXPECT_THAT(r.out, HasSubstr("WAITING_DUE"));
+  EXPECT_TRUE(WaitFor([&] { return !ReadAll(topics.output).empty(); }, absl::Seconds(30)));
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>{"ok-0"}) << "held behind";
+
+  r = run({"dlq-record", topics.input, "0", "1"});
+  ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(topics.input + "/0@1 dead-lettered by thread"));
+  EXPECT_EQ(Keys(ReadAll(topics.dlq)), std::multiset<std::string>{"doomed-1"});
+  EXPECT_TRUE(WaitFor([&] { return ReadAll(topics.output).size() == 2; }, absl::Seconds(30)));
+  EXPECT_EQ(Keys(ReadAll(topics.output)), (std::multiset<std::string>{"ok-0", "ok-2"}));
+
+  r = run({"dlq-record", topics.input, "0", "1"});
+  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
+  r = run({"inflight", "--limit", "0"});
+  EXPECT_TRUE(ExitedWith(r.status, 2)) << "a usage error: " << r.err;
+
+  retryd.Signal(SIGTERM);
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+}
+
 // A fatal error of the idempotent producer (a produce that timed out once,
 // then UNKNOWN_PRODUCER_ID: librdkafka cannot retry it without risking
 // duplicates) leaves no thread able to hand anything off: retryd says why

@@ -4,8 +4,9 @@
 // hand the handler.
 //
 // Input, byte by byte:
-//   [0]     the RPC, modulo 6: GetStatus, StartRetryThreads, StopRetryThreads,
-//           SetInOrder, WatchMetrics, SetOrderingMode
+//   [0]     the RPC, modulo 8: GetStatus, StartRetryThreads, StopRetryThreads,
+//           SetInOrder, WatchMetrics, SetOrderingMode, ListInFlight,
+//           DeadLetterRecord
 //   [1]     retry.max_threads - 1 (so 1..256), for StartRetryThreads
 //   [2]     the retry threads running, for StartRetryThreads
 //   [3]     N, the length of the authorization metadata value (0: none)
@@ -51,8 +52,10 @@ enum class Rpc {
   kSetInOrder,
   kWatchMetrics,
   kSetOrderingMode,
+  kListInFlight,
+  kDeadLetterRecord,
 };
-constexpr int kRpcCount = 6;
+constexpr int kRpcCount = 8;
 
 // A refusal of a request names the field at fault first.
 void RequireInvalidArgument(const absl::Status& status, std::vector<absl::string_view> fields) {
@@ -87,7 +90,9 @@ void CheckAuth(Rpc rpc, absl::string_view authorization, bool has_authorization)
     metadata.emplace("authorization", grpc::string_ref(authorization.data(), authorization.size()));
   }
   const Access access =
-      rpc == Rpc::kGetStatus || rpc == Rpc::kWatchMetrics ? Access::kReadOnly : Access::kMutating;
+      rpc == Rpc::kGetStatus || rpc == Rpc::kWatchMetrics || rpc == Rpc::kListInFlight
+          ? Access::kReadOnly
+          : Access::kMutating;
   Require(BearerTokenAuth().Check(metadata, access).ok(), "without a token every call passes");
   const absl::Status status = BearerTokenAuth(kToken, true).Check(metadata, access);
   if (!status.ok()) {
@@ -176,6 +181,33 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
                   ValidThreadIds(request.thread_ids()),
               "an accepted watch has an interval in range and valid ids");
       CheckEngineIds(request.thread_ids());
+      return;
+    }
+    case Rpc::kListInFlight: {
+      v1::ListInFlightRequest request;
+      if (!Parse(bytes, request)) return;
+      const absl::Status status = control::ValidateListInFlightRequest(request);
+      Require(status.ok() == (request.limit() <= control::kMaxInFlightLimit),
+              "limit is accepted exactly up to its bound", status.ToString());
+      if (!status.ok()) {
+        RequireInvalidArgument(status, {"limit"});
+        return;
+      }
+      const size_t limit = control::InFlightLimit(request);
+      Require(limit >= 1 && limit <= control::kMaxInFlightLimit, "the engine gets a limit in range");
+      return;
+    }
+    case Rpc::kDeadLetterRecord: {
+      v1::DeadLetterRecordRequest request;
+      if (!Parse(bytes, request)) return;
+      const absl::Status status = control::ValidateDeadLetterRecordRequest(request);
+      if (!status.ok()) {
+        RequireInvalidArgument(status, {"topic", "partition", "offset"});
+        return;
+      }
+      Require(!request.topic().empty() && request.topic().size() <= 249 &&
+                  request.partition() >= 0 && request.offset() >= 0,
+              "an accepted record names a topic, a partition and an offset");
       return;
     }
   }

@@ -220,3 +220,28 @@ TEST(DueSchedulerTest, TakePartitionReturnsItsRecordsEarliestFirst) {
 
 }  // namespace
 }  // namespace retryd
+
+namespace retryd {
+namespace {
+
+TEST(DueSchedulerTest, TakeFirstRemovesOneRecordAndKeepsTheHeapInOrder) {
+  DueScheduler s;
+  for (int64_t i = 0; i < 6; ++i) s.Add(Held(i % 2 == 0 ? kP0 : kP1, i, 100 - i * 10));
+  std::optional<HeldRecord> taken =
+      s.TakeFirst([](const HeldRecord& h) { return h.record.offset == 1003; });
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->source_offset, 3);
+  EXPECT_EQ(taken->last_error, "e3");
+  EXPECT_EQ(s.size(), 5u);
+  EXPECT_EQ(s.CountFor(kP1), 2u);
+  EXPECT_EQ(s.CountFor(kP0), 3u);
+  EXPECT_FALSE(s.TakeFirst([](const HeldRecord& h) { return h.source_offset == 3; }).has_value());
+  int64_t seen = 0;
+  s.ForEach([&seen](const HeldRecord& h) { seen += h.source_offset; });
+  EXPECT_EQ(seen, 0 + 1 + 2 + 4 + 5);
+  EXPECT_THAT(Offsets(s.PopDue(1'000, 10)), ElementsAre(5, 4, 2, 1, 0));
+  EXPECT_EQ(s.CountFor(kP1), 0u);
+}
+
+}  // namespace
+}  // namespace retryd
