@@ -177,6 +177,8 @@ v1::InFlightState ToProto(InFlightState state) {
       return v1::WAITING_BEHIND;
     case InFlightState::kDeferred:
       return v1::DEFERRED;
+    case InFlightState::kParked:
+      return v1::PARKED;
   }
   return v1::IN_FLIGHT_STATE_UNSPECIFIED;
 }

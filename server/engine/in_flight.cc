@@ -16,6 +16,8 @@ const char* InFlightStateName(InFlightState state) {
       return "WAITING_BEHIND";
     case InFlightState::kDeferred:
       return "DEFERRED";
+    case InFlightState::kParked:
+      return "PARKED";
   }
   return "UNKNOWN";
 }

@@ -38,6 +38,7 @@ enum class InFlightState {
   kWaitingDue,     // Failed; held until its due time (by a retry thread, or in place in order).
   kWaitingBehind,  // Queued behind a held record of its partition (or for a call slot).
   kDeferred,       // Held while the processor's downstream is down; no attempt used.
+  kParked,         // Key order: waiting behind an earlier record of its key.
 };
 const char* InFlightStateName(InFlightState state);
 

@@ -106,6 +106,11 @@ std::vector<InFlightRecord> Worker::ListHeld(size_t limit, int64_t& total) const
       records.push_back(std::move(r));
     }
   }
+  for (const auto& [key, lane] : lanes_) {
+    for (const HeldRecord& held : lane.waiting) {
+      records.push_back(Describe(held, InFlightState::kParked));
+    }
+  }
   total = static_cast<int64_t>(records.size());
   KeepOldest(records, limit);
   return records;
@@ -116,6 +121,17 @@ std::optional<HeldRecord> Worker::TakeHeld(const RecordCoordinates& record) {
       scheduler_.TakeFirst([&record](const HeldRecord& h) { return record.Names(h.record); });
   if (held.has_value()) {
     sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    return held;
+  }
+  // Behind an earlier record of its key (key order): the key's lane goes on
+  // without it.
+  for (auto& [key, lane] : lanes_) {
+    auto at = std::find_if(lane.waiting.begin(), lane.waiting.end(),
+                           [&record](const HeldRecord& h) { return record.Names(h.record); });
+    if (at == lane.waiting.end()) continue;
+    held = std::move(*at);
+    lane.waiting.erase(at);
+    if (int64_t& n = lane_held_[held->source]; --n <= 0) lane_held_.erase(held->source);
     return held;
   }
   // Waiting records were read from the input itself: their coordinates are

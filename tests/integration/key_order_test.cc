@@ -24,8 +24,10 @@ namespace {
 
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::KeysOutOfOrder;
+using ::retryd::testing::HeaderValue;
 using ::retryd::testing::LostRecords;
 using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ProduceRecords;
 using ::retryd::testing::ReadAll;
 using ::retryd::testing::StartEngine;
 using ::retryd::testing::TestEngineOptions;
@@ -237,6 +239,60 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   // drain_retries belongs to a switch to IN_ORDER only.
   EXPECT_EQ(engine->SetOrderingMode(Ordering::kKey, true).status().code(),
             absl::StatusCode::kInvalidArgument);
+  engine->Stop();
+}
+
+// Fails a record whose value is "poison" every time; the rest succeed.
+class PoisonValue : public Processor {
+ public:
+  Outcome Process(const Record& record, int) override {
+    return record.value == "poison" ? Outcome::Retriable("poisoned") : Outcome::Ok();
+  }
+};
+
+TEST(KeyOrderTest, DeadLetterRecordFreesAParkedKey) {
+  const TestTopics topics = CreateTopics("key-stuck", 1);
+  EngineOptions options = TestEngineOptions(topics);
+  options.ordering = Ordering::kKey;
+  options.retry.max_attempts = 1000;
+  std::vector<OutgoingRecord> records;
+  for (const char* value : {"poison", "after-1", "after-2"}) {
+    OutgoingRecord r;
+    r.topic = topics.input;
+    r.partition = 0;
+    r.key = "k";
+    r.value = value;
+    records.push_back(std::move(r));
+  }
+  ProduceRecords(records);
+  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<PoisonValue>());
+  ASSERT_NE(engine, nullptr);
+
+  // The poison record is retried in place by a retry thread; the two after
+  // it followed it there and wait behind it, PARKED.
+  auto parked_behind = [&] {
+    int parked = 0;
+    for (const InFlightRecord& r : engine->ListInFlight(10, absl::Now() + kDone).records) {
+      if (r.state == InFlightState::kParked && r.key == "k") ++parked;
+    }
+    return parked;
+  };
+  ASSERT_TRUE(WaitFor([&] { return parked_behind() == 2; }, kDone));
+  EXPECT_EQ(engine->ParkedKeys().keys, 1);
+  EXPECT_TRUE(ReadAll(topics.output).empty());
+
+  absl::StatusOr<int> freed =
+      engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + kDone);
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  ASSERT_TRUE(WaitFor([&] { return ReadAll(topics.output).size() >= 2; }, kDone));
+  const std::vector<Record> output = ReadAll(topics.output);
+  EXPECT_EQ(output[0].value, "after-1");
+  EXPECT_EQ(output[1].value, "after-2");
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].value, "poison");
+  EXPECT_TRUE(absl::StrContains(HeaderValue(dlq[0], "retryd-error"), "by an operator"));
+  EXPECT_TRUE(WaitFor([&] { return engine->ParkedKeys().keys == 0; }, kDone));
   engine->Stop();
 }
 
