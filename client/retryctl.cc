@@ -187,18 +187,18 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
     case Command::kInFlight: {
       absl::StatusOr<v1::ListInFlightResponse> list = client.ListInFlight(invocation.limit);
       if (!list.ok()) return RpcFailure(list.status(), flags, io.err);
-      return PrintResponse(*list, FormatListInFlight(*list, absl::ToUnixMillis(absl::Now())),
-                           flags, io);
+      return PrintResponse(*list, FormatListInFlight(*list, absl::ToUnixMillis(absl::Now())), flags,
+                           io);
     }
     case Command::kDlqRecord: {
       absl::StatusOr<v1::DeadLetterRecordResponse> moved = client.DeadLetterRecord(
           invocation.record_topic, invocation.record_partition, invocation.record_offset);
       if (!moved.ok()) return RpcFailure(moved.status(), flags, io.err);
-      return PrintResponse(*moved,
-                           FormatDeadLetterRecord(*moved, invocation.record_topic,
-                                                  invocation.record_partition,
-                                                  invocation.record_offset),
-                           flags, io);
+      return PrintResponse(
+          *moved,
+          FormatDeadLetterRecord(*moved, invocation.record_topic, invocation.record_partition,
+                                 invocation.record_offset),
+          flags, io);
     }
     case Command::kHelp:
       break;

@@ -345,8 +345,8 @@ std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocati
   int64_t partition = 0;
   if (!absl::SimpleAtoi(positional[1], &partition) || partition < 0 ||
       partition > std::numeric_limits<int32_t>::max()) {
-    return args.Error(
-        absl::StrCat("PARTITION must be a partition number (0 or more), got '", positional[1], "'"));
+    return args.Error(absl::StrCat("PARTITION must be a partition number (0 or more), got '",
+                                   positional[1], "'"));
   }
   int64_t offset = 0;
   if (!absl::SimpleAtoi(positional[2], &offset) || offset < 0) {

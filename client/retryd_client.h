@@ -104,8 +104,7 @@ class RetrydClient {
   // returns once the dead-letter topic has it. NOT_FOUND if no thread holds
   // it, FAILED_PRECONDITION if it is in a processor call right now.
   absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(const std::string& topic,
-                                                                int32_t partition,
-                                                                int64_t offset);
+                                                                int32_t partition, int64_t offset);
 
   // grpc.health.v1.Health/Check. `service` "" is the whole server;
   // "retryd.v1.Control" the control service.

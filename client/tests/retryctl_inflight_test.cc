@@ -34,7 +34,8 @@ TEST(RetryctlInFlightArgsTest, InFlightWithAndWithoutLimit) {
   EXPECT_EQ(std::get<Invocation>(plain).command, Command::kInFlight);
   EXPECT_EQ(std::get<Invocation>(plain).limit, 0u);  // The server's default.
   for (const std::vector<std::string>& line :
-       {std::vector<std::string>{"inflight", "--limit", "25"}, {"inflight", "--limit=25"},
+       {std::vector<std::string>{"inflight", "--limit", "25"},
+        {"inflight", "--limit=25"},
         {"--json", "inflight", "--limit", "25"}}) {
     std::variant<Invocation, UsageError> parsed = ParseLine(line);
     ASSERT_TRUE(std::holds_alternative<Invocation>(parsed)) << line.back();
@@ -121,8 +122,8 @@ TEST(RetryctlInFlightFormatTest, TableShowsEachRecordOldestFirstWithWhyItWaits) 
   EXPECT_THAT(text, HasSubstr("orders/0@2"));
   EXPECT_THAT(text, HasSubstr("doomed-2"));
   EXPECT_THAT(text, HasSubstr("WAITING_DUE"));
-  EXPECT_THAT(text, HasSubstr("2m05s"));   // Its age.
-  EXPECT_THAT(text, HasSubstr("1m00s"));   // Due in.
+  EXPECT_THAT(text, HasSubstr("2m05s"));                    // Its age.
+  EXPECT_THAT(text, HasSubstr("1m00s"));                    // Due in.
   EXPECT_THAT(text, HasSubstr("timeout from downstream"));  // One line.
   EXPECT_THAT(text, HasSubstr("<null>"));
   EXPECT_THAT(text, HasSubstr("2 retry (orders.retry/0@40)"));
@@ -135,7 +136,8 @@ TEST(RetryctlInFlightFormatTest, EmptyListAndDeadLetterAnswer) {
   EXPECT_EQ(FormatListInFlight(none, 0), "0 records in flight\n");
   v1::DeadLetterRecordResponse moved;
   moved.set_thread_id(3);
-  EXPECT_EQ(FormatDeadLetterRecord(moved, "orders", 0, 2), "orders/0@2 dead-lettered by thread 3\n");
+  EXPECT_EQ(FormatDeadLetterRecord(moved, "orders", 0, 2),
+            "orders/0@2 dead-lettered by thread 3\n");
 }
 
 }  // namespace

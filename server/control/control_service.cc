@@ -345,8 +345,7 @@ grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
   RecordCoordinates record{request->topic(), request->partition(), request->offset()};
   const std::string peer = context->peer();
   std::shared_ptr<Cancellation> cancel = reactor->cancellation();
-  auto operation = [this, record = std::move(record), response, peer,
-                    cancel](absl::Time deadline) {
+  auto operation = [this, record = std::move(record), response, peer, cancel](absl::Time deadline) {
     absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline, cancel.get());
     LogInfo("control: DeadLetterRecord(", record.topic, "/", record.partition, "@", record.offset,
             ") from ", peer, ": ",

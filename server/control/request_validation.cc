@@ -100,10 +100,9 @@ std::vector<int> EngineThreadIds(const google::protobuf::RepeatedField<uint32_t>
 
 absl::Status ValidateListInFlightRequest(const v1::ListInFlightRequest& request) {
   if (request.limit() > kMaxInFlightLimit) {
-    return absl::InvalidArgumentError(absl::StrCat("limit: must be between 1 and ",
-                                                   kMaxInFlightLimit, " (0 means ",
-                                                   kDefaultInFlightLimit, "), got ",
-                                                   request.limit()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: must be between 1 and ", kMaxInFlightLimit, " (0 means ",
+                     kDefaultInFlightLimit, "), got ", request.limit()));
   }
   return absl::OkStatus();
 }

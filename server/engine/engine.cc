@@ -578,8 +578,7 @@ void Engine::AbandonSwitch(int temporary) {
   LogInfo("engine: stopped temporary retry thread ", temporary);
 }
 
-absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(
-    absl::Duration timeout) const {
+absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   // Where the retry threads will read from: what lies before is complete.
   absl::StatusOr<std::map<int32_t, int64_t>> committed = retry_lag_->Committed(timeout);
@@ -663,8 +662,8 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
 }
 
 absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
-                                                         absl::Time deadline, bool drain,
-                                                         const Cancellation* cancel) {
+                                                          absl::Time deadline, bool drain,
+                                                          const Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
@@ -922,8 +921,7 @@ std::vector<int> AwaitAnswers(const PostedRequests& posted, absl::Time deadline,
 }  // namespace
 
 InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline, Cancellation* cancel) const {
-  const PostedRequests posted =
-      PostToWorkers([&] { return WorkerRequest::List(limit, deadline); });
+  const PostedRequests posted = PostToWorkers([&] { return WorkerRequest::List(limit, deadline); });
   InFlightList list;
   list.unanswered_thread_ids = AwaitAnswers(posted, deadline, cancel);
   for (const auto& [id, request] : posted) {

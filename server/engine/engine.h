@@ -28,8 +28,8 @@
 #include "server/engine/cancellation.h"
 #include "server/engine/counters.h"
 #include "server/engine/downstream_gate.h"
-#include "server/engine/key_parking.h"
 #include "server/engine/in_flight.h"
+#include "server/engine/key_parking.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -66,8 +66,8 @@ struct SetOrderingResult {
   Ordering ordering = Ordering::kUnordered;  // The mode now.
   std::vector<int> stopped_thread_ids;       // Retry threads a drain stopped.
   int64_t drained_records = 0;               // Retry backlog a drain emptied.
-  std::vector<int> started_thread_ids;  // Retry threads the switch out of in order started.
-  int64_t parked_keys = 0;              // Keys a switch to key order found parked.
+  std::vector<int> started_thread_ids;       // Retry threads the switch out of in order started.
+  int64_t parked_keys = 0;                   // Keys a switch to key order found parked.
 
   bool in_order() const { return ordering == Ordering::kInOrder; }
 };
@@ -181,8 +181,8 @@ class Engine {
   // deferred), oldest first. Asks every thread (Worker::Post) and waits for
   // the answers until `deadline`, or until `cancel` is cancelled. Read-only;
   // takes no control slot.
-  InFlightList ListInFlight(size_t limit, absl::Time deadline,
-                            Cancellation* cancel = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
+  InFlightList ListInFlight(size_t limit, absl::Time deadline, Cancellation* cancel = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Dead-letters the held record at `record` (original coordinates) now,
   // whatever its attempts: it goes to the dead-letter topic with a
@@ -297,7 +297,7 @@ class Engine {
   // SetInOrder.
   // REQUIRES: `control` held.
   absl::StatusOr<SetOrderingResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
-                                                   bool drain, const Cancellation* cancel)
+                                                    bool drain, const Cancellation* cancel)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Rolls a SwitchToInOrder back: input resumed, `temporary` (a retry
   // thread it started, or 0) stopped, state RUNNING again.

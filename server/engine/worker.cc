@@ -700,8 +700,8 @@ void Worker::LearnParkedKeys() {
     next_learn_ = absl::Now() + kLearnRetry;
     if (int64_t held_back = 0; learn_log_.Allow(absl::Now(), &held_back)) {
       LogWarning("thread ", id_, ": key order: the parked keys of ", unknown.size(),
-                 " partitions are not known (", parked.status().message(),
-                 "); their records wait", LogThrottle::HeldBackNote(held_back));
+                 " partitions are not known (", parked.status().message(), "); their records wait",
+                 LogThrottle::HeldBackNote(held_back));
     }
     return;
   }
@@ -872,7 +872,8 @@ void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off
                      hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
                      " to ", topic, " failed for good: ", status.message());
     if (!sink->has_failed()) LogError("thread ", sink->id(), ": ", reason, "; the thread fails");
-    if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::InternalError(reason));
+    if (hand_off.requested_by != nullptr)
+      hand_off.requested_by->Answer(absl::InternalError(reason));
     sink->Fail(reason);
     sink->HandOffDone();
     return;

@@ -59,8 +59,8 @@ void Worker::ServeRequests(bool serving) {
     }
     if (request->abandoned()) continue;  // Nobody waits for it any more.
     if (absl::Now() >= request->deadline) {
-      request->Answer(absl::DeadlineExceededError(absl::StrCat(
-          "thread ", id_, " took the request up after its deadline; it did nothing")));
+      request->Answer(absl::DeadlineExceededError(
+          absl::StrCat("thread ", id_, " took the request up after its deadline; it did nothing")));
       continue;
     }
     switch (request->kind) {
@@ -171,7 +171,8 @@ void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   const TopicPartition tp = held->source;
   // Its state no longer rides with the commits: the partition moves on once
   // the dead-letter record is acknowledged.
-  if (auto it = in_place_.find(tp); it != in_place_.end() && it->second.offset == held->source_offset) {
+  if (auto it = in_place_.find(tp);
+      it != in_place_.end() && it->second.offset == held->source_offset) {
     in_place_.erase(it);
   }
   // A held record's attempt is the one it would make next; the dead-letter
@@ -181,8 +182,8 @@ void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   std::string reason = absl::StrCat("dead-lettered by an operator (DeadLetterRecord) after ", made,
                                     made == 1 ? " failed attempt" : " failed attempts");
   if (!held->last_error.empty()) absl::StrAppend(&reason, "; last error: ", held->last_error);
-  LogInfo("thread ", id_, ": ", Name(wanted), " dead-lettered at an operator's request (",
-          made, " attempts made)");
+  LogInfo("thread ", id_, ": ", Name(wanted), " dead-lettered at an operator's request (", made,
+          " attempts made)");
   RecordEndToEnd(*held, absl::Now());
   DeadLetter(*held, std::move(reason), request);
   // Records that waited behind it proceed (ProcessDue, this round).

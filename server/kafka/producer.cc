@@ -112,8 +112,7 @@ void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaq
     }
   }
   const bool placed = status.ok();
-  std::move(pending->done)(std::move(status), placed ? m->partition : -1,
-                           placed ? m->offset : -1);
+  std::move(pending->done)(std::move(status), placed ? m->partition : -1, placed ? m->offset : -1);
   delete pending;
   self->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -127,10 +126,10 @@ void Producer::DeliveryLoop() {
 }
 
 absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback done) {
-  return Produce(record, PlacedCallback([done = std::move(done)](
-                                            absl::Status status, int32_t, int64_t) mutable {
-    std::move(done)(std::move(status));
-  }));
+  return Produce(record, PlacedCallback([done = std::move(done)](absl::Status status, int32_t,
+                                                                 int64_t) mutable {
+                   std::move(done)(std::move(status));
+                 }));
 }
 
 absl::Status Producer::Produce(const OutgoingRecord& record, PlacedCallback done) {

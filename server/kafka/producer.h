@@ -49,8 +49,7 @@ struct ProducerOptions {
 //                      sending again.
 using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
 // The same, told where the record landed when acknowledged (else -1, -1).
-using PlacedCallback =
-    absl::AnyInvocable<void(absl::Status, int32_t partition, int64_t offset) &&>;
+using PlacedCallback = absl::AnyInvocable<void(absl::Status, int32_t partition, int64_t offset) &&>;
 
 class Producer {
  public:

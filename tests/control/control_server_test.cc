@@ -364,10 +364,9 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   ASSERT_EQ(control.service_size(), 1);
   std::vector<std::string> methods;
   for (const auto& m : control.service(0).method()) methods.push_back(m.name());
-  EXPECT_THAT(methods,
-              ::testing::UnorderedElementsAre("GetStatus", "StartRetryThreads", "StopRetryThreads",
-                                              "SetInOrder", "SetOrderingMode", "WatchMetrics",
-                                              "ListInFlight", "DeadLetterRecord"));
+  EXPECT_THAT(methods, ::testing::UnorderedElementsAre(
+                           "GetStatus", "StartRetryThreads", "StopRetryThreads", "SetInOrder",
+                           "SetOrderingMode", "WatchMetrics", "ListInFlight", "DeadLetterRecord"));
   files = testing::ReflectionFileContaining(channel, "grpc.health.v1.Health");
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_FALSE(files->empty());

@@ -570,7 +570,8 @@ TEST_F(RetrydE2eTest, RetryctlFreesAStuckRecord) {
   std::string config = ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"  threads: 1\n", "  threads: 0\n"},
-           {"backoff { initial_ms: 20 max_ms: 200 }", "backoff { initial_ms: 600000 max_ms: 600000 }"},
+           {"backoff { initial_ms: 20 max_ms: 200 }",
+            "backoff { initial_ms: 600000 max_ms: 600000 }"},
            {"    rule { key_prefix: \"flaky-\" fail_attempts: 2 }\n",
             "    rule { key_prefix: \"doomed-\" fail_attempts: 1000 }\n"}}) {
     const size_t at = config.find(from);
@@ -578,9 +579,8 @@ TEST_F(RetrydE2eTest, RetryctlFreesAStuckRecord) {
     config.replace(at, from.size(), to);
   }
   config += "in_order: true\n";
-  RetrydProcess retryd(Path("retryd"),
-                       {"--config", dir_.WriteFile("stuck.textproto", config),
-                        "--summary_interval_s", "0"});
+  RetrydProcess retryd(Path("retryd"), {"--config", dir_.WriteFile("stuck.textproto", config),
+                                        "--summary_interval_s", "0"});
   const std::string address = retryctl_e2e::ControlAddress(retryd);
   ASSERT_FALSE(address.empty()) << "retryd printed no control address";
   int step = 0;

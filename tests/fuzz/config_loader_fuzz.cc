@@ -39,7 +39,8 @@ void CheckEngineOptions(const EngineOptions& engine) {
           "no retry threads in order");
   Require(engine.retry.min_threads >= 0 && engine.retry.min_threads <= engine.retry.threads,
           "retry.min_threads within retry.threads");
-  Require(engine.ordering != Ordering::kInOrder || engine.retry.min_threads == 0, "no retry thread floor in order");
+  Require(engine.ordering != Ordering::kInOrder || engine.retry.min_threads == 0,
+          "no retry thread floor in order");
   Require(!engine.retry.autoscale.enabled || (engine.retry.autoscale.backlog_per_thread >= 1 &&
                                               engine.retry.autoscale.idle_exit_ms >= 100),
           "autoscale bounds in range");

@@ -194,7 +194,8 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
         return;
       }
       const size_t limit = control::InFlightLimit(request);
-      Require(limit >= 1 && limit <= control::kMaxInFlightLimit, "the engine gets a limit in range");
+      Require(limit >= 1 && limit <= control::kMaxInFlightLimit,
+              "the engine gets a limit in range");
       return;
     }
     case Rpc::kDeadLetterRecord: {

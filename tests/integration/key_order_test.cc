@@ -23,8 +23,8 @@ namespace retryd {
 namespace {
 
 using ::retryd::testing::CreateTopics;
-using ::retryd::testing::KeysOutOfOrder;
 using ::retryd::testing::HeaderValue;
+using ::retryd::testing::KeysOutOfOrder;
 using ::retryd::testing::LostRecords;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ProduceRecords;
@@ -161,8 +161,7 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
 
   const std::vector<Record> input = ReadAll(topics.input);
   ASSERT_TRUE(WaitFor(
-      [&] { return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0; },
-      kDone));
+      [&] { return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0; }, kDone));
   // Released on acknowledgement: every parked key goes once its records are done.
   EXPECT_TRUE(WaitFor([&] { return engine->ParkedKeys().keys == 0; }, kDone));
   engine->Stop();
@@ -281,8 +280,7 @@ TEST(KeyOrderTest, DeadLetterRecordFreesAParkedKey) {
   EXPECT_EQ(engine->ParkedKeys().keys, 1);
   EXPECT_TRUE(ReadAll(topics.output).empty());
 
-  absl::StatusOr<int> freed =
-      engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + kDone);
+  absl::StatusOr<int> freed = engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + kDone);
   ASSERT_TRUE(freed.ok()) << freed.status();
   ASSERT_TRUE(WaitFor([&] { return ReadAll(topics.output).size() >= 2; }, kDone));
   const std::vector<Record> output = ReadAll(topics.output);
@@ -351,8 +349,8 @@ TEST(KeyOrderTest, TwoEnginesSharingTheGroupsKeepKeyOrder) {
   // Each engine's parked keys are released, also those whose records the
   // other engine's retry threads completed (seen through the retry group's
   // commits).
-  EXPECT_TRUE(WaitFor([&] { return a->ParkedKeys().keys == 0 && b->ParkedKeys().keys == 0; },
-                      kDone))
+  EXPECT_TRUE(
+      WaitFor([&] { return a->ParkedKeys().keys == 0 && b->ParkedKeys().keys == 0; }, kDone))
       << a->ParkedKeys().keys << " and " << b->ParkedKeys().keys << " keys still parked";
   a->Stop();
   b->Stop();

@@ -131,8 +131,8 @@ TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMove
   EngineOptions options = TestEngineOptions(topics);
   options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
-  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
-                           .max_ms = kLongBackoffMs};
+  options.retry.backoff = {
+      .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
   std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
 
@@ -172,8 +172,8 @@ TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMove
   EXPECT_EQ(OutputKeys(topics), (std::vector<std::string>{"ok-0", "ok-1"}));
 
   // A record nobody holds.
-  absl::StatusOr<int> unknown = engine->DeadLetterRecord({topics.input, 0, 999}, absl::Now() +
-                                                                                 absl::Seconds(5));
+  absl::StatusOr<int> unknown =
+      engine->DeadLetterRecord({topics.input, 0, 999}, absl::Now() + absl::Seconds(5));
   EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
   EXPECT_THAT(unknown.status().message(), HasSubstr(topics.input + "/0@999"));
 
@@ -194,8 +194,7 @@ TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMove
 
   // The records behind it proceed, in order, and the commit moves past.
   ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 5; }, absl::Seconds(20)));
-  EXPECT_EQ(OutputKeys(topics),
-            (std::vector<std::string>{"ok-0", "ok-1", "ok-3", "ok-4", "ok-5"}));
+  EXPECT_EQ(OutputKeys(topics), (std::vector<std::string>{"ok-0", "ok-1", "ok-3", "ok-4", "ok-5"}));
   EXPECT_EQ(OutOfOrder(ReadAll(topics.output)), 0);
   ASSERT_TRUE(WaitFor([&] { return CommittedOffsets(options.group_id, topics.input)[0] == 6; },
                       absl::Seconds(10)));
@@ -212,8 +211,8 @@ TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
   ProduceKeys(topics.input, {"ok-0", "doomed-1", "ok-2"});
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
-  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
-                           .max_ms = kLongBackoffMs};
+  options.retry.backoff = {
+      .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
   std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
 
@@ -248,9 +247,9 @@ TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
   EXPECT_THAT(HeaderValue(dlq[0], "retryd-error"), HasSubstr("dead-lettered by an operator"));
   EXPECT_EQ(HeaderValue(dlq[0], "retryd-original-topic"), topics.input);
   EXPECT_EQ(HeaderValue(dlq[0], "retryd-original-offset"), "1");
-  ASSERT_TRUE(WaitFor(
-      [&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 1; },
-      absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return CommittedOffsets(options.group_id + ".retry", topics.retry)[0] == 1; },
+              absl::Seconds(10)));
   EXPECT_EQ(List(*engine).total, 0);
   engine->Stop();
 }
@@ -294,8 +293,8 @@ TEST(StuckRecordTest, RecordDeferredWhileTheDownstreamIsDownIsShownAndDeadLetter
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
   // Down after the first unavailable call, and no probe for a long time.
-  options.downstream = {.outage_after = 1, .probe_initial_ms = kLongBackoffMs,
-                        .probe_max_ms = kLongBackoffMs};
+  options.downstream = {
+      .outage_after = 1, .probe_initial_ms = kLongBackoffMs, .probe_max_ms = kLongBackoffMs};
   std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<UnavailableProcessor>());
   ASSERT_NE(engine, nullptr);
 
@@ -326,8 +325,8 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
   EngineOptions options = TestEngineOptions(topics);
   options.ordering = Ordering::kInOrder;
   options.retry.threads = 0;
-  options.retry.backoff = {.initial_ms = kLongBackoffMs, .multiplier = 1.0,
-                           .max_ms = kLongBackoffMs};
+  options.retry.backoff = {
+      .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
   auto owned = std::make_unique<BlockingProcessor>();
   BlockingProcessor* processor = owned.get();
   std::unique_ptr<Engine> engine = StartEngine(options, std::move(owned));
@@ -362,8 +361,8 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
   Cancellation cancel;
   absl::StatusOr<int> cancelled;
   std::thread caller([&] {
-    cancelled = engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Minutes(10),
-                                         &cancel);
+    cancelled =
+        engine->DeadLetterRecord({topics.input, 0, 0}, absl::Now() + absl::Minutes(10), &cancel);
   });
   cancel.Cancel();
   caller.join();
