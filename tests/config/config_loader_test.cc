@@ -441,7 +441,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"ThreadsBelowMin", WithBase("retry {\n threads: 1\n min_threads: 2\n}"),
                   "test.textproto:2: retry.threads: must be at least min_threads (2), got 1"},
         BadConfig{"MinThreadsInOrder", WithBase("in_order: true\nretry { min_threads: 1 }"),
-                  "test.textproto:2: retry.min_threads: in_order: true keeps strict order per "
+                  "test.textproto:2: retry.min_threads: in-order mode keeps strict order per "
                   "partition, which excludes retry threads (got min_threads: 1)"},
         BadConfig{"BacklogPerThreadZero",
                   WithBase("retry { autoscale {\n backlog_per_thread: 0 } }"),

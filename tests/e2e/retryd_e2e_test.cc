@@ -242,6 +242,62 @@ TEST_F(RetrydE2eTest, CrashRecovery) {
       << "the second run reprocessed everything: offsets were not committed before the crash";
 }
 
+// Key order with two retryd processes sharing the groups, one killed with
+// SIGKILL mid-run: the other takes its partitions over, learns the keys
+// parked in the retry topic, and every key's records still reach the output
+// in input order (judged by their first copies), nothing lost.
+TEST_F(RetrydE2eTest, KeyOrderAcrossTwoProcessesAndAKill) {
+  const TestTopics topics = CreateTopics("key-e2e", 4);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 6000; ++i) {
+    const int k = i % 150;
+    keys.push_back(absl::StrCat(k % 10 == 0 ? "flaky-" : "ok-", k));
+  }
+  ProduceKeys(topics.input, keys);
+  const std::vector<Record> input = ReadAll(topics.input);
+  const std::string config =
+      dir_.WriteFile("key.textproto",
+                     absl::StrCat(ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/1),
+                                  "ordering: KEY\n"));
+
+  RetrydProcess survivor(Path("survivor"), {"--config", config});
+  ASSERT_TRUE(survivor.started());
+  {
+    RetrydProcess killed(Path("killed"), {"--config", config});
+    ASSERT_TRUE(killed.started());
+    ASSERT_TRUE(WaitFor([&] { return !killed.Running() || ReadAll(topics.output).size() >= 1500; },
+                        absl::Seconds(120)))
+        << "fewer than 1500 records in the output after 120 s";
+    ASSERT_TRUE(killed.Running()) << "retryd "
+                                  << DescribeStatus(*killed.WaitExit(absl::ZeroDuration()));
+    killed.Signal(SIGKILL);
+    ASSERT_TRUE(killed.WaitExit(absl::Seconds(30)).has_value());
+  }
+  ASSERT_GT(testing::LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)), 0)
+      << "the run was over before the kill: the test proves nothing";
+  const bool all_done = WaitFor(
+      [&] {
+        return !survivor.Running() ||
+               testing::LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0;
+      },
+      absl::Seconds(180));
+  ASSERT_TRUE(survivor.Running()) << "retryd "
+                                  << DescribeStatus(*survivor.WaitExit(absl::ZeroDuration()));
+  ASSERT_TRUE(all_done) << "after 180 s, records are missing";
+  survivor.Signal(SIGTERM);
+  EXPECT_TRUE(ExitedWith(survivor.WaitExit(kExitTimeout), 0));
+
+  const std::vector<std::string> out_of_order = testing::KeysOutOfOrder(ReadAll(topics.output));
+  EXPECT_TRUE(out_of_order.empty())
+      << out_of_order.size() << " keys out of order: " << First(out_of_order);
+  // Key order was engaged: later records of failing keys followed them.
+  int followers = 0;
+  for (const Record& r : ReadAll(topics.retry)) {
+    followers += absl::StrContains(testing::HeaderValue(r, "retryd-error"), "follows") ? 1 : 0;
+  }
+  EXPECT_GT(followers, 0);
+}
+
 // A graceful stop (SIGTERM) commits everything done: a restart in the same
 // group processes only new records.
 TEST_F(RetrydE2eTest, GracefulStopCommits) {
