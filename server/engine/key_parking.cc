@@ -92,11 +92,6 @@ void KeyParking::Replace(const std::vector<TopicPartition>& tps,
 
 void KeyParking::Clear() { Rebuild({}); }
 
-bool KeyParking::parked(const PartitionKey& key) const {
-  absl::MutexLock lock(&mu_);
-  return keys_.contains(key);
-}
-
 KeyParking::Summary KeyParking::summary() const {
   absl::MutexLock lock(&mu_);
   Summary s;

@@ -48,6 +48,11 @@ struct PartitionKey {
   }
 };
 
+// The key of `record` (which has one) within its input partition.
+inline PartitionKey KeyOf(const Record& record) {
+  return {{record.topic, record.partition}, *record.key};
+}
+
 // One record of the retry topic that parks its key.
 struct ParkedRecord {
   PartitionKey key;
@@ -96,7 +101,6 @@ class KeyParking {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 
-  bool parked(const PartitionKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
   Summary summary() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

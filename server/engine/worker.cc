@@ -491,9 +491,7 @@ RetryMetadata OriginOf(const HeldRecord& held) {
 // is acknowledged.
 std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& held) {
   if (role != ThreadRole::kRetry || !held.record.key.has_value()) return std::nullopt;
-  return ParkedRecord{{{held.record.topic, held.record.partition}, *held.record.key},
-                      held.record.offset,
-                      absl::InfinitePast()};
+  return ParkedRecord{KeyOf(held.record), held.record.offset, absl::InfinitePast()};
 }
 
 }  // namespace
@@ -572,8 +570,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   if (held.laned && KeyOrder()) {
     // Parked before the lane moves on, so the records waiting behind it
     // follow it.
-    parks = ParkedRecord{{{held.record.topic, held.record.partition}, *held.record.key},
-                         held.record.offset};
+    parks = ParkedRecord{KeyOf(held.record), held.record.offset};
     context_.parking->Park(parks->key, parks->offset, absl::Now());
   }
   EndOfLane(held);
@@ -584,7 +581,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
 
 bool Worker::TakenByItsKey(HeldRecord& held) {
   if (!KeyOrder() || !held.record.key.has_value()) return false;
-  PartitionKey key{{held.record.topic, held.record.partition}, *held.record.key};
+  PartitionKey key = KeyOf(held.record);
   if (auto it = lanes_.find(key); it != lanes_.end()) {
     ++lane_held_[held.source];
     it->second.waiting.push_back(std::move(held));
@@ -604,8 +601,7 @@ void Worker::Follow(HeldRecord held) {
   // records of its key before it.
   held.due_ms = NowMs();
   held.last_error = "follows an earlier record of its key (key order)";
-  const ParkedRecord parks{{{held.record.topic, held.record.partition}, *held.record.key},
-                           held.record.offset};
+  const ParkedRecord parks{KeyOf(held.record), held.record.offset};
   HandOff h = RetryHandOff(std::move(held), Emission::kFollow);
   h.parks = parks;
   Emit(std::move(h));
@@ -613,7 +609,7 @@ void Worker::Follow(HeldRecord held) {
 
 void Worker::EndOfLane(const HeldRecord& held) {
   if (!held.laned) return;
-  auto it = lanes_.find({{held.record.topic, held.record.partition}, *held.record.key});
+  auto it = lanes_.find(KeyOf(held.record));
   if (it == lanes_.end()) return;
   if (it->second.waiting.empty()) {
     lanes_.erase(it);
@@ -720,7 +716,7 @@ void Worker::AdoptLanes() {
   for (auto& [id, call] : calls_) {
     HeldRecord& held = call.held;
     if (!held.record.key.has_value() || held.laned) continue;
-    PartitionKey key{{held.record.topic, held.record.partition}, *held.record.key};
+    PartitionKey key = KeyOf(held.record);
     if (lanes_.try_emplace(std::move(key), KeyLane{held.source, {}}).second) held.laned = true;
   }
   std::vector<HeldRecord> held;
