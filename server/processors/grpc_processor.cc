@@ -25,6 +25,9 @@ constexpr size_t kMaxTlsFileBytes = 1 << 20;
 // gRPC's default of the first one that connects.
 constexpr char kRoundRobin[] = R"({"loadBalancingConfig":[{"round_robin":{}}]})";
 
+// How long one connection attempt to the downstream may take (gRPC's default).
+constexpr int kConnectTimeoutMs = 20'000;
+
 void FillHeader(const Header& header, retryd::v1::RecordHeader& out) {
   out.set_key(header.key);
   if (header.value.has_value()) out.set_value(*header.value);
@@ -180,8 +183,12 @@ absl::StatusOr<std::unique_ptr<GrpcProcessor>> GrpcProcessor::Create(
   // default, failing calls at once meanwhile: a downstream back from an
   // outage would wait that long for retryd's probes to get through.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Despite its name, the least time one connection attempt (TCP, TLS,
+  // HTTP/2 settings) is given before it counts as failed; not the backoff.
+  // Short, a slow link or a busy downstream never connects and every call
+  // fails UNAVAILABLE meanwhile: keep gRPC's own 20 s.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   args.SetMaxReceiveMessageSize(
       static_cast<int>(OrDefault(config.max_response_bytes(), kDefaultMaxResponseBytes)));
   if (config.has_tls() && !config.tls().server_name().empty()) {

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/downstream_server.h"
+#include "tests/support/slow_link.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
 
@@ -441,6 +442,23 @@ TEST_F(GrpcProcessorTest, ADownServerIsUnavailableUntilItIsBack) {
   ASSERT_TRUE(server_.Start().ok());
   EXPECT_TRUE(
       WaitFor([&] { return processor->Process(Keyed("k"), 1).kind == Kind::kOk; }, kTimeout));
+}
+
+// A downstream whose connection takes longer to set up than gRPC's reconnect
+// backoff (far away, busy, a slow TLS handshake) is still reached by the
+// first call: the connection attempt gets gRPC's own connect timeout, not the
+// backoff, so the call waits for it rather than failing UNAVAILABLE.
+TEST_F(GrpcProcessorTest, ASlowToConnectDownstreamIsReachedByTheFirstCall) {
+  testing::SlowLink link(server_.port(), absl::Milliseconds(700));
+  ASSERT_NE(link.port(), 0);
+  v1::GrpcProcessorConfig config;
+  config.set_target(link.target());
+  std::unique_ptr<GrpcProcessor> processor = Make(config);
+  ASSERT_NE(processor, nullptr);
+  const Outcome outcome = processor->Process(Keyed("k"), 1);
+  EXPECT_EQ(outcome.kind, Kind::kOk) << outcome.reason;
+  EXPECT_EQ(link.connections(), 1);
+  EXPECT_EQ(server_.calls().size(), 1u);
 }
 
 // A self-signed certificate for `name` (its only subject name), made with
