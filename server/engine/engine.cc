@@ -603,58 +603,86 @@ absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Durati
   return parked;
 }
 
-absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
-                                                 const Cancellation* cancel) {
+absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline,
+                                     const Cancellation* cancel, const int* temporary,
+                                     absl::FunctionRef<absl::StatusOr<bool>()> quiet,
+                                     absl::FunctionRef<absl::Status()> late) {
   {
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
   }
-  // No primary may send a record to the retry topic between the read below
-  // and the switch: it would be missing from what is parked.
   input_paused_.store(true, std::memory_order_relaxed);
-  absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (state_ != EngineState::kDraining) {
-        return absl::AbortedError("the engine is stopping; key order stays off");
+        return absl::AbortedError(absl::StrCat("the engine is stopping; ", mode, " stays off"));
       }
     }
     if (cancel != nullptr && cancel->cancelled()) {
-      AbandonSwitch(/*temporary=*/0);
-      return absl::CancelledError(
-          "the call was cancelled: input resumed, key order stays off, nothing changed");
+      AbandonSwitch(*temporary);
+      LogWarning("engine: the switch to ", mode, " was cancelled by its caller; input resumed, ",
+                 mode, " stays off");
+      return absl::CancelledError(absl::StrCat("the call was cancelled: input resumed, ", mode,
+                                               " stays off, nothing changed"));
     }
     if (PrimariesQuiet()) {
-      absl::StatusOr<std::vector<ParkedRecord>> parked = ReadParkedRecords(
-          std::max(absl::Milliseconds(1), std::min(kReadParkedTimeout, deadline - absl::Now())));
-      if (parked.ok()) {
-        parking_.Rebuild(*parked);
-        break;
+      absl::StatusOr<bool> done = quiet();
+      if (!done.ok()) {
+        AbandonSwitch(*temporary);
+        return done.status();
       }
-      last_failure = parked.status();
-      LogWarning("engine: reading the parked keys in ", options_.retry.topic, ": ",
-                 parked.status().message());
+      if (*done) return absl::OkStatus();
     }
     if (absl::Now() >= deadline) {
-      AbandonSwitch(/*temporary=*/0);
-      return absl::Status(
-          absl::IsDeadlineExceeded(last_failure) ? absl::StatusCode::kDeadlineExceeded
-                                                 : absl::StatusCode::kUnavailable,
-          absl::StrCat("key order stays off, nothing changed: ", last_failure.message(),
-                       " when the deadline passed. Retry with a longer deadline"));
+      AbandonSwitch(*temporary);
+      LogWarning("engine: the switch to ", mode, " timed out; ", mode, " stays off");
+      return late();
     }
+    // Paces the checks; a Stop() or a cancellation ends the wait at once.
     absl::MutexLock lock(&mu_);
     const NotDrainingOrCancelled woken{&state_, cancel};
     mu_.AwaitWithDeadline(absl::Condition(&woken),
                           std::min(deadline, absl::Now() + kDrainCheckInterval));
   }
-  ordering_.store(Ordering::kKey, std::memory_order_relaxed);
+}
+
+void Engine::EndSwitch(Ordering to) {
+  ordering_.store(to, std::memory_order_relaxed);
   input_paused_.store(false, std::memory_order_relaxed);
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
-  }
+  absl::MutexLock lock(&mu_);
+  if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+}
+
+absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
+                                                 const Cancellation* cancel) {
+  // No primary may send a record to the retry topic between the read below
+  // and the switch: it would be missing from what is parked.
+  absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
+  const int no_temporary = 0;
+  const absl::Status paused = PauseInputUntil(
+      "key order", deadline, cancel, &no_temporary,
+      [&]() -> absl::StatusOr<bool> {
+        absl::StatusOr<std::vector<ParkedRecord>> parked = ReadParkedRecords(
+            std::max(absl::Milliseconds(1), std::min(kReadParkedTimeout, deadline - absl::Now())));
+        if (parked.ok()) {
+          parking_.Rebuild(*parked);
+          return true;
+        }
+        last_failure = parked.status();
+        LogWarning("engine: reading the parked keys in ", options_.retry.topic, ": ",
+                   parked.status().message());
+        return false;
+      },
+      [&] {
+        return absl::Status(
+            absl::IsDeadlineExceeded(last_failure) ? absl::StatusCode::kDeadlineExceeded
+                                                   : absl::StatusCode::kUnavailable,
+            absl::StrCat("key order stays off, nothing changed: ", last_failure.message(),
+                         " when the deadline passed. Retry with a longer deadline"));
+      });
+  if (!paused.ok()) return paused;
+  EndSwitch(Ordering::kKey);
   const KeyParking::Summary parked = parking_.summary();
   LogInfo("engine: key order on; ", parked.keys, " keys parked behind ", parked.records,
           " records in ", options_.retry.topic);
@@ -664,90 +692,65 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
 absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
                                                           absl::Time deadline, bool drain,
                                                           const Cancellation* cancel) {
-  {
-    absl::MutexLock lock(&mu_);
-    state_ = EngineState::kDraining;
-  }
-  input_paused_.store(true, std::memory_order_relaxed);
   int temporary = 0;  // A retry thread started to empty the backlog.
   int64_t initial_lag = -1, lag = -1;
   absl::Time last_progress_log = absl::Now();
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (state_ != EngineState::kDraining) {
-        return absl::AbortedError("the engine is stopping; in-order mode stays off");
-      }
-    }
-    if (cancel != nullptr && cancel->cancelled()) {
-      AbandonSwitch(temporary);
-      LogWarning(
-          "engine: the switch to in-order mode was cancelled by its caller; input resumed, "
-          "in-order mode stays off");
-      return absl::CancelledError(
-          "the call was cancelled: input resumed, in-order mode stays off, nothing changed");
-    }
-    if (PrimariesQuiet()) {
-      absl::StatusOr<int64_t> committed_lag = MeasureRetryBacklog(
-          std::max(absl::Milliseconds(1), std::min(kMeasureTimeout, deadline - absl::Now())));
-      if (committed_lag.ok()) {
-        lag = *committed_lag;
-        if (initial_lag < 0) initial_lag = lag;
-        if (lag == 0) break;
-        if (!drain) {
-          AbandonSwitch(temporary);
-          return absl::FailedPreconditionError(absl::StrCat(
-              "the retry topic holds a backlog of ", lag,
-              " records that in-order mode would "
-              "strand there (no retry thread reads it in order). Call SetInOrder with "
-              "drain_retries to empty it first, or start retry threads and let them empty it"));
-        }
-        if (temporary == 0 && RetryThreadCount() == 0) {
-          absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
-          if (!worker.ok()) {
-            AbandonSwitch(temporary);
-            return absl::Status(
-                worker.status().code(),
-                absl::StrCat("no retry thread could start to empty the retry "
-                             "backlog of ",
-                             lag, " records (", worker.status().message(), "); nothing changed"));
-          }
-          temporary = (*worker)->id();
-          absl::MutexLock lock(&mu_);
-          retries_.push_back(*std::move(worker));
-          LogInfo("engine: drain: no retry thread runs; started retry thread ", temporary,
-                  " to empty the retry backlog of ", lag, " records");
-        }
-        if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
-          last_progress_log = absl::Now();
-          LogInfo("engine: drain: ", lag, " of ", initial_lag, " retry records left");
-        }
-      } else if (!drain) {
-        AbandonSwitch(temporary);
+  // Whether the retry backlog is empty yet; starts a retry thread to empty
+  // it when draining and none runs.
+  auto drained = [&]() -> absl::StatusOr<bool> {
+    absl::StatusOr<int64_t> committed_lag = MeasureRetryBacklog(
+        std::max(absl::Milliseconds(1), std::min(kMeasureTimeout, deadline - absl::Now())));
+    if (!committed_lag.ok()) {
+      if (!drain) {
         return absl::UnavailableError(absl::StrCat(
             "the retry backlog could not be measured (", committed_lag.status().message(),
             "); in-order mode stays off, since switching without knowing the retry topic is "
             "empty could strand records there. Try again once Kafka answers"));
-      } else {
-        LogWarning("engine: drain: ", committed_lag.status().message());
       }
+      LogWarning("engine: drain: ", committed_lag.status().message());
+      return false;
     }
-    if (absl::Now() >= deadline) {
-      AbandonSwitch(temporary);
-      LogWarning("engine: drain timed out; in-order mode stays off");
-      return absl::DeadlineExceededError(absl::StrCat(
-          drain ? "the retry backlog was not empty" : "input had not paused",
-          " when the deadline passed (",
-          lag >= 0 ? absl::StrCat(lag, " records left") : "backlog not measured",
-          "); nothing changed: in-order mode is off and the retry threads that ran still run. "
-          "Retry with a longer deadline"));
+    lag = *committed_lag;
+    if (initial_lag < 0) initial_lag = lag;
+    if (lag == 0) return true;
+    if (!drain) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the retry topic holds a backlog of ", lag,
+          " records that in-order mode would "
+          "strand there (no retry thread reads it in order). Call SetInOrder with "
+          "drain_retries to empty it first, or start retry threads and let them empty it"));
     }
-    // Paces the checks; a Stop() or a cancellation ends the wait at once.
-    absl::MutexLock lock(&mu_);
-    const NotDrainingOrCancelled woken{&state_, cancel};
-    mu_.AwaitWithDeadline(absl::Condition(&woken),
-                          std::min(deadline, absl::Now() + kDrainCheckInterval));
-  }
+    if (temporary == 0 && RetryThreadCount() == 0) {
+      absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
+      if (!worker.ok()) {
+        return absl::Status(
+            worker.status().code(),
+            absl::StrCat("no retry thread could start to empty the retry "
+                         "backlog of ",
+                         lag, " records (", worker.status().message(), "); nothing changed"));
+      }
+      temporary = (*worker)->id();
+      absl::MutexLock lock(&mu_);
+      retries_.push_back(*std::move(worker));
+      LogInfo("engine: drain: no retry thread runs; started retry thread ", temporary,
+              " to empty the retry backlog of ", lag, " records");
+    }
+    if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
+      last_progress_log = absl::Now();
+      LogInfo("engine: drain: ", lag, " of ", initial_lag, " retry records left");
+    }
+    return false;
+  };
+  const absl::Status paused =
+      PauseInputUntil("in-order mode", deadline, cancel, &temporary, drained, [&] {
+        return absl::DeadlineExceededError(absl::StrCat(
+            drain ? "the retry backlog was not empty" : "input had not paused",
+            " when the deadline passed (",
+            lag >= 0 ? absl::StrCat(lag, " records left") : "backlog not measured",
+            "); nothing changed: in-order mode is off and the retry threads that ran still run. "
+            "Retry with a longer deadline"));
+      });
+  if (!paused.ok()) return paused;
 
   std::vector<std::unique_ptr<Worker>> stopping;
   {
@@ -758,12 +761,7 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
   for (const auto& worker : stopping) ids.push_back(worker->id());
   StopWorkers(stopping, /*graceful=*/true, StopDeadline());
   Retire(stopping);
-  ordering_.store(Ordering::kInOrder, std::memory_order_relaxed);
-  input_paused_.store(false, std::memory_order_relaxed);
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
-  }
+  EndSwitch(Ordering::kInOrder);
   if (initial_lag > 0 || !ids.empty()) {
     LogInfo("engine: drained ", initial_lag, " retry records, stopped retry threads ", IdList(ids),
             "; in-order mode on");

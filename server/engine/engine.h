@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/autoscaler.h"
@@ -299,9 +301,25 @@ class Engine {
   absl::StatusOr<SetOrderingResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
                                                     bool drain, const Cancellation* cancel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Rolls a SwitchToInOrder back: input resumed, `temporary` (a retry
-  // thread it started, or 0) stopped, state RUNNING again.
-  // REQUIRES: the control slot held (by the SwitchToInOrder it rolls back).
+  // The part both switches of ordering share. The engine is DRAINING and
+  // its input paused; whenever the primaries are quiet, `quiet` looks at the
+  // engine and says whether the switch may go ahead (true) or must end (an
+  // error). A Stop(), the caller's cancellation, an error from `quiet` or the
+  // deadline (whose error `late` writes) roll the switch back
+  // (AbandonSwitch) and return an error. On success the input stays paused:
+  // the caller switches and calls EndSwitch(). `mode` names the mode in
+  // messages; `*temporary` is the retry thread a rollback stops (0: none).
+  // REQUIRES: the control slot held.
+  absl::Status PauseInputUntil(absl::string_view mode, absl::Time deadline,
+                               const Cancellation* cancel, const int* temporary,
+                               absl::FunctionRef<absl::StatusOr<bool>()> quiet,
+                               absl::FunctionRef<absl::Status()> late) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends a PauseInputUntil that succeeded: ordering `to`, input resumed,
+  // state RUNNING again.
+  void EndSwitch(Ordering to) ABSL_LOCKS_EXCLUDED(mu_);
+  // Rolls a switch back: input resumed, `temporary` (a retry thread it
+  // started, or 0) stopped, state RUNNING again.
+  // REQUIRES: the control slot held (by the switch it rolls back).
   void AbandonSwitch(int temporary) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts retry threads as SetInOrder(false) says, then switches to `to`.
   // REQUIRES: `control` held.

@@ -29,7 +29,7 @@ class SlowLink {
   SlowLink& operator=(const SlowLink&) = delete;
 
   int port() const { return port_; }
-  std::string target() const;  // "127.0.0.1:<port>".
+  std::string target() const;                              // "127.0.0.1:<port>".
   int connections() const { return connections_.load(); }  // Accepted so far.
 
  private:
