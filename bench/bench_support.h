@@ -1,0 +1,96 @@
+// What every program in bench/ shares: flags, topics spread over enough
+// partitions for the embedded broker's retention, a check that the broker
+// dropped nothing, and a result table printed and written as CSV.
+//
+// The embedded broker (librdkafka's mock cluster) keeps at most ~100,000
+// batches or 5 MiB per partition and silently drops the oldest; a bench that
+// lost records to that would measure nothing. Records are spread over
+// kPartitions partitions, and CheckNothingDropped() says so if any were lost.
+#ifndef RETRYD_BENCH_BENCH_SUPPORT_H_
+#define RETRYD_BENCH_BENCH_SUPPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_cluster.h"
+
+namespace retryd::bench {
+
+// Partitions per bench topic, unless a bench says otherwise.
+inline constexpr int kPartitions = 16;
+
+// --name=value flags. Every flag a bench reads must be known: Finish()
+// reports any it was given but never read, so a typo is not silently
+// ignored. --help prints what was read, with defaults, and exits.
+class Flags {
+ public:
+  Flags(int argc, char** argv, std::string usage);
+
+  int64_t Int(const std::string& name, int64_t default_value, const std::string& help);
+  double Double(const std::string& name, double default_value, const std::string& help);
+  std::string String(const std::string& name, const std::string& default_value,
+                     const std::string& help);
+  // A comma-separated list of integers, e.g. --threads=1,2,4.
+  std::vector<int64_t> Ints(const std::string& name, const std::vector<int64_t>& default_value,
+                            const std::string& help);
+
+  // Exits with usage (status 2) on an unknown flag or a malformed value;
+  // with status 0 after printing the flags on --help.
+  void Finish();
+
+ private:
+  std::string Take(const std::string& name, const std::string& default_text,
+                   const std::string& help);
+  void Fail(const std::string& message);
+
+  std::string program_;
+  std::string usage_;
+  std::map<std::string, std::string> given_;
+  std::vector<std::string> known_;  // "--name=default  help", in reading order.
+  bool help_ = false;
+  bool bad_ = false;
+};
+
+// Fresh input, retry, dead-letter and output topics, `partitions` each.
+testing::TestTopics Topics(const std::string& name, int partitions = kPartitions);
+
+// Produces `count` records to `topic`, record i to partition i % partitions
+// with key key(i) and a value of `value_bytes` bytes, and waits until every
+// one is acknowledged. Returns false (after saying why) if any was not.
+bool Produce(const std::string& topic, int64_t count, int partitions,
+             const std::function<std::string(int64_t)>& key, int value_bytes = 100);
+
+// True if `topic` holds exactly `expected` records from offset 0 of each of
+// its `partitions` partitions: none dropped by retention, none missing.
+// Prints what is wrong otherwise.
+bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions);
+
+// Rows of named columns: Print() writes them aligned to stdout, WriteCsv()
+// to `<dir>/<name>.csv`.
+class Table {
+ public:
+  Table(std::string name, std::vector<std::string> columns);
+
+  void AddRow(std::vector<std::string> cells);
+  void Print() const;
+  // Returns false (after saying why) if the file could not be written.
+  bool WriteCsv(const std::string& dir) const;
+
+ private:
+  std::string name_;
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Number formatting for table cells.
+std::string Fixed(double value, int decimals);
+
+// The p-th percentile (0..100) of `values`, nearest rank; 0 if empty.
+double Percentile(std::vector<double> values, double p);
+
+}  // namespace retryd::bench
+
+#endif  // RETRYD_BENCH_BENCH_SUPPORT_H_
