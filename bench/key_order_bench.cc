@@ -27,7 +27,6 @@
 // ratios are against), and producing them plus that read (as engine_bench).
 // Every figure is the median of `repeat` runs.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,8 +41,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/gated_processor.h"
 #include "retryd/v1/config.pb.h"
 #include "server/common/logging.h"
 #include "server/engine/engine.h"
@@ -86,28 +85,6 @@ std::unique_ptr<Processor> FlakyKeysProcessor() {
   flaky->set_fail_attempts(2);
   return std::make_unique<SimulateProcessor>(config);
 }
-
-// Holds every call until Open(): the engine has joined its groups and
-// fetched records, and none is processed before the clock starts.
-class GatedProcessor : public Processor {
- public:
-  explicit GatedProcessor(std::unique_ptr<Processor> inner) : inner_(std::move(inner)) {}
-
-  Outcome Process(const Record& record, int attempt) override {
-    if (!open_.HasBeenNotified()) {
-      reached_.store(true);
-      open_.WaitForNotificationWithTimeout(absl::Seconds(120));
-    }
-    return inner_->Process(record, attempt);
-  }
-  bool reached() const { return reached_.load(); }
-  void Open() { open_.Notify(); }
-
- private:
-  const std::unique_ptr<Processor> inner_;
-  std::atomic<bool> reached_{false};
-  absl::Notification open_;
-};
 
 struct Mode {
   const char* name;
@@ -163,8 +140,8 @@ Run RunMode(const Mode& mode, int records, int keys) {
   options.retry.backoff = {.initial_ms = 100, .multiplier = 2.0, .max_ms = 1000};
   options.commit_interval_ms = 1000;
   testing::ProduceKeys(topics.input, Workload(records, keys));
-  auto gated = std::make_unique<GatedProcessor>(FlakyKeysProcessor());
-  GatedProcessor* gate = gated.get();
+  auto gated = std::make_unique<bench::GatedProcessor>(FlakyKeysProcessor());
+  bench::GatedProcessor* gate = gated.get();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(gated));
   if (!engine.ok()) return run;
   if (!(*engine)->Start().ok()) {
