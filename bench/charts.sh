@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Turns the benches' CSVs into PNG charts with gnuplot (Debian: gnuplot-nox).
+#
+#   bench/charts.sh [dir]        (default: bench/results; charts go there too)
+#
+# For each <name>.csv in the directory, a function chart_<name> below draws
+# <name>*.png from it; a CSV without one is listed and skipped. To chart a new
+# bench, add its function.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="${1:-$ROOT/bench/results}"
+
+say() { printf 'charts.sh: %s\n' "$*"; }
+
+command -v gnuplot >/dev/null 2>&1 || { say "gnuplot not found (apt-get install gnuplot-nox)"; exit 1; }
+
+# Settings every chart shares: a PNG of a fixed size, CSV input with a header.
+common() {
+  cat <<EOF
+set terminal pngcairo size 900,500 noenhanced font "sans,10"
+set datafile separator ","
+set key top right
+set grid ytics
+set style fill solid 0.6 border -1
+EOF
+}
+
+# B1: median records/s of each side, bars from the slowest to the fastest run.
+chart_relay_bench() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/relay_bench.png"
+set title "B1 primary path: records/s relayed to an output topic (median of the runs; bars: slowest..fastest)"
+set ylabel "records/s"
+set yrange [0:*]
+set boxwidth 0.5
+set xrange [-0.6:1.6]
+plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "median", \
+     "" skip 1 using 0:4:5:6 with yerrorbars lc rgb "black" pt 0 title "slowest..fastest"
+EOF
+}
+
+# B2: healthy throughput with flaky keys over the same run without failures,
+# per case, against the target; and the healthy records' p99 latency.
+chart_head_of_line_bench() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/head_of_line_bench.png"
+set title "B2 head-of-line: healthy records/s with 10 % flaky keys / without failures"
+set ylabel "x the run without failures"
+set yrange [0:1.6]
+set key top left
+set xtics rotate by -35
+set boxwidth 0.6
+set bmargin 7
+set rmargin 10
+plot "$csv" skip 1 using 0:7:xtic(sprintf("%s %sk %st", strcol(1), \
+       gprintf("%.0f", column(2) / 1000.0), strcol(3))) with boxes title "healthy throughput ratio", \
+     0.9 with lines lw 2 lc rgb "red" title "target 0.9 (not for IN_ORDER)"
+EOF
+  gnuplot <<EOF
+$(common)
+set output "$DIR/head_of_line_latency.png"
+set title "B2 head-of-line: p99 end-to-end latency of healthy records (log scale)"
+set ylabel "ms"
+set logscale y
+set key top left
+set style data histogram
+set style histogram clustered gap 1
+set xtics rotate by -35
+set bmargin 7
+set rmargin 10
+plot "$csv" skip 1 using 9:xtic(sprintf("%s %sk %st", strcol(1), \
+       gprintf("%.0f", column(2) / 1000.0), strcol(3))) title "no failures", \
+     "" skip 1 using 11 title "10 % flaky keys"
+EOF
+}
+
+shopt -s nullglob
+drawn=0
+for csv in "$DIR"/*.csv; do
+  name="$(basename "$csv" .csv)"
+  if declare -F "chart_$name" >/dev/null; then
+    "chart_$name" "$csv"
+    drawn=$((drawn + 1))
+    say "charted $name"
+  else
+    say "no chart for $name.csv (add chart_$name to bench/charts.sh)"
+  fi
+done
+say "$drawn CSV files charted in $DIR"
