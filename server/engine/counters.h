@@ -41,6 +41,9 @@ struct Counters {
   // Key order: records sent to the retry topic unprocessed, behind an
   // earlier record of their key parked there (counted in sent_to_retry too).
   int64_t followed = 0;
+  // Turns of the thread's loop (one consumer poll each): a thread that
+  // waits as it should polls a few times per record or call at most.
+  int64_t polls = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -65,6 +68,7 @@ inline constexpr CounterField kCounterFields[] = {
     {"backpressure_waits", &Counters::backpressure_waits},
     {"unavailable", &Counters::unavailable},
     {"followed", &Counters::followed},
+    {"polls", &Counters::polls},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

@@ -182,13 +182,17 @@ void Worker::Run() {
     }
     ReconcilePauses();
 
+    // A due record shortens the wait only if it can start: at the call
+    // limit it waits for a call to end, whose outcome wakes the poll (see
+    // Attempt); polling at once instead would spin, starving those calls.
     absl::Duration wait = kMaxPollWait;
-    if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_) {
+    if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_ && !AtCallLimit()) {
       wait = std::clamp(absl::Milliseconds(*due - NowMs()), absl::ZeroDuration(), kMaxPollWait);
     }
     // Cut short by the round's deadline: the lanes go on at once.
     if (!lanes_ready_.empty() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
     absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
+    sink_->counters.Add(&Counters::polls);
     if (!polled.ok()) {
       LogError("thread ", id_, " stops: ", polled.status().message());
       sink_->SetLastError(std::string(polled.status().message()));

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/engine.h"
+#include "server/engine/retry_headers.h"
 #include "server/processors/grpc_processor.h"
 #include "tests/support/downstream_server.h"
 #include "tests/support/outcomes.h"
@@ -29,6 +30,7 @@ using ::retryd::testing::HeaderValue;
 using ::retryd::testing::Keys;
 using ::retryd::testing::OutOfOrder;
 using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ProduceRecords;
 using ::retryd::testing::ReadAll;
 using ::retryd::testing::StartEngine;
 using ::retryd::testing::TestEngineOptions;
@@ -124,6 +126,55 @@ TEST(GrpcEngineTest, DownstreamGoingAwayMidRunLosesNothingAndSpendsNoAttempt) {
   EXPECT_TRUE(ReadAll(topics.dlq).empty());
   EXPECT_TRUE(ReadAll(topics.retry).empty());
   EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
+}
+
+// A retry thread at its call limit, holding records already due, waits for
+// a call to end (its outcome wakes the poll) instead of polling again at
+// once: spinning like that, it polls thousands of times per call and takes
+// the CPU from the calls it waits for.
+TEST(GrpcEngineTest, RetryThreadAtItsCallLimitWaitsForACallToEnd) {
+  DownstreamServer server;
+  ASSERT_TRUE(server.Start().ok());
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(20)));
+  const testing::TestTopics topics = CreateTopics("grpc-due-at-limit", 2);
+  // Due a second ago, as an earlier run left them.
+  const std::vector<std::string> keys = NumberedKeys(60);
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  std::vector<OutgoingRecord> records;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    RetryMetadata meta;
+    meta.attempt = 2;
+    meta.due_ms = now_ms - 1000;
+    meta.first_failure_ms = now_ms - 2000;
+    meta.original_topic = topics.input;
+    meta.original_partition = static_cast<int32_t>(i % 2);
+    meta.original_offset = static_cast<int64_t>(i / 2);
+    meta.original_timestamp_ms = now_ms - 2000;
+    meta.error = "failed before";
+    records.push_back({.topic = topics.retry,
+                       .partition = static_cast<int32_t>(i % 2),
+                       .key = keys[i],
+                       .value = "v-" + keys[i],
+                       .headers = WithRetryHeaders({}, meta)});
+  }
+  ProduceRecords(records);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 1));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  int64_t polls = -1;
+  for (const auto& stats : engine->Threads()) {
+    if (stats->role() == ThreadRole::kRetry) polls = stats->counters.Read().polls;
+  }
+  engine->Stop();
+
+  EXPECT_EQ(server.peak_in_progress(), 1);
+  EXPECT_EQ(ReadAll(topics.output).size(), keys.size());
+  // A few polls per call, plus some while joining the group; spinning
+  // through 60 calls of 20 ms each, it polled millions of times.
+  ASSERT_GE(polls, 0) << "no retry thread";
+  EXPECT_LT(polls, static_cast<int64_t>(10 * keys.size())) << polls << " polls";
 }
 
 // A call retryd cancels itself (here, a stop that outlasts its deadline)
