@@ -41,6 +41,9 @@ struct Counters {
   // Key order: records sent to the retry topic unprocessed, behind an
   // earlier record of their key parked there (counted in sent_to_retry too).
   int64_t followed = 0;
+  // Times the thread held more than max_held_bytes and paused its
+  // partitions until it held less than 3/4 of it.
+  int64_t budget_pauses = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -65,6 +68,7 @@ inline constexpr CounterField kCounterFields[] = {
     {"backpressure_waits", &Counters::backpressure_waits},
     {"unavailable", &Counters::unavailable},
     {"followed", &Counters::followed},
+    {"budget_pauses", &Counters::budget_pauses},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 
