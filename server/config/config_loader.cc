@@ -46,6 +46,9 @@ constexpr size_t kMaxTopicLength = 249;
 constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
 constexpr uint64_t kMaxLatencyMs = 60'000;
 constexpr uint64_t kMaxGrpcDelayMs = 3'600'000;  // One hour.
+constexpr uint64_t kDefaultMaxHeldBytes = uint64_t{64} << 20;
+constexpr uint64_t kMinHeldBytes = 1024;
+constexpr uint64_t kMaxHeldBytes = uint64_t{1} << 40;  // 1 TiB.
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -326,6 +329,7 @@ class Validator {
     CheckProcessor(config);
     Number(config, root_, "commit_interval_ms", 1000, 10, 60'000);
     Number(config, root_, "max_in_flight", 10'000, 1, 100'000);
+    CheckMaxHeldBytes(config);
     Number(config, root_, "shutdown_timeout_ms", 30'000, 1, 3'600'000);
     Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions", 3, 1, 64);
     if (!errors_.empty()) return errors_.ToStatus();
@@ -352,6 +356,20 @@ class Validator {
     }
     if (value < low || value > high) {
       Error(node, name, absl::StrCat("must be between ", low, " and ", high, ", got ", value));
+    }
+  }
+
+  // Optional, so an explicit 0 (no limit) differs from leaving it out.
+  void CheckMaxHeldBytes(v1::Config& config) {
+    if (!config.has_max_held_bytes()) {
+      config.set_max_held_bytes(kDefaultMaxHeldBytes);
+      return;
+    }
+    const uint64_t value = config.max_held_bytes();
+    if (value != 0 && (value < kMinHeldBytes || value > kMaxHeldBytes)) {
+      Error(root_, "max_held_bytes",
+            absl::StrCat("must be 0 (no limit) or between ", kMinHeldBytes, " and ", kMaxHeldBytes,
+                         ", got ", value));
     }
   }
 
@@ -832,6 +850,7 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   engine.retry.seed = retry.seed();
   engine.commit_interval_ms = static_cast<int>(config.commit_interval_ms());
   engine.max_in_flight = static_cast<int>(config.max_in_flight());
+  engine.max_held_bytes = static_cast<int64_t>(config.max_held_bytes());
   engine.shutdown_timeout_ms = static_cast<int>(config.shutdown_timeout_ms());
   if (config.processor().has_grpc()) {
     // Zero stands for the default (DownstreamOptions), as in config.proto.

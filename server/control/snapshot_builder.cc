@@ -70,6 +70,7 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   m->set_calls_in_flight(thread.calls_in_flight);
   m->set_lag(thread.lag);
   m->set_parked(thread.parked);
+  m->set_held_bytes(thread.held_bytes);
 
   const ThreadSample* before = FindThread(baseline_.get(), thread.id);
   const int64_t from_ms = baseline_ == nullptr ? 0 : baseline_->time_ms;

@@ -44,6 +44,9 @@ struct Counters {
   // Turns of the thread's loop (one consumer poll each): a thread that
   // waits as it should polls a few times per record or call at most.
   int64_t polls = 0;
+  // Times the thread held more than max_held_bytes and paused its
+  // partitions until it held less than 3/4 of it.
+  int64_t budget_pauses = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -69,6 +72,7 @@ inline constexpr CounterField kCounterFields[] = {
     {"unavailable", &Counters::unavailable},
     {"followed", &Counters::followed},
     {"polls", &Counters::polls},
+    {"budget_pauses", &Counters::budget_pauses},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "server/engine/byte_charge.h"
 #include "server/model/record.h"
 
 namespace retryd {
@@ -44,6 +45,8 @@ struct HeldRecord {
   // Key order: the record in progress of its key on this thread (see
   // Worker's lanes): the records of its key read after it wait for it.
   bool laned = false;
+  // Its bytes, charged to the thread that holds it until it is done there.
+  ByteCharge charge;
 };
 
 class DueScheduler {

@@ -47,6 +47,7 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.retry.max_attempts < 1) return invalid("retry.max_attempts must be at least 1");
   if (o.retry.lookahead < 1) return invalid("retry.lookahead must be at least 1");
   if (o.max_in_flight < 1) return invalid("max_in_flight must be at least 1");
+  if (o.max_held_bytes < 0) return invalid("max_held_bytes must not be negative");
   if (o.commit_interval_ms < 1) return invalid("commit_interval_ms must be at least 1");
   if (o.downstream.outage_after < 1) return invalid("downstream.outage_after must be at least 1");
   if (o.downstream.probe_initial_ms < 1 ||

@@ -25,6 +25,7 @@ ThreadSample Read(const ThreadStats& s) {
   t.calls_in_flight = s.calls_in_flight.load(std::memory_order_relaxed);
   t.lag = s.lag.load(std::memory_order_relaxed);
   t.parked = s.parked.load(std::memory_order_relaxed);
+  t.held_bytes = s.held_bytes.load(std::memory_order_relaxed);
   t.processing = s.processing_latency.Read();
   t.end_to_end = s.end_to_end_latency.Read();
   t.last_error = s.last_error();

@@ -36,7 +36,8 @@ struct ThreadSample : Counters {
   int64_t state_since_ms = 0;
   std::vector<TopicPartition> partitions;
   int64_t in_flight = 0, scheduled = 0, lag = 0, calls_in_flight = 0;  // Gauges.
-  int64_t parked = 0;  // Gauge: held behind an earlier record of their key.
+  int64_t parked = 0;      // Gauge: held behind an earlier record of their key.
+  int64_t held_bytes = 0;  // Gauge: bytes of the records it holds.
   LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
   std::string last_error;
   int64_t last_error_ms = 0;

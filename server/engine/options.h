@@ -69,8 +69,11 @@ struct EngineOptions {
   Ordering ordering = Ordering::kUnordered;
   RetryOptions retry;
   DownstreamOptions downstream;
-  int commit_interval_ms = 1000;    // How often watermarks are committed.
-  int max_in_flight = 10000;        // Per thread: records awaiting an ack.
+  int commit_interval_ms = 1000;  // How often watermarks are committed.
+  int max_in_flight = 10000;      // Per thread: records awaiting an ack.
+  // Per thread: bytes of the records it holds (see ByteCharge) above which
+  // it pauses its partitions. 0: no limit.
+  int64_t max_held_bytes = int64_t{64} << 20;
   int shutdown_timeout_ms = 30000;  // Graceful stop: wait this long for acks.
 };
 

@@ -96,6 +96,9 @@ class ThreadStats {
   std::atomic<int64_t> calls_in_flight{0};  // Processor calls in flight.
   // Key order: records held behind an earlier record of their key.
   std::atomic<int64_t> parked{0};
+  // Bytes of the records the thread holds, in flight to Kafka included: the
+  // sum of their ByteCharges.
+  std::atomic<int64_t> held_bytes{0};
   std::atomic<int64_t> lag{0};  // Records behind the high watermarks.
   // Between giving partitions up in a rebalance and being assigned anew: the
   // group is still deciding, so having no partitions does not make it idle.

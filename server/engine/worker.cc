@@ -256,14 +256,16 @@ void Worker::HandleConsumed(Record record) {
     return;
   }
   const int64_t read_ms = NowMs();
+  ByteCharge charge = Charge(RecordBytes(record));
   if (role_ == ThreadRole::kPrimary) {
     if (HeldCount(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) {
       // It waits behind the held record of its partition (in order, or one
       // deferred while the downstream was unavailable), or for a call slot.
-      waiting_[tp].push_back({std::move(record), read_ms});
+      waiting_[tp].push_back({std::move(record), read_ms, std::move(charge)});
       return;
     }
     HeldRecord held;
+    held.charge = std::move(charge);
     held.source = tp;
     held.source_offset = record.offset;
     held.read_ms = read_ms;
@@ -286,6 +288,7 @@ void Worker::HandleConsumed(Record record) {
     return;
   }
   HeldRecord held;
+  held.charge = std::move(charge);
   held.source = tp;
   held.source_offset = record.offset;
   held.read_ms = read_ms;
@@ -794,9 +797,12 @@ void Worker::DeadLetterMalformed(const Record& record,
 void Worker::Emit(HandOff hand_off) {
   sink_->in_flight.fetch_add(1, std::memory_order_relaxed);
   hand_off.in_order = InOrder();
+  hand_off.charge = Charge(RecordBytes(hand_off.record));
   auto shared = std::make_shared<HandOff>(std::move(hand_off));
   std::shared_ptr<Sink> sink = sink_;
-  absl::Status status = context_.producer->Produce(
+  // The callback owns the hand-off, so its value outlives the delivery
+  // report: Kafka reads it in place rather than holding a copy.
+  absl::Status status = context_.producer->ProduceInPlace(
       shared->record, kafka::PlacedCallback([sink, shared](absl::Status delivery, int32_t partition,
                                                            int64_t offset) mutable {
         if (!delivery.ok()) {
@@ -1046,6 +1052,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
       held.source_offset = queue.front().record.offset;
       held.read_ms = queue.front().read_ms;
       held.record = std::move(queue.front().record);
+      held.charge = std::move(queue.front().charge);
       queue.pop_front();
       if (!TakenByItsKey(held)) Attempt(std::move(held));
       progressed = true;
@@ -1101,7 +1108,7 @@ void Worker::ReconcilePauses() {
     int64_t held = static_cast<int64_t>(scheduler_.CountFor(tp));
     if (role_ == ThreadRole::kPrimary) held = HeldCount(tp);
     if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
-    want = want || held >= lookahead;
+    want = want || held >= lookahead || OverBudget();
     const bool is = paused_.contains(tp);
     if (want && !is) pause.push_back(tp);
     if (!want && is) resume.push_back(tp);
@@ -1120,6 +1127,24 @@ void Worker::ReconcilePauses() {
       LogWarning("thread ", id_, ": ", s.message());
     }
   }
+}
+
+bool Worker::OverBudget() {
+  const int64_t budget = context_.options->max_held_bytes;
+  if (budget <= 0) return false;
+  const int64_t held = sink_->held_bytes.load(std::memory_order_relaxed);
+  if (!over_budget_ && held > budget) {
+    over_budget_ = true;
+    sink_->counters.Add(&Counters::budget_pauses);
+  } else if (over_budget_ && held < budget / 4 * 3) {
+    over_budget_ = false;
+  }
+  return over_budget_;
+}
+
+ByteCharge Worker::Charge(int64_t bytes) const {
+  // Aliasing the sink: a charge in a delivery report keeps it alive.
+  return ByteCharge(std::shared_ptr<std::atomic<int64_t>>(sink_, &sink_->held_bytes), bytes);
 }
 
 kafka::CommitOffsets Worker::CommitPoints(const std::vector<TopicPartition>& partitions) const {

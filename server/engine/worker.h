@@ -51,6 +51,7 @@
 #include "absl/time/time.h"
 #include "server/common/log_throttle.h"
 #include "server/engine/backoff.h"
+#include "server/engine/byte_charge.h"
 #include "server/engine/completion_tracker.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
@@ -183,6 +184,9 @@ class Worker : public kafka::ConsumerListener {
     // Set for an operator's DeadLetterRecord: answered when the hand-off
     // is acknowledged or given up.
     std::shared_ptr<WorkerRequest> requested_by;
+    // The record's bytes, charged to the thread until it is acknowledged or
+    // given up (set by Emit()).
+    ByteCharge charge;
   };
 
   // A hand-off whose produce failed, to be sent again by the worker.
@@ -381,6 +385,15 @@ class Worker : public kafka::ConsumerListener {
   // ReconcilePauses() resorts to pausing (which drops what was fetched).
   void WaitForAcks();
   void ReconcilePauses();
+  // Whether the thread holds more than max_held_bytes (then it pauses every
+  // partition), with hysteresis: once over, it stays so until it holds less
+  // than 3/4 of the budget. Never a deadlock: a thread pauses only once
+  // over, what it holds then finishes without more input, and a record
+  // larger than the whole budget is read like any other and lets the
+  // partitions resume once done. Counts budget_pauses on each crossing.
+  bool OverBudget();
+  // Charges `bytes` to this thread's held_bytes until the charge is gone.
+  ByteCharge Charge(int64_t bytes) const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
   // What to commit for `partitions`: each one's commit offset, with the
@@ -431,6 +444,7 @@ class Worker : public kafka::ConsumerListener {
   struct Waiting {
     Record record;
     int64_t read_ms = 0;
+    ByteCharge charge;
   };
   std::map<TopicPartition, std::deque<Waiting>> waiting_;
   // Partitions whose held record completed while records wait behind it.
@@ -475,6 +489,7 @@ class Worker : public kafka::ConsumerListener {
   int64_t next_call_id_ = 0;
   const int max_calls_;
   bool backpressure_ = false;
+  bool over_budget_ = false;  // See OverBudget().
   absl::Time next_commit_;
 };
 

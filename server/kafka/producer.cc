@@ -133,6 +133,20 @@ absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback do
 }
 
 absl::Status Producer::Produce(const OutgoingRecord& record, PlacedCallback done) {
+  return Enqueue(record, std::move(done), RD_KAFKA_MSG_F_COPY);
+}
+
+absl::Status Producer::ProduceInPlace(const OutgoingRecord& record, PlacedCallback done) {
+  // Without RD_KAFKA_MSG_F_COPY (and without F_FREE) librdkafka points its
+  // message at the value and never frees it. It reads it while building
+  // requests (values above message.copy.max.bytes are referenced from the
+  // request buffer rather than copied), and its own copy under F_COPY lives
+  // exactly as long: until the message is destroyed right after its
+  // delivery report, which reaches `done` first (OnDelivery).
+  return Enqueue(record, std::move(done), 0);
+}
+
+absl::Status Producer::Enqueue(const OutgoingRecord& record, PlacedCallback done, int value_flags) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("producer is closed");
   }
@@ -151,7 +165,7 @@ absl::Status Producer::Produce(const OutgoingRecord& record, PlacedCallback done
   const int32_t partition = record.partition < 0 ? RD_KAFKA_PARTITION_UA : record.partition;
   const rd_kafka_resp_err_t err = rd_kafka_producev(
       rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_size),
+      RD_KAFKA_V_MSGFLAGS(value_flags), RD_KAFKA_V_KEY(key, key_size),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_OPAQUE(pending.get()), RD_KAFKA_V_END);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -63,6 +63,13 @@ class Producer {
   // accepted and `done` is not called.
   absl::Status Produce(const OutgoingRecord& record, DeliveryCallback done);
   absl::Status Produce(const OutgoingRecord& record, PlacedCallback done);
+  // The same, but librdkafka reads the value in place instead of copying
+  // it, so a caller that keeps the record anyway (to send it again) does not
+  // hold it twice. The caller must keep `record.value` alive and unchanged
+  // until `done` has been called (e.g. by letting `done` own the record):
+  // librdkafka reads it until the delivery report, never after, exactly as
+  // long as it would keep its own copy. On error nothing was taken.
+  absl::Status ProduceInPlace(const OutgoingRecord& record, PlacedCallback done);
 
   // Waits until every accepted record is acknowledged or `timeout` passes.
   absl::Status Flush(absl::Duration timeout);
@@ -96,6 +103,8 @@ class Producer {
   Producer() = default;
   void DeliveryLoop();
   static void OnDelivery(rd_kafka_s* rk, const void* message, void* opaque);
+  // `value_flags`: RD_KAFKA_MSG_F_COPY, or 0 for the value read in place.
+  absl::Status Enqueue(const OutgoingRecord& record, PlacedCallback done, int value_flags);
 
   HandlePtr rk_;  // Set once by Create(), destroyed in Close().
   std::atomic<bool> stop_{false};

@@ -176,6 +176,7 @@ TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
   EXPECT_EQ(e.retry.seed, 0u);
   EXPECT_EQ(e.commit_interval_ms, 1000);
   EXPECT_EQ(e.max_in_flight, 10000);
+  EXPECT_EQ(e.max_held_bytes, 64 << 20);
   EXPECT_EQ(e.shutdown_timeout_ms, 30000);
   EXPECT_TRUE(loaded->proto.processor().has_simulate());
 }
@@ -200,8 +201,22 @@ TEST(ConfigLoaderTest, DefaultsAreFilledIntoTheProto) {
   EXPECT_EQ(c.dead_letter_topic(), "in.dlq");
   EXPECT_EQ(c.commit_interval_ms(), 1000u);
   EXPECT_EQ(c.max_in_flight(), 10000u);
+  EXPECT_TRUE(c.has_max_held_bytes());
+  EXPECT_EQ(c.max_held_bytes(), 64u << 20);
   EXPECT_EQ(c.shutdown_timeout_ms(), 30000u);
   EXPECT_EQ(c.embedded().partitions(), 3u);
+}
+
+TEST(ConfigLoaderTest, MaxHeldBytesTakesZeroForNoLimitAndItsBounds) {
+  for (const uint64_t bytes : {uint64_t{0}, uint64_t{1024}, uint64_t{1} << 40}) {
+    absl::StatusOr<LoadedConfig> loaded = Load(WithBase(absl::StrCat("max_held_bytes: ", bytes)));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->proto.max_held_bytes(), bytes);
+    EXPECT_EQ(loaded->engine.max_held_bytes, static_cast<int64_t>(bytes));
+  }
+  EXPECT_EQ(ErrorOf(WithBase("max_held_bytes: 1099511627777")),
+            "test.textproto:1: max_held_bytes: must be 0 (no limit) or between 1024 and "
+            "1099511627776, got 1099511627777");
 }
 
 TEST(ConfigLoaderTest, GrpcProcessorDefaultsAreFilledIn) {
@@ -466,6 +481,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "test.textproto:1: commit_interval_ms: must be between 10 and 60000, got 5"},
         BadConfig{"MaxInFlight", WithBase("max_in_flight: 100001"),
                   "test.textproto:1: max_in_flight: must be between 1 and 100000, got 100001"},
+        BadConfig{"MaxHeldBytesTooSmall", WithBase("max_held_bytes: 1023"),
+                  "test.textproto:1: max_held_bytes: must be 0 (no limit) or between 1024 and "
+                  "1099511627776, got 1023"},
         BadConfig{"ShutdownTimeoutZero", WithBase("shutdown_timeout_ms: 0"),
                   "test.textproto:1: shutdown_timeout_ms: must be between 1 and 3600000, got 0"},
         BadConfig{"EmbeddedPartitions", WithBase("embedded {\n  partitions: 65\n}"),
