@@ -281,12 +281,12 @@ int Main(int argc, char** argv) {
   if (scenario == "idle") return RunIdle(threads, partitions);
 
   const std::string default_budget = absl::StrCat(kDefaultBudget);
-  bench::Table table("memory_bench", {"scenario", "peak_rss_mib", "baseline_mib",
-                                      "over_baseline_mib", "held_records", "held_mib",
-                                      "budget_pauses", "ratio"});
-  const std::string common = absl::StrCat("--records=", records, " --value_bytes=", value_bytes,
-                                          " --partitions=", partitions,
-                                          " --fetch_queue_kbytes=", fetch_queue_kbytes);
+  bench::Table table("memory_bench",
+                     {"scenario", "peak_rss_mib", "baseline_mib", "over_baseline_mib",
+                      "held_records", "held_mib", "budget_pauses", "ratio"});
+  const std::string common =
+      absl::StrCat("--records=", records, " --value_bytes=", value_bytes,
+                   " --partitions=", partitions, " --fetch_queue_kbytes=", fetch_queue_kbytes);
   const std::string held = "--scenario=held " + common;
   const std::string idle = absl::StrCat("--scenario=idle --partitions=", partitions);
   // The ratios are against the last scenario of each group.
