@@ -20,7 +20,6 @@
 namespace retryd {
 namespace {
 
-
 constexpr int64_t kBudget = 16 << 10;
 constexpr int kRecords = 300;
 constexpr size_t kValueBytes = 1 << 10;
@@ -39,7 +38,8 @@ TEST(MemoryBudgetTest, LookAheadPausesAtTheBudgetAndLosesNothing) {
   options.max_held_bytes = kBudget;
   std::unique_ptr<Engine> engine = testing::StartEngine(options, testing::TestProcessor());
   ASSERT_NE(engine, nullptr);
-  ASSERT_TRUE(testing::WaitFor([&] { return testing::AllAssigned(*engine, 3); }, absl::Seconds(60)));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return testing::AllAssigned(*engine, 3); }, absl::Seconds(60)));
 
   // Flaky records fail twice: each is held twice by the retry thread.
   std::vector<std::string> keys;

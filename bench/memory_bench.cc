@@ -1,0 +1,310 @@
+// What memory the engine takes, on the embedded broker (librdkafka's mock
+// cluster, in process). Not a test: prints figures against a baseline
+// measured in the same run, and writes memory_bench.csv.
+//
+//   build/bench/memory_bench [--records=50000] [--value_bytes=2048]
+//                            [--partitions=64] [--out=bench/results]
+//
+// Each scenario runs in a child process of its own (this program run again
+// with --scenario=...), so each peak RSS (VmHWM) is its own.
+//
+//  * held: `records` retry records due a day ahead, spread over `partitions`
+//    retry partitions, read by one retry thread whose look-ahead (1000 per
+//    partition) would hold them all; once with the default max_held_bytes
+//    (64 MiB), once with no limit (0). The records are produced first (they
+//    sit in the broker, the same in both runs); then the peak is reset
+//    (/proc/self/clear_refs) and the baseline is the process's RSS before
+//    the engine starts; the peak is the highest RSS until the retry thread
+//    holds all the records, or as many as its budget lets in.
+//  * idle: the engine with 1 and with 16 idle retry threads, nothing to read.
+//    Baseline: the process's RSS with the broker up and the engine not yet
+//    started.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/bench_support.h"
+#include "server/common/logging.h"
+#include "server/engine/engine.h"
+#include "server/engine/retry_headers.h"
+#include "server/kafka/producer.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+constexpr int64_t kDefaultBudget = int64_t{64} << 20;
+constexpr double kMiB = 1 << 20;
+
+// A line of /proc/self/status ("VmHWM", "VmRSS") in bytes; -1 if missing.
+int64_t StatusBytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    int64_t kib = 0;
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (words.size() >= 2 && absl::SimpleAtoi(words[1], &kib)) return kib * 1024;
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux 4.0+), so a peak measured after it
+// is the engine's, not the producing's before it. False if refused.
+bool ResetPeak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+// What a child reports to the parent: one line, "RESULT k=v k=v ...".
+void Report(const std::map<std::string, int64_t>& values) {
+  std::string line = "RESULT";
+  for (const auto& [k, v] : values) absl::StrAppend(&line, " ", k, "=", v);
+  std::cout << line << std::endl;
+}
+
+std::unique_ptr<Engine> Start(EngineOptions options) {
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options, testing::TestProcessor());
+  if (!engine.ok() || !(*engine)->Start().ok()) {
+    std::cerr << "engine did not start\n";
+    return nullptr;
+  }
+  return *std::move(engine);
+}
+
+// Produces `records` retry records due a day ahead, record i to partition
+// i % partitions; false if any was not acknowledged.
+bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitions,
+                         int value_bytes) {
+  kafka::ProducerOptions options;
+  options.bootstrap_servers = testing::Broker().bootstrap_servers();
+  options.properties = {{"linger.ms", "5"}};
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
+  if (!producer.ok()) return false;
+  std::atomic<int64_t> failed{0};
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  for (int64_t i = 0; i < records; ++i) {
+    RetryMetadata meta;
+    meta.attempt = 2;
+    meta.due_ms = now + 86'400'000;
+    meta.first_failure_ms = now;
+    meta.original_topic = "input";
+    meta.original_partition = static_cast<int32_t>(i % partitions);
+    meta.original_offset = i / partitions;
+    meta.error = "held for the bench";
+    OutgoingRecord r{topic, static_cast<int32_t>(i % partitions), absl::StrCat("k-", i),
+                     std::string(value_bytes, 'v'), WithRetryHeaders({}, meta)};
+    absl::Status s = (*producer)->Produce(r, [&failed](absl::Status delivery) {
+      if (!delivery.ok()) failed.fetch_add(1);
+    });
+    while (absl::IsUnavailable(s) || absl::IsResourceExhausted(s)) {
+      (void)(*producer)->Flush(absl::Milliseconds(100));
+      s = (*producer)->Produce(r, [&failed](absl::Status delivery) {
+        if (!delivery.ok()) failed.fetch_add(1);
+      });
+    }
+    if (!s.ok()) return false;
+  }
+  const bool flushed = (*producer)->Flush(absl::Seconds(120)).ok();
+  (*producer)->Close(absl::Seconds(1));
+  return flushed && failed.load() == 0;
+}
+
+// Child: one retry thread holding the retry backlog, under `budget`.
+int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
+            int64_t fetch_queue_kbytes) {
+  const testing::TestTopics topics = bench::Topics("held", partitions);
+  EngineOptions options = testing::TestEngineOptions(topics);
+  if (fetch_queue_kbytes > 0) {
+    options.kafka_properties["queued.max.messages.kbytes"] = absl::StrCat(fetch_queue_kbytes);
+  }
+  options.retry.threads = 1;
+  options.retry.backoff.max_ms = 86'400'000;  // No clamping of the due times.
+  options.max_held_bytes = budget;
+  if (!ProduceRetryRecords(topics.retry, records, partitions, value_bytes)) {
+    std::cerr << "producing the retry records failed\n";
+    return 1;
+  }
+  if (!bench::CheckNothingDropped(topics.retry, records, partitions)) return 1;
+  if (!ResetPeak()) {
+    std::cerr << "cannot reset VmHWM (/proc/self/clear_refs)\n";
+    return 1;
+  }
+  const int64_t baseline = StatusBytes("VmRSS");
+  std::unique_ptr<Engine> engine = Start(options);
+  if (engine == nullptr) return 1;
+  // Held: all of them, or as many as the budget lets in (then the count
+  // stays put for a second).
+  int64_t held = 0, pauses = 0, held_bytes = 0, last = -1;
+  absl::Time steady_since = absl::Now();
+  testing::WaitFor(
+      [&] {
+        held = pauses = held_bytes = 0;
+        for (const auto& s : engine->Threads()) {
+          held += s->scheduled.load(std::memory_order_relaxed);
+          held_bytes += s->held_bytes.load(std::memory_order_relaxed);
+          pauses += s->counters.Read().budget_pauses;
+        }
+        if (held != last) {
+          last = held;
+          steady_since = absl::Now();
+        }
+        return held == records || (pauses > 0 && absl::Now() - steady_since > absl::Seconds(1));
+      },
+      absl::Seconds(300));
+  const int64_t peak = StatusBytes("VmHWM");
+  engine->Stop();
+  Report({{"baseline", baseline},
+          {"peak", peak},
+          {"held", held},
+          {"held_bytes", held_bytes},
+          {"pauses", pauses}});
+  return 0;
+}
+
+// Child: `threads` idle retry threads.
+int RunIdle(int threads, int partitions) {
+  const testing::TestTopics topics = bench::Topics("idle", partitions);
+  const int64_t baseline = StatusBytes("VmRSS");
+  EngineOptions options = testing::TestEngineOptions(topics);
+  options.retry.threads = threads;
+  options.retry.max_threads = std::max(threads, options.retry.max_threads);
+  std::unique_ptr<Engine> engine = Start(options);
+  if (engine == nullptr) return 1;
+  if (!testing::WaitFor([&] { return testing::AllAssigned(*engine, partitions); },
+                        absl::Seconds(120))) {
+    std::cerr << "not assigned\n";
+    return 1;
+  }
+  const int64_t rss = StatusBytes("VmRSS");
+  const int64_t peak = StatusBytes("VmHWM");
+  engine->Stop();
+  Report({{"baseline", baseline}, {"rss", rss}, {"peak", peak}});
+  return 0;
+}
+
+// Parent: runs this program again with `args`; the child's RESULT values.
+std::map<std::string, int64_t> RunChild(const std::string& args) {
+  std::map<std::string, int64_t> values;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return values;
+  self[n] = 0;
+  const std::string command = absl::StrCat(self, " ", args);
+  FILE* child = popen(command.c_str(), "r");
+  if (child == nullptr) return values;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), child) != nullptr) {
+    std::string line(buffer);
+    if (line.rfind("RESULT ", 0) != 0) continue;
+    for (absl::string_view word : absl::StrSplit(line.substr(7), ' ', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(word, '=');
+      int64_t v = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &v)) values[kv.first] = v;
+    }
+  }
+  if (pclose(child) != 0) values.clear();
+  return values;
+}
+
+std::string MiB(int64_t bytes) { return bench::Fixed(static_cast<double>(bytes) / kMiB, 1); }
+
+struct Scenario {
+  std::string name;
+  std::string args;  // For the child.
+};
+
+// Runs each of `scenarios` in a child and adds its row: its growth is
+// v[end] - v["baseline"], its ratio that growth over the last scenario's.
+bool RunScenarios(const std::vector<Scenario>& scenarios, const std::string& end,
+                  bench::Table& table) {
+  std::vector<std::map<std::string, int64_t>> results;
+  for (const Scenario& scenario : scenarios) {
+    results.push_back(RunChild(scenario.args));
+    if (results.back().empty()) {
+      std::cerr << scenario.name << ": the child failed\n";
+      return false;
+    }
+  }
+  const auto growth = [&end](std::map<std::string, int64_t>& v) {
+    return static_cast<double>(v[end] - v["baseline"]);
+  };
+  const double reference = growth(results.back());
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    std::map<std::string, int64_t>& v = results[i];
+    const auto cell = [&v](const std::string& key, bool mib) {
+      auto it = v.find(key);
+      if (it == v.end()) return std::string("-");
+      return mib ? MiB(it->second) : absl::StrCat(it->second);
+    };
+    table.AddRow({scenarios[i].name, MiB(v["peak"]), MiB(v["baseline"]),
+                  bench::Fixed(growth(v) / kMiB, 1), cell("held", false), cell("held_bytes", true),
+                  cell("pauses", false), bench::Fixed(growth(v) / reference, 2)});
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  bench::Flags flags(argc, argv, "peak RSS with records held in look-ahead, and idle threads");
+  const std::string scenario = flags.String("scenario", "", "internal: the child's scenario");
+  const int64_t records = flags.Int("records", 50'000, "retry records held in look-ahead");
+  const int value_bytes = static_cast<int>(flags.Int("value_bytes", 2048, "value size"));
+  const int partitions = static_cast<int>(flags.Int("partitions", 64, "retry partitions"));
+  const int64_t budget = flags.Int("budget", kDefaultBudget, "internal: max_held_bytes");
+  const int threads = static_cast<int>(flags.Int("threads", 1, "internal: idle retry threads"));
+  const int64_t fetch_queue_kbytes =
+      flags.Int("fetch_queue_kbytes", 0,
+                "the consumers' queued.max.messages.kbytes (0: librdkafka's default)");
+  const std::string out = flags.String("out", "bench/results", "directory for the CSV");
+  flags.Finish();
+  SetMinLogLevel(LogLevel::kWarning);
+  if (scenario == "held") {
+    return RunHeld(budget, records, partitions, value_bytes, fetch_queue_kbytes);
+  }
+  if (scenario == "idle") return RunIdle(threads, partitions);
+
+  const std::string default_budget = absl::StrCat(kDefaultBudget);
+  bench::Table table("memory_bench",
+                     {"scenario", "peak_rss_mib", "baseline_mib", "over_baseline_mib",
+                      "held_records", "held_mib", "budget_pauses", "ratio"});
+  const std::string common =
+      absl::StrCat("--records=", records, " --value_bytes=", value_bytes,
+                   " --partitions=", partitions, " --fetch_queue_kbytes=", fetch_queue_kbytes);
+  const std::string held = "--scenario=held " + common;
+  const std::string idle = absl::StrCat("--scenario=idle --partitions=", partitions);
+  // The ratios are against the last scenario of each group.
+  if (!RunScenarios({{"held, budget 64 MiB (default)", held + " --budget=" + default_budget},
+                     {"held, no limit", held + " --budget=0"}},
+                    "peak", table) ||
+      !RunScenarios({{"idle, 16 retry threads", idle + " --threads=16"},
+                     {"idle, 1 retry thread", idle + " --threads=1"}},
+                    "rss", table)) {
+    return 1;
+  }
+  table.Print();
+  std::cout << "over_baseline: peak (held) or RSS (idle) above the baseline; ratio: against the "
+               "no-limit run (held) or 1 retry thread (idle)\n";
+  return table.WriteCsv(out) ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace retryd
+
+int main(int argc, char** argv) { return retryd::Main(argc, argv); }
