@@ -58,7 +58,8 @@ set boxwidth 0.6
 set bmargin 7
 set rmargin 10
 plot "$csv" skip 1 using 0:7:xtic(sprintf("%s %sk %st", strcol(1), \
-       gprintf("%.0f", column(2) / 1000.0), strcol(3))) with boxes title "healthy throughput ratio", \
+       gprintf("%.0f", column(2) / 1000.0), strcol(3))) with boxes title "healthy throughput ratio (median)", \
+     "" skip 1 using 0:7:14:15 with yerrorbars lc rgb "black" pt 0 title "least..greatest pair", \
      0.9 with lines lw 2 lc rgb "red" title "target 0.9 (not for IN_ORDER)"
 EOF
   gnuplot <<EOF

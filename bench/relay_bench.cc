@@ -63,16 +63,6 @@ namespace {
 
 constexpr absl::Duration kRunLimit = absl::Seconds(300);
 
-// Consumer-side settings retryd's engine is given in this bench
-// (testing::TestEngineOptions): faster group joins on the embedded broker.
-const std::map<std::string, std::string>& SharedProperties() {
-  static const auto* properties =
-      new std::map<std::string, std::string>{{"session.timeout.ms", "6000"},
-                                             {"heartbeat.interval.ms", "500"},
-                                             {"topic.metadata.refresh.interval.ms", "1000"}};
-  return *properties;
-}
-
 // Sums a topic's high watermarks, as seen from outside.
 class Watermarks {
  public:
@@ -158,8 +148,10 @@ double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_top
 class BareRelay {
  public:
   // Returns nullptr (after saying why) if a client could not be made.
+  // `properties`: the consumer settings retryd's engine is given here.
   static std::unique_ptr<BareRelay> Create(const std::string& input, const std::string& output,
-                                           const std::string& group) {
+                                           const std::string& group,
+                                           const std::map<std::string, std::string>& properties) {
     auto relay = std::unique_ptr<BareRelay>(new BareRelay(input, output));
     char error[512];
     const std::string bootstrap = testing::Broker().bootstrap_servers();
@@ -201,7 +193,7 @@ class BareRelay {
     ok = set(cconf, "bootstrap.servers", bootstrap) && set(cconf, "client.id", "bare-consumer") &&
          set(cconf, "group.id", group) && set(cconf, "auto.offset.reset", "earliest") &&
          set(cconf, "enable.partition.eof", "false");
-    for (const auto& [key, value] : SharedProperties()) ok = ok && set(cconf, key, value);
+    for (const auto& [key, value] : properties) ok = ok && set(cconf, key, value);
     if (ok) relay->consumer_.reset(rd_kafka_new(RD_KAFKA_CONSUMER, cconf, error, sizeof error));
     if (!ok || relay->consumer_ == nullptr) {
       if (!ok) rd_kafka_conf_destroy(cconf);
@@ -301,7 +293,8 @@ double RunBare(const Setup& s, Watermarks& watermarks, std::string* output_topic
   const testing::TestTopics topics = Topics("relay-bare");
   *output_topic = topics.output;
   std::unique_ptr<BareRelay> relay =
-      BareRelay::Create(s.input, topics.output, absl::StrCat(topics.output, "-group"));
+      BareRelay::Create(s.input, topics.output, absl::StrCat(topics.output, "-group"),
+                        testing::TestEngineOptions(topics).kafka_properties);
   if (relay == nullptr) return -1;
   // One member in the group: its first record comes after its whole assignment.
   const bool ready = testing::WaitFor([&] { return relay->reached(); }, absl::Seconds(60));
