@@ -2,7 +2,13 @@
 // cluster, in process). Not a test: prints a table of ratios against a
 // baseline measured in the same run, and writes engine_bench.csv.
 //
-//   build/bench/engine_bench [records [repeat]]   (default 20000 records, 3 runs)
+//   build/bench/engine_bench [records [repeat]] [--only=TEXT] [--lookahead=N]
+//                            [--fetch_wait_ms=N]
+//
+// Defaults: 20000 records, 3 runs. --only runs the scenarios whose name
+// contains TEXT (the baseline always runs); --lookahead and --fetch_wait_ms
+// set retry.lookahead and the consumers' fetch.wait.max.ms (default: the
+// engine's own).
 //
 // Baseline: producing the records and reading them back with a plain
 // consumer (no processing, no hand-off). Each scenario starts the engine in a
@@ -18,7 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "retryd/v1/config.pb.h"
 #include "server/common/logging.h"
@@ -55,7 +64,13 @@ std::vector<std::string> Keys(int n, double flaky_fraction) {
   return keys;
 }
 
-double RunScenario(const Scenario& s, int records) {
+// Settings from the command line; 0: the engine's default.
+struct Overrides {
+  int64_t lookahead = 0;
+  int64_t fetch_wait_ms = 0;
+};
+
+double RunScenario(const Scenario& s, int records, const Overrides& overrides) {
   const testing::TestTopics topics = testing::CreateTopics("bench");
   EngineOptions options = testing::TestEngineOptions(topics);
   if (!s.output) options.output_topic.clear();
@@ -63,6 +78,10 @@ double RunScenario(const Scenario& s, int records) {
   options.retry.threads = s.retry_threads;
   options.retry.backoff = {.initial_ms = 1, .multiplier = 1.0, .max_ms = 1};
   options.commit_interval_ms = 1000;
+  if (overrides.lookahead > 0) options.retry.lookahead = overrides.lookahead;
+  if (overrides.fetch_wait_ms > 0) {
+    options.kafka_properties["fetch.wait.max.ms"] = absl::StrCat(overrides.fetch_wait_ms);
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, FlakyProcessor());
   if (!engine.ok() || !(*engine)->Start().ok()) return -1;
   testing::WaitFor([&] { return testing::AllAssigned(**engine, 3); }, absl::Seconds(60));
@@ -105,10 +124,30 @@ double RunBaseline(int records) {
 
 int Main(int argc, char** argv) {
   SetMinLogLevel(LogLevel::kError);
-  const int records = argc > 1 ? std::atoi(argv[1]) : 20000;
-  const int repeat = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
-  if (records < 1) {
-    std::fprintf(stderr, "usage: engine_bench [records [repeat]]\n");
+  std::vector<std::string> positional;
+  std::string only;
+  Overrides overrides;
+  bool bad = false;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "--")) {
+      positional.emplace_back(arg);
+    } else if (absl::ConsumePrefix(&arg, "only=")) {
+      only = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "lookahead=")) {
+      bad = bad || !absl::SimpleAtoi(arg, &overrides.lookahead);
+    } else if (absl::ConsumePrefix(&arg, "fetch_wait_ms=")) {
+      bad = bad || !absl::SimpleAtoi(arg, &overrides.fetch_wait_ms);
+    } else {
+      bad = true;
+    }
+  }
+  const int records = positional.size() > 0 ? std::atoi(positional[0].c_str()) : 20000;
+  const int repeat = positional.size() > 1 ? std::max(1, std::atoi(positional[1].c_str())) : 3;
+  if (records < 1 || bad || positional.size() > 2) {
+    std::fprintf(stderr,
+                 "usage: engine_bench [records [repeat]] [--only=TEXT] [--lookahead=N] "
+                 "[--fetch_wait_ms=N]\n");
     return 2;
   }
   const Timing baseline = Measure(repeat, [&] { return RunBaseline(records); });
@@ -139,7 +178,8 @@ int Main(int argc, char** argv) {
   row("baseline: produce + plain read", baseline);
   int failed = 0;
   for (const Scenario& s : scenarios) {
-    const Timing t = Measure(repeat, [&] { return RunScenario(s, records); });
+    if (!absl::StrContains(s.name, only)) continue;
+    const Timing t = Measure(repeat, [&] { return RunScenario(s, records, overrides); });
     if (t.median < 0) {
       std::printf("%-34s did not finish\n", s.name.c_str());
       ++failed;

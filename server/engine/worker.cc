@@ -14,6 +14,9 @@ namespace retryd {
 namespace {
 
 constexpr absl::Duration kMaxPollWait = absl::Milliseconds(200);
+// At most this many records are taken from the consumer per loop turn (see
+// PollBatch), within kMaxRound.
+constexpr int kMaxBatch = 500;
 constexpr absl::Duration kRedoDelay = absl::Seconds(1);
 // How long an assignment may wait for the group's committed metadata.
 constexpr absl::Duration kCommittedTimeout = absl::Seconds(10);
@@ -191,7 +194,7 @@ void Worker::Run() {
     }
     // Cut short by the round's deadline: the lanes go on at once.
     if (!lanes_ready_.empty() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
-    absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
+    absl::StatusOr<int> polled = PollBatch(wait);
     sink_->counters.Add(&Counters::polls);
     if (!polled.ok()) {
       LogError("thread ", id_, " stops: ", polled.status().message());
@@ -199,9 +202,8 @@ void Worker::Run() {
       failed = true;
       break;
     }
-    if (polled->has_value()) {
+    if (*polled > 0) {
       sink_->SetState(ThreadState::kRunning);
-      HandleConsumed(std::move(**polled));
     } else if (!sink_->joined.HasBeenNotified()) {
       // Still joining the group: stays STARTING.
     } else if (context_.gate->down() && !paused_.empty() && paused_.size() == trackers_.size()) {
@@ -242,8 +244,34 @@ void Worker::Run() {
   if (!sink_->joined.HasBeenNotified()) sink_->joined.Notify();
 }
 
-void Worker::HandleConsumed(Record record) {
-  const TopicPartition tp = record.tp();
+absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
+  absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
+  if (!polled.ok()) return polled.status();
+  if (!polled->has_value()) return 0;
+  int taken = 0;
+  const absl::Time deadline = absl::Now() + kMaxRound;
+  while (true) {
+    const TopicPartition tp = (*polled)->tp();
+    HandleConsumed(tp, std::move(**polled));
+    ++taken;
+    // Back to the loop's housekeeping as soon as it has something to do
+    // that a record can bring about: a pause (back-pressure, a partition's
+    // look-ahead full, a drain, a checkpoint, the downstream down), a call
+    // slot to free, a stop.
+    if (taken >= kMaxBatch || stop_requested_.load(std::memory_order_relaxed) || quiesced_ ||
+        AtCallLimit() || LookaheadFull(tp) || OverBudget() ||
+        sink_->in_flight.load(std::memory_order_relaxed) >= context_.options->max_in_flight ||
+        absl::Now() >= deadline) {
+      break;
+    }
+    polled = consumer_->Poll(absl::ZeroDuration());
+    if (!polled.ok()) return polled.status();
+    if (!polled->has_value()) break;
+  }
+  return taken;
+}
+
+void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   auto it = trackers_.find(tp);
   if (it == trackers_.end()) {
     // Not ours (a record fetched before a revoke): the owner reads it again.
@@ -501,6 +529,21 @@ std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& he
   return ParkedRecord{KeyOf(held.record), held.record.offset, absl::InfinitePast()};
 }
 
+// The retryd-* headers of an output record, in place of any of the same
+// names (as SetHeader would, in one pass).
+void AppendOutputHeaders(const HeldRecord& held, Headers& headers) {
+  std::erase_if(headers, [](const Header& h) {
+    return h.key == kOriginalTopicHeader || h.key == kOriginalPartitionHeader ||
+           h.key == kOriginalOffsetHeader || h.key == kAttemptHeader;
+  });
+  headers.reserve(headers.size() + 4);
+  headers.push_back(Header{std::string(kOriginalTopicHeader), held.record.topic});
+  headers.push_back(
+      Header{std::string(kOriginalPartitionHeader), absl::StrCat(held.record.partition)});
+  headers.push_back(Header{std::string(kOriginalOffsetHeader), absl::StrCat(held.record.offset)});
+  headers.push_back(Header{std::string(kAttemptHeader), absl::StrCat(held.attempt)});
+}
+
 }  // namespace
 
 const char* Worker::EmissionName(Emission kind) {
@@ -519,7 +562,7 @@ const char* Worker::EmissionName(Emission kind) {
   return "unknown";
 }
 
-void Worker::OnSuccess(const HeldRecord& held, Outcome& outcome) {
+void Worker::OnSuccess(HeldRecord& held, Outcome& outcome) {
   const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
   const std::string& output_topic = context_.options->output_topic;
   EndOfLane(held);
@@ -531,20 +574,19 @@ void Worker::OnSuccess(const HeldRecord& held, Outcome& outcome) {
     return;
   }
   HandOff h;
-  h.record.topic = output_topic;
-  h.record.key = held.record.key;
-  // What the processor made of it, else the input as it was.
-  h.record.value = outcome.value ? std::move(*outcome.value) : held.record.value;
-  h.record.headers = outcome.headers ? std::move(*outcome.headers) : held.record.headers;
-  SetHeader(h.record.headers, kOriginalTopicHeader, held.record.topic);
-  SetHeader(h.record.headers, kOriginalPartitionHeader, absl::StrCat(held.record.partition));
-  SetHeader(h.record.headers, kOriginalOffsetHeader, absl::StrCat(held.record.offset));
-  SetHeader(h.record.headers, kAttemptHeader, absl::StrCat(held.attempt));
   h.kind = Emission::kOutput;
   h.tracker = tracker;
   h.offset = held.source_offset;
   h.origin = OriginOf(held);
   h.release = ParkedRecordOf(role_, held);
+  // The record is done with once it is handed off: its fields move into
+  // the output record rather than being copied.
+  h.record.topic = output_topic;
+  h.record.key = std::move(held.record.key);
+  // What the processor made of it, else the input as it was.
+  h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
+  h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
+  AppendOutputHeaders(held, h.record.headers);
   Emit(std::move(h));
 }
 
@@ -1087,6 +1129,13 @@ void Worker::WaitForAcks() {
   sink_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
 }
 
+bool Worker::LookaheadFull(const TopicPartition& tp) const {
+  int64_t held =
+      role_ == ThreadRole::kPrimary ? HeldCount(tp) : static_cast<int64_t>(scheduler_.CountFor(tp));
+  if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
+  return held >= context_.options->retry.lookahead;
+}
+
 void Worker::ReconcilePauses() {
   const int64_t in_flight = sink_->in_flight.load(std::memory_order_relaxed);
   if (in_flight >= context_.options->max_in_flight) {
@@ -1095,21 +1144,17 @@ void Worker::ReconcilePauses() {
     backpressure_ = false;
   }
   std::vector<TopicPartition> pause, resume;
-  const int64_t lookahead = context_.options->retry.lookahead;
   const bool input_paused =
       role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
+  const bool all =
+      backpressure_ || input_paused || quiesced_ || context_.gate->down() || OverBudget();
   for (const auto& [tp, tracker] : trackers_) {
     // In order, records behind a held one wait in `waiting_` rather than
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    bool want = backpressure_ || input_paused || quiesced_ || context_.gate->down() ||
-                keys_unknown_.contains(tp);
-    int64_t held = static_cast<int64_t>(scheduler_.CountFor(tp));
-    if (role_ == ThreadRole::kPrimary) held = HeldCount(tp);
-    if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
-    want = want || held >= lookahead || OverBudget();
     const bool is = paused_.contains(tp);
+    const bool want = all || keys_unknown_.contains(tp) || LookaheadFull(tp);
     if (want && !is) pause.push_back(tp);
     if (!want && is) resume.push_back(tp);
   }

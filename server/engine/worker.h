@@ -291,7 +291,13 @@ class Worker : public kafka::ConsumerListener {
   void ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request);
   // Removes the held or waiting record named `record`, if this thread has it.
   std::optional<HeldRecord> TakeHeld(const RecordCoordinates& record);
-  void HandleConsumed(Record record);
+  // Takes the records the consumer has ready, waiting up to `wait` for the
+  // first: up to kMaxBatch of them, stopping early once one calls for the
+  // loop's housekeeping (a pause, a call slot, a stop). Returns how many it
+  // took.
+  absl::StatusOr<int> PollBatch(absl::Duration wait);
+  // `record`, read from `tp`.
+  void HandleConsumed(const TopicPartition& tp, Record record);
   // Runs `held` through the processor (the caller checked CanCall()), or
   // defers it while the downstream is down.
   void Attempt(HeldRecord held);
@@ -337,7 +343,8 @@ class Worker : public kafka::ConsumerListener {
                   bool cancel_rest = true);
   bool CallsInFlight(const std::vector<TopicPartition>* tps) const;
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
-  void OnSuccess(const HeldRecord& held, Outcome& outcome);
+  // Moves `held`'s key, value and headers into its output record.
+  void OnSuccess(HeldRecord& held, Outcome& outcome);
   void OnRetriableFailure(HeldRecord held, std::string reason);
   void DeadLetter(const HeldRecord& held, std::string reason,
                   std::shared_ptr<WorkerRequest> requested_by = nullptr);
@@ -394,6 +401,8 @@ class Worker : public kafka::ConsumerListener {
   bool OverBudget();
   // Charges `bytes` to this thread's held_bytes until the charge is gone.
   ByteCharge Charge(int64_t bytes) const;
+  // Whether retry.lookahead records of `tp` are held: it is paused then.
+  bool LookaheadFull(const TopicPartition& tp) const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
   // What to commit for `partitions`: each one's commit offset, with the
