@@ -76,8 +76,7 @@ std::string Flags::String(const std::string& name, const std::string& default_va
   return Take(name, default_value, help);
 }
 
-std::vector<int64_t> Flags::Ints(const std::string& name,
-                                 const std::vector<int64_t>& default_value,
+std::vector<int64_t> Flags::Ints(const std::string& name, const std::vector<int64_t>& default_value,
                                  const std::string& help) {
   const std::string text = Take(name, absl::StrJoin(default_value, ","), help);
   std::vector<int64_t> values;

@@ -51,6 +51,21 @@ class AcceptAll : public Processor {
   Outcome Process(const Record&, int) override { return Outcome::Ok(); }
 };
 
+// Accepts every record, all but "first" only once Open() is called (or a
+// minute has passed): what the test sets up before then meets the engine's
+// hand-offs of those records, however soon the engine fetched them.
+class AcceptAfterFirst : public Processor {
+ public:
+  Outcome Process(const Record& record, int) override {
+    if (record.key != "first") open_.WaitForNotificationWithTimeout(absl::Seconds(60));
+    return Outcome::Ok();
+  }
+  void Open() { open_.Notify(); }
+
+ private:
+  absl::Notification open_;
+};
+
 // Records of `topic` the group `group` has not committed, asked of the
 // cluster as an operator's tool would (without joining the group).
 int64_t UncommittedRecords(const std::string& group, const std::string& topic) {
@@ -178,14 +193,20 @@ TEST(HandOffTest, FatalProducerErrorFailsTheThreadWithoutCommittingPastIt) {
   const testing::TestTopics topics = CreateTopics("fatal", 1);
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  auto processor = std::make_unique<AcceptAfterFirst>();
+  AcceptAfterFirst* gate = processor.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
   ProduceKeys(topics.input, {"first"});
   ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
                       absl::Seconds(60)));
 
+  // The errors must meet the engine's hand-off of "second", not this
+  // producer's writes: they are pushed once those are acknowledged, and the
+  // engine hands "second" off only after that.
   ProduceKeys(topics.input, {"second", "third"});
   Broker().PushRequestErrors(kProduce, {kRequestTimedOut, kUnknownProducerId});
+  gate->Open();
   ASSERT_TRUE(
       WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; }, absl::Seconds(60)))
       << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
