@@ -80,6 +80,73 @@ plot "$csv" skip 1 using 9:xtic(sprintf("%s %sk %st", strcol(1), \
 EOF
 }
 
+# B3: scaling efficiency of n retry threads, one line per processor.
+chart_retry_drain_bench() {
+  local csv="$1" plots="" name
+  while IFS= read -r name; do
+    plots+="${plots:+, }\"$csv\" skip 1 using 2:(strcol(1) eq \"$name\" ? column(7) : NaN) with linespoints lw 2 title \"$name\""
+  done < <(tail -n +2 "$csv" | cut -d, -f1 | sort -u)
+  gnuplot <<EOF
+$(common)
+set output "$DIR/retry_drain_bench.png"
+set title "B3 retry drain: scaling efficiency T1 / (n x Tn), 2 ms per call"
+set xlabel "retry threads"
+set ylabel "efficiency"
+set logscale x 2
+set yrange [0:1.3]
+set key bottom left
+plot $plots, 0.8 with lines lw 2 lc rgb "red" title "target 0.8 at 8 threads"
+EOF
+}
+
+# B4: GetStatus latency idle and under load; engine throughput beside the
+# watchers and a GetStatus loop, as a ratio to the engine alone.
+chart_control_plane_latency() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/control_plane_latency.png"
+set title "B4 control plane: GetStatus latency over loopback gRPC"
+set ylabel "ms"
+set yrange [0:*]
+set style data histogram
+set style histogram clustered gap 1
+plot "$csv" skip 1 using 3:xtic(1) title "p50", "" skip 1 using 4 title "p99", \
+     2 with lines lw 2 lc rgb "red" title "target: p99 < 2 ms"
+EOF
+}
+
+chart_control_plane_throughput() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/control_plane_throughput.png"
+set title "B4 control plane: engine records/s beside control-plane clients / alone (medians)"
+set ylabel "x the engine alone"
+set yrange [0:1.3]
+set boxwidth 0.5
+set key bottom right
+plot "$csv" skip 1 using 0:6:xtic(1) with boxes title "x alone", \
+     0.95 with lines lw 2 lc rgb "red" title "target: watchers cost < 5 %"
+EOF
+}
+
+# B5: peak (held) or resident (idle) memory above the process's baseline.
+chart_memory_bench() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/memory_bench.png"
+set title "B5 memory: MiB above the baseline (peak while 50,000 records are held; RSS when idle)"
+set ylabel "MiB"
+set yrange [0:*]
+set boxwidth 0.5
+set xtics rotate by -20
+set bmargin 6
+plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "above baseline"
+EOF
+}
+
 shopt -s nullglob
 drawn=0
 for csv in "$DIR"/*.csv; do

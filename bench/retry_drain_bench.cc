@@ -163,7 +163,7 @@ int Main(int argc, char** argv) {
 
   std::vector<ProcessorKind> kinds = {{"simulate", 0}};
   for (int64_t c : calls) {
-    kinds.push_back({absl::StrCat("grpc, max_concurrent_calls ", c), static_cast<int>(c)});
+    kinds.push_back({absl::StrCat("grpc max_concurrent_calls=", c), static_cast<int>(c)});
   }
   Table table("retry_drain_bench", {"processor", "retry threads", "records", "drain s", "records/s",
                                     "speed-up", "efficiency"});
