@@ -100,7 +100,10 @@ double TimedGetStatus(v1::Control::Stub& stub) {
 // Waits until the engine has processed `target` records; false if the
 // deadline passed first. Looks every millisecond: a segment lasts about a
 // second, and a coarser look would blur its end.
-bool WaitProcessed(const Engine& engine, int64_t target, absl::Time deadline) {
+// False at once if the input holds fewer than `target` records (the engine
+// got through them while the conditions switched), or at `deadline`.
+bool WaitProcessed(const Engine& engine, int64_t target, int64_t available, absl::Time deadline) {
+  if (target > available) return false;
   while (engine.Totals().succeeded < target) {
     if (absl::Now() > deadline) return false;
     absl::SleepFor(absl::Milliseconds(1));
@@ -208,7 +211,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(channel);
 
   const absl::Time deadline = absl::Now() + absl::Minutes(10);
-  if (!WaitProcessed(**engine, warm_up, deadline)) {
+  if (!WaitProcessed(**engine, warm_up, total, deadline)) {
     std::fprintf(stderr, "the engine did not get through the warm-up\n");
     return 1;
   }
@@ -252,7 +255,7 @@ int Main(int argc, char** argv) {
           }
         });
       }
-      const bool done = WaitProcessed(**engine, from + segment, deadline);
+      const bool done = WaitProcessed(**engine, from + segment, total, deadline);
       const absl::Duration took = absl::Now() - start;
       const int64_t to = (*engine)->Totals().succeeded;
       segment_over.store(true);
@@ -263,7 +266,9 @@ int Main(int argc, char** argv) {
       for (const auto& w : open) snapshots_after += w->snapshots();
       open.clear();
       if (!done) {
-        std::fprintf(stderr, "the records ran out before the segments did\n");
+        std::fprintf(stderr,
+                     "the records ran out before the segments did: the engine got through "
+                     "the slack while the conditions switched; try a larger --segment\n");
         return 1;
       }
       segments.push_back({condition, static_cast<double>(to - from) / absl::ToDoubleSeconds(took),
@@ -271,7 +276,7 @@ int Main(int argc, char** argv) {
                           to - from, cpu});
     }
   }
-  if (!WaitProcessed(**engine, total, deadline)) {
+  if (!WaitProcessed(**engine, total, total, deadline)) {
     std::fprintf(stderr, "the engine did not finish the records\n");
     return 1;
   }
