@@ -41,7 +41,7 @@ struct Counters {
   // Key order: records sent to the retry topic unprocessed, behind an
   // earlier record of their key parked there (counted in sent_to_retry too).
   int64_t followed = 0;
-  // Turns of the thread's loop (one consumer poll each): a thread that
+  // Turns of the thread's loop (one wait on the consumer each): a thread that
   // waits as it should polls a few times per record or call at most.
   int64_t polls = 0;
   // Times the thread held more than max_held_bytes and paused its
