@@ -111,8 +111,7 @@ testing::TestTopics Topics(const std::string& name, int partitions) {
   return testing::CreateTopics(name, partitions);
 }
 
-bool Produce(const std::string& topic, int64_t count, int partitions,
-             const std::function<std::string(int64_t)>& key, int value_bytes) {
+bool ProduceEach(int64_t count, const std::function<OutgoingRecord(int64_t)>& make) {
   kafka::ProducerOptions options;
   options.bootstrap_servers = testing::Broker().bootstrap_servers();
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
@@ -121,17 +120,19 @@ bool Produce(const std::string& topic, int64_t count, int partitions,
     return false;
   }
   std::atomic<int64_t> failed{0};
-  OutgoingRecord record;
-  record.topic = topic;
-  record.value = std::string(static_cast<size_t>(std::max(0, value_bytes)), 'v');
+  auto count_failure = [&failed](absl::Status delivered) {
+    if (!delivered.ok()) failed.fetch_add(1);
+  };
   for (int64_t i = 0; i < count; ++i) {
-    record.partition = static_cast<int32_t>(i % partitions);
-    record.key = key(i);
-    absl::Status s = (*producer)->Produce(record, [&failed](absl::Status delivered) {
-      if (!delivered.ok()) failed.fetch_add(1);
-    });
+    const OutgoingRecord record = make(i);
+    absl::Status s = (*producer)->Produce(record, count_failure);
+    // librdkafka's queue full: let it drain, then offer the record again.
+    while (absl::IsResourceExhausted(s)) {
+      (void)(*producer)->Flush(absl::Milliseconds(100));
+      s = (*producer)->Produce(record, count_failure);
+    }
     if (!s.ok()) {
-      std::fprintf(stderr, "produce to %s: %s\n", topic.c_str(), s.ToString().c_str());
+      std::fprintf(stderr, "produce to %s: %s\n", record.topic.c_str(), s.ToString().c_str());
       (*producer)->Close(absl::Seconds(5));
       return false;
     }
@@ -139,12 +140,20 @@ bool Produce(const std::string& topic, int64_t count, int partitions,
   const absl::Status flushed = (*producer)->Flush(absl::Seconds(120));
   (*producer)->Close(absl::Seconds(1));
   if (!flushed.ok() || failed.load() != 0) {
-    std::fprintf(stderr, "produce to %s: %lld of %lld not delivered (%s)\n", topic.c_str(),
+    std::fprintf(stderr, "produce: %lld of %lld not delivered (%s)\n",
                  static_cast<long long>(failed.load()), static_cast<long long>(count),
                  flushed.ToString().c_str());
     return false;
   }
   return true;
+}
+
+bool Produce(const std::string& topic, int64_t count, int partitions,
+             const std::function<std::string(int64_t)>& key, int value_bytes) {
+  const std::string value(static_cast<size_t>(std::max(0, value_bytes)), 'v');
+  return ProduceEach(count, [&](int64_t i) {
+    return OutgoingRecord{topic, static_cast<int32_t>(i % partitions), key(i), value, {}};
+  });
 }
 
 bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions) {

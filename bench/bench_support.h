@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "server/model/record.h"
 #include "tests/support/test_cluster.h"
 
 namespace retryd::bench {
@@ -56,6 +57,10 @@ class Flags {
 
 // Fresh input, retry, dead-letter and output topics, `partitions` each.
 testing::TestTopics Topics(const std::string& name, int partitions = kPartitions);
+
+// Produces `count` records, record i as make(i), and waits until every one
+// is acknowledged. Returns false (after saying why) if any was not.
+bool ProduceEach(int64_t count, const std::function<OutgoingRecord(int64_t)>& make);
 
 // Produces `count` records to `topic`, record i to partition i % partitions
 // with key key(i) and a value of `value_bytes` bytes, and waits until every

@@ -93,14 +93,8 @@ std::unique_ptr<Engine> Start(EngineOptions options) {
 // i % partitions; false if any was not acknowledged.
 bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitions,
                          int value_bytes) {
-  kafka::ProducerOptions options;
-  options.bootstrap_servers = testing::Broker().bootstrap_servers();
-  options.properties = {{"linger.ms", "5"}};
-  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
-  if (!producer.ok()) return false;
-  std::atomic<int64_t> failed{0};
   const int64_t now = absl::ToUnixMillis(absl::Now());
-  for (int64_t i = 0; i < records; ++i) {
+  return bench::ProduceEach(records, [&](int64_t i) {
     RetryMetadata meta;
     meta.attempt = 2;
     meta.due_ms = now + 86'400'000;
@@ -109,22 +103,9 @@ bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitio
     meta.original_partition = static_cast<int32_t>(i % partitions);
     meta.original_offset = i / partitions;
     meta.error = "held for the bench";
-    OutgoingRecord r{topic, static_cast<int32_t>(i % partitions), absl::StrCat("k-", i),
-                     std::string(value_bytes, 'v'), WithRetryHeaders({}, meta)};
-    absl::Status s = (*producer)->Produce(r, [&failed](absl::Status delivery) {
-      if (!delivery.ok()) failed.fetch_add(1);
-    });
-    while (absl::IsUnavailable(s) || absl::IsResourceExhausted(s)) {
-      (void)(*producer)->Flush(absl::Milliseconds(100));
-      s = (*producer)->Produce(r, [&failed](absl::Status delivery) {
-        if (!delivery.ok()) failed.fetch_add(1);
-      });
-    }
-    if (!s.ok()) return false;
-  }
-  const bool flushed = (*producer)->Flush(absl::Seconds(120)).ok();
-  (*producer)->Close(absl::Seconds(1));
-  return flushed && failed.load() == 0;
+    return OutgoingRecord{topic, static_cast<int32_t>(i % partitions), absl::StrCat("k-", i),
+                          std::string(value_bytes, 'v'), WithRetryHeaders({}, meta)};
+  });
 }
 
 // Child: one retry thread holding the retry backlog, under `budget`.
