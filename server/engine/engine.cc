@@ -160,6 +160,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                &input_paused_,
                &gate_,
                &parking_,
+               &key_order_coming_,
+               keyed_sends_back_,
                [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
                [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }},
       autoscaler_(options_.retry.autoscale.enabled ? std::make_unique<Autoscaler>(*this)
@@ -657,13 +659,25 @@ void Engine::EndSwitch(Ordering to) {
 
 absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
                                                  const Cancellation* cancel) {
-  // No primary may send a record to the retry topic between the read below
-  // and the switch: it would be missing from what is parked.
+  // No record may go to the retry topic between the read below and the
+  // switch, nor be on its way there during the read: it would be missing
+  // from what is parked, or parked where it no longer is. So the primaries
+  // pause, and the retry threads keep their keyed records in place from now
+  // on (as in key order), and the read waits for those they were sending.
+  key_order_coming_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // See Worker::MaySendBack.
   absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
   const int no_temporary = 0;
   const absl::Status paused = PauseInputUntil(
       "key order", deadline, cancel, &no_temporary,
       [&]() -> absl::StatusOr<bool> {
+        if (const int64_t sending = keyed_sends_back_->load(std::memory_order_relaxed);
+            sending > 0) {
+          last_failure = absl::DeadlineExceededError(
+              absl::StrCat("retry threads were still sending ", sending, " keyed records back to ",
+                           options_.retry.topic));
+          return false;
+        }
         absl::StatusOr<std::vector<ParkedRecord>> parked = ReadParkedRecords(
             std::max(absl::Milliseconds(1), std::min(kReadParkedTimeout, deadline - absl::Now())));
         if (parked.ok()) {
@@ -682,8 +696,12 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
             absl::StrCat("key order stays off, nothing changed: ", last_failure.message(),
                          " when the deadline passed. Retry with a longer deadline"));
       });
-  if (!paused.ok()) return paused;
+  if (!paused.ok()) {
+    key_order_coming_.store(false, std::memory_order_relaxed);
+    return paused;
+  }
   EndSwitch(Ordering::kKey);
+  key_order_coming_.store(false, std::memory_order_relaxed);
   const KeyParking::Summary parked = parking_.summary();
   LogInfo("engine: key order on; ", parked.keys, " keys parked behind ", parked.records,
           " records in ", options_.retry.topic);

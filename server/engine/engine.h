@@ -350,6 +350,11 @@ class Engine {
   std::atomic<bool> input_paused_{false};
   DownstreamGate gate_;
   KeyParking parking_;
+  // See WorkerContext: set while SwitchToKeyOrder runs; the retry threads'
+  // keyed records on their way back to the retry topic.
+  std::atomic<bool> key_order_coming_{false};
+  const std::shared_ptr<std::atomic<int64_t>> keyed_sends_back_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   const WorkerContext context_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.

@@ -9,7 +9,12 @@ void KeyParking::AddLocked(const ParkedRecord& r) {
   if (inserted || r.since < it->second.since) it->second.since = r.since;
   auto [record, added] = it->second.records.try_emplace(r.offset);
   if (added) ++records_;
-  if (r.retry_offset >= 0) record->second = {r.retry_partition, r.retry_offset};
+  // Sent back to the retry topic, a record is there twice until its first
+  // copy is committed past: the later place is where it is now.
+  if (r.retry_offset >= 0 &&
+      (record->second.partition != r.retry_partition || record->second.offset < r.retry_offset)) {
+    record->second = {r.retry_partition, r.retry_offset};
+  }
 }
 
 void KeyParking::Park(const PartitionKey& key, int64_t offset, absl::Time now) {

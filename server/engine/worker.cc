@@ -608,7 +608,8 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     HoldInPlace(std::move(held));
     return;
   }
-  if (held.laned && role_ == ThreadRole::kRetry) {
+  ByteCharge sent_back;
+  if (role_ == ThreadRole::kRetry && !MaySendBack(held, &sent_back)) {
     // In place, so the retry topic keeps the key's records in input order;
     // the records of its key wait behind it in its lane.
     scheduler_.Add(std::move(held));
@@ -625,7 +626,21 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   EndOfLane(held);
   HandOff h = RetryHandOff(std::move(held), Emission::kRetry);
   h.parks = std::move(parks);
+  h.sent_back = std::move(sent_back);
   Emit(std::move(h));
+}
+
+bool Worker::MaySendBack(const HeldRecord& held, ByteCharge* counted) const {
+  if (held.laned) return false;
+  if (role_ != ThreadRole::kRetry || !held.record.key.has_value()) return true;
+  // Counted before the flag is read, the engine reads the count after it
+  // sets the flag: either this thread sees the flag, or the engine sees
+  // the count and waits for the record to be acknowledged.
+  ByteCharge count(context_.keyed_sends_back, 1);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (KeyOrder() || context_.key_order_coming->load(std::memory_order_relaxed)) return false;
+  *counted = std::move(count);
+  return true;
 }
 
 bool Worker::TakenByItsKey(HeldRecord& held) {
@@ -1401,7 +1416,8 @@ void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time 
   for (const TopicPartition& tp : partitions) {
     if (!trackers_.contains(tp)) continue;
     for (HeldRecord& held : scheduler_.TakePartition(tp)) {
-      if (held.laned) {
+      ByteCharge sent_back;
+      if (!MaySendBack(held, &sent_back)) {
         // Key order: handed back, it would land behind later records of its
         // key. It stays, and so does the commit below it: the next owner
         // reads it, and its key's records after it, again in order.
@@ -1412,6 +1428,7 @@ void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time 
       // records stay in one partition), behind everything read so far.
       HandOff h = RetryHandOff(std::move(held), Emission::kHandBack);
       h.record.partition = tp.partition;
+      h.sent_back = std::move(sent_back);
       Emit(std::move(h));
       ++handed_back;
     }

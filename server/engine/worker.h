@@ -82,6 +82,15 @@ struct WorkerContext {
   DownstreamGate* gate = nullptr;
   // Key order: the keys parked in the retry topic.
   KeyParking* parking = nullptr;
+  // Set while key order is being switched on (Engine::SwitchToKeyOrder):
+  // retry threads already keep their keyed records where they are in the
+  // retry topic, as in key order, rather than send them back to it.
+  const std::atomic<bool>* key_order_coming = nullptr;
+  // Keyed records retry threads are sending back to the retry topic (a
+  // re-send after a failure, a hand-back), not yet acknowledged or given
+  // up: the switch to key order waits for none before it reads which keys
+  // are parked, so none is missed or placed where it no longer is.
+  std::shared_ptr<std::atomic<int64_t>> keyed_sends_back;
   // Key order: the records parked in the retry topic (Engine's
   // ReadParkedRecords), and the retry group's committed offsets, by retry
   // partition. Both block up to their timeout; any thread.
@@ -187,6 +196,9 @@ class Worker : public kafka::ConsumerListener {
     // The record's bytes, charged to the thread until it is acknowledged or
     // given up (set by Emit()).
     ByteCharge charge;
+    // A retry thread's keyed record sent back to the retry topic: counts
+    // one in keyed_sends_back until acknowledged or given up.
+    ByteCharge sent_back;
   };
 
   // A hand-off whose produce failed, to be sent again by the worker.
@@ -326,6 +338,12 @@ class Worker : public kafka::ConsumerListener {
   // Key order, a primary: releases the keys whose parked records another
   // process's retry threads completed (KeyParking::ReleaseCommitted).
   void SweepParkedKeys();
+  // Whether a retry thread may send `held` back to the retry topic (after
+  // a failure, or handing it back): not a keyed record in key order, or
+  // while key order is coming on, since the keys parked are read from
+  // where the retry topic holds them. When it may, `*counted` counts a
+  // keyed record in keyed_sends_back (the hand-off carries it).
+  bool MaySendBack(const HeldRecord& held, ByteCharge* counted) const;
   // Key order switched on, a retry thread: the keyed records it holds form
   // lanes, each key's lowest input offset first, as if read in key order.
   void AdoptLanes();

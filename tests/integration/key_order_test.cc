@@ -1,6 +1,7 @@
 // Key order (Ordering::kKey) against the mock cluster: records of one key
 // complete in input order across the primary and the retry threads, while
 // other keys flow; judged by a separate reader of the output topic.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -204,6 +205,9 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
   options.retry.max_attempts = 1000;
+  // Retry threads read (and send back) their failing records often, so
+  // many are on their way back to the retry topic when the switch comes.
+  options.kafka_properties["fetch.wait.max.ms"] = "100";
   std::vector<std::string> first, second;
   for (int k = 0; k < 200; ++k) {
     first.push_back(absl::StrCat(k % 4 == 0 ? "flaky-" : "ok-", k));
@@ -221,10 +225,9 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
       engine->SetOrderingMode(Ordering::kKey, false, absl::Now() + kDone);
   ASSERT_TRUE(switched.ok()) << switched.status();
   EXPECT_EQ(switched->ordering, Ordering::kKey);
-  // Every flaky key, but for one whose record a retry thread was sending
-  // again at that very moment (not in the retry topic yet, not parked).
-  EXPECT_GE(switched->parked_keys, 45);
-  EXPECT_LE(switched->parked_keys, 50);
+  // Every flaky key, those whose record a retry thread was sending back to
+  // the retry topic at that very moment included.
+  EXPECT_EQ(switched->parked_keys, 50);
   EXPECT_EQ(engine->ordering(), Ordering::kKey);
 
   // Each parked key's second record follows the first through the retry
@@ -245,6 +248,90 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   EXPECT_EQ(engine->SetOrderingMode(Ordering::kKey, true).status().code(),
             absl::StatusCode::kInvalidArgument);
   engine->Stop();
+}
+
+// Fails every attempt of a flaky- record until Release(); other keys
+// succeed. The first retry attempt of a flaky- record waits inside the call
+// until LetGo() (Holding() tells it waits), then fails.
+class RetryHeldAcrossTheSwitch : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
+    if (attempt > 1) {
+      retries_.fetch_add(1);
+      if (!holding_.HasBeenNotified()) {
+        holding_.Notify();
+        let_go_.WaitForNotificationWithTimeout(absl::Seconds(60));
+      }
+    }
+    return released_.HasBeenNotified() ? Outcome::Ok() : Outcome::Retriable("not yet");
+  }
+  bool Holding() { return holding_.WaitForNotificationWithTimeout(kDone); }
+  void LetGo() { let_go_.Notify(); }
+  void Release() { released_.Notify(); }
+  int64_t retries() const { return retries_.load(); }
+
+ private:
+  absl::Notification holding_, let_go_, released_;
+  std::atomic<int64_t> retries_{0};
+};
+
+// A retry thread in the middle of a call when key order comes on: the
+// record it fails again stays where it is in the retry topic, parked, and
+// the key's next record follows it. (Sent back to the retry topic instead,
+// the record would be committed past at its old place, its key released
+// while it is still there, and the key's next record would overtake it.)
+TEST(KeyOrderTest, ARecordFailingAgainAsKeyOrderComesOnStaysParked) {
+  const TestTopics topics = CreateTopics("key-switch-held", 1);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.max_attempts = 1000;
+  options.kafka_properties["fetch.wait.max.ms"] = "100";
+  auto records = [&](const std::string& value) {
+    std::vector<OutgoingRecord> out;
+    for (const char* key : {"flaky-0", "ok-1"}) {
+      OutgoingRecord r;
+      r.topic = topics.input;
+      r.partition = 0;
+      r.key = key;
+      r.value = value;
+      out.push_back(std::move(r));
+    }
+    return out;
+  };
+  ProduceRecords(records("first"));
+  auto processor = std::make_unique<RetryHeldAcrossTheSwitch>();
+  RetryHeldAcrossTheSwitch* held = processor.get();
+  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(held->Holding());
+
+  absl::StatusOr<SetOrderingResult> switched =
+      engine->SetOrderingMode(Ordering::kKey, false, absl::Now() + kDone);
+  ASSERT_TRUE(switched.ok()) << switched.status();
+  EXPECT_EQ(switched->parked_keys, 1);
+  held->LetGo();
+  // Many attempts later, past several commits and sweeps of the parked
+  // keys (every 2 s), the key is still parked.
+  const int64_t retries = held->retries();
+  ASSERT_TRUE(WaitFor([&] { return held->retries() >= retries + 30; }, kDone));
+  EXPECT_EQ(engine->ParkedKeys().keys, 1);
+
+  ProduceRecords(records("second"));
+  // ok-1's second record is done once the primary has read flaky-0's.
+  auto second_of_ok = [&] {
+    for (const Record& r : ReadAll(topics.output)) {
+      if (r.key == "ok-1" && r.value == "second") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor(second_of_ok, kDone));
+  EXPECT_EQ(engine->Totals().followed, 1);
+  held->Release();
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_TRUE(AllDone(topics, input, {engine.get()}));
+  engine->Stop();
+  const std::vector<std::string> out_of_order = KeysOutOfOrder(ReadAll(topics.output));
+  EXPECT_TRUE(out_of_order.empty()) << out_of_order.size() << " keys out of order";
 }
 
 // Fails a record whose value is "poison" every time; the rest succeed.
