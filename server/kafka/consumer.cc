@@ -104,6 +104,12 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
   // A new group starts at the beginning: nothing produced before it first
   // joined is skipped.
   user.emplace("auto.offset.reset", "earliest");
+  // A partition resumed (after a full look-ahead, a back-pressure pause)
+  // is fetched again only with the next fetch request to its broker, which
+  // waits this long when the broker's other partitions are idle: 100 ms
+  // rather than librdkafka's 500 bounds that gap, at the price of up to ten
+  // fetches a second from an idle consumer instead of two.
+  user.emplace("fetch.wait.max.ms", std::string(kDefaultFetchWaitMs));
   absl::StatusOr<ConfPtr> conf = MakeConf(options.bootstrap_servers, user, enforced);
   if (!conf.ok()) return conf.status();
   std::unique_ptr<Consumer> consumer(new Consumer(listener));
@@ -131,6 +137,20 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
     return s;
   }
   return consumer;
+}
+
+std::optional<std::string> Consumer::Property(const std::string& name) const {
+  const rd_kafka_conf_t* conf = rd_kafka_conf(rk_.get());
+  size_t size = 0;
+  if (rd_kafka_conf_get(conf, name.c_str(), nullptr, &size) != RD_KAFKA_CONF_OK) {
+    return std::nullopt;
+  }
+  std::string value(size, '\0');
+  if (rd_kafka_conf_get(conf, name.c_str(), value.data(), &size) != RD_KAFKA_CONF_OK) {
+    return std::nullopt;
+  }
+  value.resize(size > 0 ? size - 1 : 0);  // Without the terminating NUL.
+  return value;
 }
 
 Consumer::~Consumer() {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,9 @@ struct ConsumerOptions {
 
 class Consumer {
  public:
+  // fetch.wait.max.ms unless the operator's properties set it (see Create).
+  static constexpr std::string_view kDefaultFetchWaitMs = "100";
+
   // Creates the consumer and subscribes. `listener` must outlive it.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(const ConsumerOptions& options,
                                                           ConsumerListener* listener);
@@ -107,6 +111,10 @@ class Consumer {
   // Destroys the client without committing or leaving the group, as a crash
   // would. For tests of crash recovery and for fatal errors.
   void Abandon();
+
+  // The client's configuration property `name` as in effect (defaults
+  // included); nullopt if librdkafka has no such property.
+  std::optional<std::string> Property(const std::string& name) const;
 
   // Makes a Poll() in progress return at once (with no record), or the next
   // one if none is. Thread-safe, the one method that is; callable until

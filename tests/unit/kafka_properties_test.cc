@@ -3,13 +3,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
+#include "server/kafka/consumer.h"
 #include "server/kafka/properties.h"
 #include "tests/support/temp_dir.h"
 
@@ -137,6 +141,32 @@ TEST(SecretPropertiesTest, LibrdkafkaLogLinesNeverShowASecret) {
   EXPECT_THAT(log, HasSubstr("sasl.oauthbearer.config <redacted>"));
   EXPECT_THAT(log, HasSubstr("sasl.oauthbearer.config = <redacted>")) << "the debug conf dump";
   EXPECT_THAT(log, Not(HasSubstr("hunter2")));
+}
+
+class NoListener : public ConsumerListener {
+ public:
+  void OnAssigned(const std::vector<TopicPartition>&) override {}
+  void OnRevoked(const std::vector<TopicPartition>&, bool) override {}
+  void OnCommitFailed(const CommitOffsets&) override {}
+};
+
+// The consumers fetch every 100 ms at most from idle partitions, so a
+// resumed partition waits that long, not librdkafka's 500 ms; the
+// operator's value wins.
+TEST(ConsumerTest, FetchWaitIs100MsUnlessTheOperatorSetsIt) {
+  NoListener listener;
+  ConsumerOptions options{.bootstrap_servers = "127.0.0.1:9", .group_id = "g", .topics = {"t"}};
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer = Consumer::Create(options, &listener);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  EXPECT_EQ((*consumer)->Property("fetch.wait.max.ms"), "100");
+  EXPECT_EQ((*consumer)->Property("no.such.property"), std::nullopt);
+  (*consumer)->Abandon();
+
+  options.properties["fetch.wait.max.ms"] = "500";
+  consumer = Consumer::Create(options, &listener);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  EXPECT_EQ((*consumer)->Property("fetch.wait.max.ms"), "500");
+  (*consumer)->Abandon();
 }
 
 }  // namespace
