@@ -167,6 +167,7 @@ void Worker::Run() {
       break;
     }
     DrainRedo(/*force=*/false);
+    FreeDoneHandOffs();
     if (role_ == ThreadRole::kPrimary && KeyOrder()) {
       if (!keys_unknown_.empty() && absl::Now() >= next_learn_) LearnParkedKeys();
       if (absl::Now() >= next_sweep_) SweepParkedKeys();
@@ -864,18 +865,30 @@ void Worker::Emit(HandOff hand_off) {
                                                            int64_t offset) mutable {
         if (!delivery.ok()) {
           OnHandOffFailed(sink, std::move(*shared), delivery);
-          return;
+        } else {
+          if (shared->parks) {
+            sink->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
+          }
+          OnHandOffDelivered(sink, *shared);
         }
-        if (shared->parks) {
-          sink->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
-        }
-        OnHandOffDelivered(sink, *shared);
+        sink->Done(std::move(shared));
       }));
   if (!status.ok()) OnHandOffFailed(sink_, std::move(*shared), status);
 }
 
-void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off) {
+void Worker::FreeDoneHandOffs() {
   {
+    absl::MutexLock lock(&sink_->done_mu);
+    if (sink_->done.empty()) return;
+    freeing_.swap(sink_->done);
+  }
+  freeing_.clear();
+}
+
+void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off) {
+  // Only a hand-off that failed before, or one emitted in order (which may
+  // have overtaken a failed one), has anything to do with the redo state.
+  if (hand_off.failed_before || hand_off.in_order) {
     absl::MutexLock lock(&sink->redo_mu);
     auto it = sink->failed_hand_offs.find(hand_off.tracker);
     // In order, an earlier record of the partition waits to be sent again:

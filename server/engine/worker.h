@@ -269,6 +269,20 @@ class Worker : public kafka::ConsumerListener {
     // An outage fails every record in flight at once: one line a second.
     LogThrottle redo_log{absl::Seconds(1)};
 
+    // Hand-offs done with, for the worker to free (FreeDoneHandOffs):
+    // freed on the producer's delivery thread, their memory would go back
+    // to the worker's malloc arena from another thread, contending for its
+    // lock with every allocation the worker makes.
+    void Done(std::shared_ptr<HandOff> hand_off) ABSL_LOCKS_EXCLUDED(done_mu) {
+      // Released now, as they would be when freed.
+      hand_off->charge = ByteCharge();
+      hand_off->sent_back = ByteCharge();
+      absl::MutexLock lock(&done_mu);
+      done.push_back(std::move(hand_off));
+    }
+    absl::Mutex done_mu;  // Guards the field below.
+    std::vector<std::shared_ptr<HandOff>> done ABSL_GUARDED_BY(done_mu);
+
     // Processor calls that ended, by call id, for the worker to take.
     absl::Mutex call_mu;  // Guards the fields below.
     std::vector<std::pair<int64_t, Outcome>> finished_calls ABSL_GUARDED_BY(call_mu);
@@ -417,6 +431,8 @@ class Worker : public kafka::ConsumerListener {
   // larger than the whole budget is read like any other and lets the
   // partitions resume once done. Counts budget_pauses on each crossing.
   bool OverBudget();
+  // Frees the hand-offs delivery reports are done with (Sink::Done).
+  void FreeDoneHandOffs();
   // Charges `bytes` to this thread's held_bytes until the charge is gone.
   ByteCharge Charge(int64_t bytes) const;
   // Whether retry.lookahead records of `tp` are held: it is paused then.
@@ -466,6 +482,9 @@ class Worker : public kafka::ConsumerListener {
   std::unique_ptr<kafka::Consumer> consumer_;
   Backoff backoff_;
   DueScheduler scheduler_;
+  // Swapped with Sink::done, emptied, and swapped back next time: the two
+  // vectors keep their capacity, so a delivery report never grows one.
+  std::vector<std::shared_ptr<HandOff>> freeing_;
   // In-order mode: records that arrived behind a held record of their
   // partition, in offset order, with when they were read (Unix ms).
   struct Waiting {
