@@ -6,7 +6,7 @@
 //       [--watchers=100] [--interval_ms=100] [--status_calls=2000]
 //       [--out=bench/results]
 //
-// One engine (no-op processor, no output topic, one primary thread) and the
+// One engine (no-op processor, output topic, one primary thread) and the
 // control server in process, on 127.0.0.1 over real gRPC. The input holds
 // enough records for the whole run before the engine starts, so it consumes
 // flat out during each segment (between segments, while the conditions
@@ -220,7 +220,6 @@ int Main(int argc, char** argv) {
   }
 
   EngineOptions options = testing::TestEngineOptions(topics);
-  options.output_topic.clear();
   options.commit_interval_ms = 1000;
   auto processor = std::make_unique<ValvedProcessor>();
   ValvedProcessor* valve = processor.get();
