@@ -3,7 +3,9 @@
 // (moved, never copied) and is released when it is destroyed, on every path.
 //
 // The account is shared, so a charge carried by a delivery report that
-// outlives the worker still releases into memory that exists.
+// outlives the worker still releases into memory that exists. An account
+// may count other units than bytes: the engine's keyed_sends_back counts
+// records, one each (see WorkerContext).
 //
 // Thread-safety: a ByteCharge is used by one thread at a time; the account
 // is an atomic that any thread may read.

@@ -113,7 +113,8 @@ class Consumer {
   void Abandon();
 
   // The client's configuration property `name` as in effect (defaults
-  // included); nullopt if librdkafka has no such property.
+  // included); nullopt if librdkafka has no such property. Not after
+  // Close() or Abandon().
   std::optional<std::string> Property(const std::string& name) const;
 
   // Makes a Poll() in progress return at once (with no record), or the next
