@@ -621,8 +621,8 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   if (held.laned && KeyOrder()) {
     // Parked before the lane moves on, so the records waiting behind it
     // follow it.
-    parks = ParkedRecord{KeyOf(held.record), held.record.offset};
-    context_.parking->Park(parks->key, parks->offset, absl::Now());
+    parks = ParkedRecord{KeyOf(held.record), held.record.offset, absl::Now()};
+    context_.parking->Park(parks->key, parks->offset, parks->since);
   }
   EndOfLane(held);
   HandOff h = RetryHandOff(std::move(held), Emission::kRetry);
@@ -666,7 +666,7 @@ void Worker::Follow(HeldRecord held) {
   // records of its key before it.
   held.due_ms = NowMs();
   held.last_error = "follows an earlier record of its key (key order)";
-  const ParkedRecord parks{KeyOf(held.record), held.record.offset};
+  const ParkedRecord parks{KeyOf(held.record), held.record.offset, absl::Now()};
   HandOff h = RetryHandOff(std::move(held), Emission::kFollow);
   h.parks = parks;
   Emit(std::move(h));

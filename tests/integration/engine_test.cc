@@ -209,7 +209,9 @@ TEST(EngineTest, NullAndEmptyFieldsSurviveBothPaths) {
     }
     EXPECT_EQ(user_headers.at("h-null"), std::nullopt);
     EXPECT_EQ(user_headers.at("h-empty"), std::optional<std::string>(""));
-    if (cases[i].fail_once) EXPECT_EQ(user_headers.at("fail-once"), std::nullopt);
+    if (cases[i].fail_once) {
+      EXPECT_EQ(user_headers.at("fail-once"), std::nullopt);
+    }
   }
 }
 

@@ -155,7 +155,10 @@ class NoListener : public ConsumerListener {
 // operator's value wins.
 TEST(ConsumerTest, FetchWaitIs100MsUnlessTheOperatorSetsIt) {
   NoListener listener;
-  ConsumerOptions options{.bootstrap_servers = "127.0.0.1:9", .group_id = "g", .topics = {"t"}};
+  ConsumerOptions options;
+  options.bootstrap_servers = "127.0.0.1:9";
+  options.group_id = "g";
+  options.topics = {"t"};
   absl::StatusOr<std::unique_ptr<Consumer>> consumer = Consumer::Create(options, &listener);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   EXPECT_EQ((*consumer)->Property("fetch.wait.max.ms"), "100");
