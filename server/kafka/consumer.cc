@@ -140,17 +140,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
 }
 
 std::optional<std::string> Consumer::Property(const std::string& name) const {
-  const rd_kafka_conf_t* conf = rd_kafka_conf(rk_.get());
-  size_t size = 0;
-  if (rd_kafka_conf_get(conf, name.c_str(), nullptr, &size) != RD_KAFKA_CONF_OK) {
-    return std::nullopt;
-  }
-  std::string value(size, '\0');
-  if (rd_kafka_conf_get(conf, name.c_str(), value.data(), &size) != RD_KAFKA_CONF_OK) {
-    return std::nullopt;
-  }
-  value.resize(size > 0 ? size - 1 : 0);  // Without the terminating NUL.
-  return value;
+  return ConfigValue(rk_.get(), name);
 }
 
 Consumer::~Consumer() {

@@ -82,12 +82,9 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions
   producer->rk_ = *std::move(rk);
   // The effective limit, whoever set it (librdkafka's default, or the
   // operator's properties), so records can be fitted under it.
-  char value[32];
-  size_t value_size = sizeof(value);
-  if (rd_kafka_conf_get(rd_kafka_conf(producer->rk_.get()), "message.max.bytes", value,
-                        &value_size) == RD_KAFKA_CONF_OK) {
+  if (std::optional<std::string> value = ConfigValue(producer->rk_.get(), "message.max.bytes")) {
     int64_t max_bytes = 0;
-    if (absl::SimpleAtoi(value, &max_bytes) && max_bytes > 0) {
+    if (absl::SimpleAtoi(*value, &max_bytes) && max_bytes > 0) {
       producer->max_message_bytes_ = max_bytes;
     }
   }

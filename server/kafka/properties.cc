@@ -175,4 +175,18 @@ absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf) {
   return HandlePtr(rk);
 }
 
+std::optional<std::string> ConfigValue(rd_kafka_t* rk, const std::string& name) {
+  const rd_kafka_conf_t* conf = rd_kafka_conf(rk);
+  size_t size = 0;
+  if (rd_kafka_conf_get(conf, name.c_str(), nullptr, &size) != RD_KAFKA_CONF_OK) {
+    return std::nullopt;
+  }
+  std::string value(size, '\0');
+  if (rd_kafka_conf_get(conf, name.c_str(), value.data(), &size) != RD_KAFKA_CONF_OK) {
+    return std::nullopt;
+  }
+  value.resize(size > 0 ? size - 1 : 0);  // Without the terminating NUL.
+  return value;
+}
+
 }  // namespace retryd::kafka

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -69,6 +70,10 @@ absl::StatusOr<int> PartitionCount(rd_kafka_t* rk, const std::string& topic,
 // Creates a client handle from `conf`, which it consumes on success and on
 // failure alike.
 absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf);
+
+// The configuration property `name` of the client `rk` as in effect
+// (defaults included); nullopt if librdkafka has no such property.
+std::optional<std::string> ConfigValue(rd_kafka_t* rk, const std::string& name);
 
 }  // namespace retryd::kafka
 
