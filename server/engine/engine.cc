@@ -1005,8 +1005,9 @@ absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, ab
 absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }
 
 absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
+  const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();
   absl::StatusOr<int64_t> lag = retry_lag_->Measure(timeout);
-  if (lag.ok()) measured_retry_backlog_.store(*lag, std::memory_order_relaxed);
+  if (lag.ok()) measured_retry_backlog_.Store(ticket, *lag);
   return lag;
 }
 
@@ -1059,10 +1060,7 @@ EngineTotals Engine::Totals() const {
 }
 
 int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
-  if (const int64_t measured = measured_retry_backlog_.load(std::memory_order_relaxed);
-      measured >= 0) {
-    return measured;
-  }
+  if (const std::optional<int64_t> measured = measured_retry_backlog_.value()) return *measured;
   // Not measured yet: what the running retry threads know of.
   int64_t backlog = 0;
   for (const auto& s : running) {

@@ -32,6 +32,7 @@
 #include "server/engine/downstream_gate.h"
 #include "server/engine/in_flight.h"
 #include "server/engine/key_parking.h"
+#include "server/engine/latest_measurement.h"
 #include "server/engine/options.h"
 #include "server/engine/processor.h"
 #include "server/engine/thread_stats.h"
@@ -208,7 +209,8 @@ class Engine {
   // Measures the retry backlog (records on the retry topic whose outcome the
   // retry group has not committed) and keeps it for Totals(). Blocks up to
   // `timeout`; takes no engine lock. Called periodically by whoever reports
-  // it (the control server's prober).
+  // it (the control server's prober), and by a drain; of measurements that
+  // overlap, the one begun last is kept.
   absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout);
 
   // Stats of the threads that run now, by id.
@@ -345,7 +347,7 @@ class Engine {
   const std::unique_ptr<Processor> processor_;
   const std::unique_ptr<kafka::Producer> producer_;
   const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
-  std::atomic<int64_t> measured_retry_backlog_{-1};  // -1: never measured.
+  LatestMeasurement measured_retry_backlog_;
   std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};
   DownstreamGate gate_;

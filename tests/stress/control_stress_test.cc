@@ -179,8 +179,13 @@ TEST_F(ControlStressTest, RetryThreadCyclesAndWatchersLeaveNothingBehind) {
   config.retry_threads = 1;
   config.max_retry_threads = 3;
   // Each start and stop waits for a rebalance, which the mock delays by the
-  // session timeout less a second.
-  config.session_timeout_ms = 3000;
+  // session timeout less a second. Not 3000 or less: a member that joins an
+  // empty group (as after the outage below) waits 3 s for the mock's first
+  // rebalance, and with a session no longer than that, a late tick of the
+  // mock's session check can expire it first; its JoinGroup is then never
+  // answered (its connection stays blocked) and the retry thread would not
+  // join for max.poll.interval.ms.
+  config.session_timeout_ms = 4000;
   config.heartbeat_interval_ms = 500;
   const std::string config_path =
       WriteFile("retryd.textproto", StressConfig(topics, group, config));
