@@ -1282,9 +1282,14 @@ void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
 }
 
 void Worker::UpdateGauges() {
-  std::vector<TopicPartition> assigned;
+  // Where each partition's reading began, as far as this thread knows: the
+  // offset committed (by it, or before its assignment for a primary).
+  kafka::CommitOffsets assigned;
   int64_t waiting = 0;
-  for (const auto& [tp, tracker] : trackers_) assigned.push_back(tp);
+  for (const auto& [tp, tracker] : trackers_) {
+    auto committed = committed_.find(tp);
+    assigned.push_back({tp, committed != committed_.end() ? committed->second.offset : -1, ""});
+  }
   for (const auto& [tp, queue] : waiting_) waiting += static_cast<int64_t>(queue.size());
   sink_->lag.store(consumer_->Lag(assigned), std::memory_order_relaxed);
   sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + waiting,

@@ -302,21 +302,26 @@ absl::Status Consumer::Resume(const std::vector<TopicPartition>& partitions) {
   return ErrorStatus(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
 }
 
-int64_t Consumer::Lag(const std::vector<TopicPartition>& partitions) {
+int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions) {
   if (partitions.empty()) return 0;
-  ListPtr list = ToList(partitions);
+  std::vector<TopicPartition> tps;
+  tps.reserve(partitions.size());
+  for (const PartitionOffset& p : partitions) tps.push_back(p.tp);
+  ListPtr list = ToList(tps);
   if (rd_kafka_position(rk_.get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
   int64_t lag = 0;
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
+    // rd_kafka_position keeps the list's order.
+    const int64_t position = p.offset >= 0 ? p.offset : partitions[i].offset;
     int64_t low = -1, high = -1;
-    if (rd_kafka_get_watermark_offsets(rk_.get(), p.topic, p.partition, &low, &high) !=
+    if (position < 0 ||
+        rd_kafka_get_watermark_offsets(rk_.get(), p.topic, p.partition, &low, &high) !=
             RD_KAFKA_RESP_ERR_NO_ERROR ||
         high < 0) {
       continue;
     }
-    const int64_t position = p.offset >= 0 ? p.offset : low;
-    if (position >= 0 && high > position) lag += high - position;
+    if (high > std::max(position, low)) lag += high - std::max(position, low);
   }
   return lag;
 }

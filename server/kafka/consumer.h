@@ -99,8 +99,13 @@ class Consumer {
   absl::Status Resume(const std::vector<TopicPartition>& partitions);
 
   // Records behind the high watermark, summed over `partitions`, from the
-  // offsets the last fetches reported (no broker round trip).
-  int64_t Lag(const std::vector<TopicPartition>& partitions);
+  // offsets the last fetches reported (no broker round trip). A partition
+  // counts from the last record handed out; one that has handed out none
+  // since it was assigned counts from its PartitionOffset's offset (where
+  // its reading began, as the caller knows it: its committed offset), and
+  // not at all if that is unknown (-1): librdkafka knows no position for
+  // it, and its log start would count records committed long ago.
+  int64_t Lag(const std::vector<PartitionOffset>& partitions);
 
   // Leaves the group: the listener's OnRevoked runs first (inside). If that
   // is not done by `deadline` (the broker unreachable), returns

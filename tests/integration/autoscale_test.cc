@@ -57,6 +57,21 @@ std::vector<int> RetryThreadIds(const Engine& engine) {
   return ids;
 }
 
+// Options over `topics` with retry threads autoscaled between `min` and
+// `max`, `threads` at the start, each stopped after 1.5 s idle. Records
+// keep coming back while the downstream fails, never exhausted.
+EngineOptions AutoscaleOptions(const testing::TestTopics& topics, int threads, int min, int max,
+                               int64_t backlog_per_thread) {
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = threads;
+  options.retry.min_threads = min;
+  options.retry.max_threads = max;
+  options.retry.autoscale = {
+      .enabled = true, .backlog_per_thread = backlog_per_thread, .idle_exit_ms = 1500};
+  options.retry.max_attempts = 1000;
+  return options;
+}
+
 std::vector<ScalingEvent> EventsOf(const Engine& engine, bool started) {
   std::vector<ScalingEvent> out;
   for (const ScalingEvent& e : engine.ScalingEvents()) {
@@ -75,13 +90,8 @@ std::vector<int> IdsOf(const std::vector<ScalingEvent>& events) {
 // join of several seconds on the mock cluster.
 TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   const testing::TestTopics topics = CreateTopics("autoscale");  // 3 partitions.
-  EngineOptions options = TestEngineOptions(topics);
-  options.retry.threads = 1;
-  options.retry.min_threads = 1;
-  options.retry.max_threads = 4;
-  options.retry.autoscale = {.enabled = true, .backlog_per_thread = 10, .idle_exit_ms = 1500};
-  // Records keep coming back while the downstream fails, never exhausted.
-  options.retry.max_attempts = 1000;
+  EngineOptions options = AutoscaleOptions(topics, /*threads=*/1, /*min=*/1, /*max=*/4,
+                                           /*backlog_per_thread=*/10);
   options.retry.backoff = {.initial_ms = 1000, .multiplier = 1.0, .max_ms = 1000};
   auto failing = std::make_shared<std::atomic<bool>>(true);
   const std::unique_ptr<Engine> owned =
@@ -175,6 +185,59 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   sampler.Stop();
   engine.Stop();
   EXPECT_EQ(engine.state(), EngineState::kStopped);
+}
+
+// The thread left after an idle one is stopped is given its partitions,
+// whose records are all done: it reads nothing from them, so librdkafka
+// knows no position for them. Its lag must not count their records from
+// the log start (all committed long ago), or it would never count as idle.
+TEST(AutoscaleTest, PartitionsWithNothingLeftToReadAddNoLag) {
+  const testing::TestTopics topics = CreateTopics("autoscale-lag");  // 3 partitions.
+  const EngineOptions options = AutoscaleOptions(topics, /*threads=*/2, /*min=*/1, /*max=*/2,
+                                                 /*backlog_per_thread=*/1000);
+  auto failing = std::make_shared<std::atomic<bool>>(true);
+  const std::unique_ptr<Engine> owned =
+      StartEngine(options, std::make_unique<SwitchableProcessor>(failing));
+  ASSERT_NE(owned, nullptr);
+  Engine& engine = *owned;
+  const absl::Duration kSettle = absl::Seconds(45);
+
+  // Records in every partition of the retry topic, then all of them done.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) keys.push_back(absl::StrCat("lag-", i));
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= 30; }, kSettle));
+  failing->store(false);
+  ASSERT_TRUE(WaitFor([&] { return ReadAll(topics.output).size() >= keys.size(); }, kSettle));
+
+  // Both idle: one is stopped (the floor keeps the other), which is then
+  // given every partition.
+  ASSERT_TRUE(WaitFor([&] { return EventsOf(engine, false).size() == 1; }, kSettle));
+  std::shared_ptr<const ThreadStats> left;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& s : engine.Threads()) {
+          if (s->role() == ThreadRole::kRetry && s->partitions().size() == 3 &&
+              !s->rebalancing.load()) {
+            left = s;
+          }
+        }
+        return left != nullptr;
+      },
+      kSettle))
+      << "no retry thread holds all 3 partitions";
+  // Its gauges are updated every commit interval (200 ms) from what its
+  // fetches report: none of them may show a lag.
+  int64_t lag = 0;
+  EXPECT_FALSE(WaitFor(
+      [&] {
+        lag = left->lag.load();
+        return lag != 0;
+      },
+      absl::Seconds(3)))
+      << "thread " << left->id() << " reports a lag of " << lag << " with nothing left to read";
+  EXPECT_EQ(engine.Totals().retry_backlog, 0);
+  engine.Stop();
 }
 
 }  // namespace
