@@ -19,4 +19,4 @@ bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=address,undefined -DCMAKE_BUILD_
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 # halt_on_error: a UBSan finding fails the test rather than scrolling by.
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 600 --no-tests=error "$@"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 600 --no-tests=error "$@"

@@ -22,7 +22,10 @@
 # Tests run six at a time: most of a test's time is spent waiting on the
 # broker's timers (a group join, a fetch wait), so six use about a third of
 # two cores; every test that needs a port binds loopback port 0 and lets
-# the OS choose, so parallel tests do not collide.
+# the OS choose, so parallel tests do not collide. Under ASan too (its
+# tests' times add up to about the plain suite's: they wait, they do not
+# compute); under TSan four at a time, as its threads run several times
+# slower.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
