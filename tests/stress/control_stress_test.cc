@@ -183,8 +183,8 @@ TEST_F(ControlStressTest, RetryThreadCyclesAndWatchersLeaveNothingBehind) {
   // empty group (as after the outage below) waits 3 s for the mock's first
   // rebalance, and with a session no longer than that, a late tick of the
   // mock's session check can expire it first; its JoinGroup is then never
-  // answered (its connection stays blocked) and the retry thread would not
-  // join for max.poll.interval.ms.
+  // answered (its connection stays blocked) and the thread would not join
+  // until librdkafka gives that request up (see max_poll_interval_ms).
   config.session_timeout_ms = 4000;
   config.heartbeat_interval_ms = 500;
   const std::string config_path =

@@ -40,6 +40,13 @@ struct StressConfigOptions {
   // second: it sets the pace of every retry-thread start and stop.
   int session_timeout_ms = 6000;
   int heartbeat_interval_ms = 1000;
+  // Also bounds how long librdkafka waits for a JoinGroup answer (this plus
+  // 3 s) before it connects again and re-sends it. After an outage that
+  // outlasted its session, the mock coordinator has been seen to leave a
+  // member's JoinGroup unanswered for good (its connection blocked); with
+  // librdkafka's default of 300 s the thread would rejoin only after the
+  // test's waits had run out.
+  int max_poll_interval_ms = 30000;
   int shutdown_timeout_ms = 5000;
   int latency_ms = 1;
 };
