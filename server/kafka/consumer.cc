@@ -304,10 +304,8 @@ absl::Status Consumer::Resume(const std::vector<TopicPartition>& partitions) {
 
 int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions) {
   if (partitions.empty()) return 0;
-  std::vector<TopicPartition> tps;
-  tps.reserve(partitions.size());
-  for (const PartitionOffset& p : partitions) tps.push_back(p.tp);
-  ListPtr list = ToList(tps);
+  // rd_kafka_position overwrites every offset; the caller's stay in `partitions`.
+  ListPtr list = ToCommitList(partitions);
   if (rd_kafka_position(rk_.get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
   int64_t lag = 0;
   for (int i = 0; i < list->cnt; ++i) {
@@ -321,7 +319,8 @@ int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions) {
         high < 0) {
       continue;
     }
-    if (high > std::max(position, low)) lag += high - std::max(position, low);
+    const int64_t from = std::max(position, low);
+    if (high > from) lag += high - from;
   }
   return lag;
 }
