@@ -15,6 +15,12 @@
 // the IN_ORDER size (each flaky record holds its partition for two
 // backoffs: about 2.5 minutes more).
 //
+// One more case, UNORDERED-REFUSED (--refused_records, 0 skips it): the
+// flaky keys are refused instead (Outcome::kUnavailable, as the grpc
+// processor reports UNAVAILABLE) until their third attempt, by a downstream
+// that answers every other record: the downstream outage detector must take
+// them for the records' own failures, not for an outage that pauses intake.
+//
 // Records: `size` records over --keys keys (default 1,600) on 16 partitions,
 // record i with key i % keys, so each key stays in one partition (key k in
 // partition k % 16) and every partition holds its tenth of flaky keys. A
@@ -136,6 +142,18 @@ class InputProducer {
   const std::unique_ptr<kafka::Producer> producer_;
 };
 
+// The flaky keys refused (the downstream answers them UNAVAILABLE) until
+// their third attempt; every other record done at once.
+class RefusingProcessor : public Processor {
+ public:
+  Outcome Process(const Record& record, int attempt) override {
+    if (absl::StartsWith(record.key.value_or(""), "flaky-") && attempt < 3) {
+      return Outcome::Unavailable("UNAVAILABLE: try later", Outcome::Kind::kRetriable);
+    }
+    return Outcome::Ok();
+  }
+};
+
 struct Run {
   bool ok = false;
   int64_t healthy = 0;
@@ -144,7 +162,7 @@ struct Run {
   double p50_ms = -1, p99_ms = -1;  // End-to-end latency of healthy records.
 };
 
-Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failures) {
+Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failures, bool refused) {
   Run run;
   const testing::TestTopics topics = Topics(absl::StrCat("hol-", OrderingName(ordering)));
   EngineOptions options = testing::TestEngineOptions(topics);
@@ -170,8 +188,13 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
   // a producer id or the input topic's metadata.
   std::unique_ptr<InputProducer> producer = InputProducer::Create(topics.input);
   if (producer == nullptr) return run;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, std::make_unique<SimulateProcessor>(config));
+  std::unique_ptr<Processor> processor;
+  if (refused && failures) {
+    processor = std::make_unique<RefusingProcessor>();
+  } else {
+    processor = std::make_unique<SimulateProcessor>(config);
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
   if (!engine.ok() || !(*engine)->Start().ok()) return run;
   // Running, not draining: in KEY and IN_ORDER the engine reads the retry
   // topic before it takes input.
@@ -253,6 +276,7 @@ struct Case {
   Ordering ordering;
   int retry_threads;
   int64_t records;
+  bool refused = false;  // The flaky keys are refused rather than failed.
 };
 
 std::vector<Ordering> ParseModes(const std::string& text, bool* ok) {
@@ -283,6 +307,9 @@ int Main(int argc, char** argv) {
       flags.String("modes", "UNORDERED,KEY", "ordering modes with retry threads");
   const int64_t in_order_records = flags.Int(
       "in_order_records", 10000, "records of the IN_ORDER run (no retry threads); 0 skips it");
+  const int64_t refused_records = flags.Int(
+      "refused_records", 50000,
+      "records of the UNORDERED-REFUSED run (flaky keys refused, not failed); 0 skips it");
   const int64_t repeat =
       flags.Int("repeat", 1, "pairs of runs per case, medians shown (IN_ORDER: always 1)");
   Workload w;
@@ -305,6 +332,10 @@ int Main(int argc, char** argv) {
       for (int64_t t : threads) cases.push_back({mode, static_cast<int>(t), size});
     }
   }
+  if (refused_records > 0 && !threads.empty()) {
+    cases.push_back(
+        {Ordering::kUnordered, static_cast<int>(threads.front()), refused_records, true});
+  }
   if (in_order_records > 0) cases.push_back({Ordering::kInOrder, 0, in_order_records});
 
   Table table("head_of_line_bench",
@@ -316,7 +347,7 @@ int Main(int argc, char** argv) {
     const Case& k = cases[c];
     Workload cw = w;
     cw.records = k.records;
-    const std::string name = OrderingName(k.ordering);
+    const std::string name = absl::StrCat(OrderingName(k.ordering), k.refused ? "-REFUSED" : "");
     std::vector<double> clean_rate, flaky_rate, ratio, clean_p50, clean_p99, flaky_p50, flaky_p99,
         total;
     int64_t healthy = 0;
@@ -328,11 +359,11 @@ int Main(int argc, char** argv) {
       // Alternate which of the pair runs first.
       Run flaky, clean;
       if ((c + r) % 2 == 0) {
-        clean = RunOnce(cw, k.ordering, k.retry_threads, false);
-        flaky = RunOnce(cw, k.ordering, k.retry_threads, true);
+        clean = RunOnce(cw, k.ordering, k.retry_threads, false, k.refused);
+        flaky = RunOnce(cw, k.ordering, k.retry_threads, true, k.refused);
       } else {
-        flaky = RunOnce(cw, k.ordering, k.retry_threads, true);
-        clean = RunOnce(cw, k.ordering, k.retry_threads, false);
+        flaky = RunOnce(cw, k.ordering, k.retry_threads, true, k.refused);
+        clean = RunOnce(cw, k.ordering, k.retry_threads, false, k.refused);
       }
       if (!flaky.ok || !clean.ok) {
         // A busy machine can make a group coordinator time out: the group

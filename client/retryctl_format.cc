@@ -179,6 +179,51 @@ std::string SanitizeForTerminal(std::string_view text, size_t max_width) {
   return out;
 }
 
+namespace {
+
+const char* EvidenceText(v1::DownstreamEvidence evidence) {
+  switch (evidence) {
+    case v1::EVIDENCE_CHANNEL:
+      return "its channel is not ready";
+    case v1::EVIDENCE_HEALTH:
+      return "its health service answers NOT_SERVING";
+    case v1::EVIDENCE_REFUSALS:
+      return "records refused in a row";
+    default:
+      return "unknown evidence";
+  }
+}
+
+// One role's line under the downstream's, e.g. "retry  DOWN for 4s: records
+// refused in a row; 5 waiting; 3 probes, the last 1s ago: UNAVAILABLE".
+std::string FormatRoleDownstream(const v1::RoleDownstream& role, int64_t now_ms) {
+  std::string out = absl::StrFormat("  %-12s", role.role() == v1::RETRY ? "retry" : "primary");
+  if (role.state() == v1::DOWN) {
+    absl::StrAppend(&out, "DOWN for ", FormatElapsed(now_ms - role.down_since_unix_ms()), ": ",
+                    EvidenceText(role.evidence()));
+  } else {
+    out.append("up");
+  }
+  if (role.refused_in_a_row() > 0) {
+    absl::StrAppend(&out, "; ", role.refused_in_a_row(), " refused in a row");
+  }
+  if (role.waiting() > 0) absl::StrAppend(&out, "; ", role.waiting(), " waiting");
+  if (role.probes() > 0) {
+    absl::StrAppend(&out, "; ", Plural(role.probes(), "probe", "probes"));
+    if (role.last_probe_unix_ms() > 0) {
+      absl::StrAppend(&out, ", the last ", FormatElapsed(now_ms - role.last_probe_unix_ms()),
+                      " ago: ", SanitizeForTerminal(role.last_probe_result(), 80));
+    }
+  }
+  if (role.state() == v1::DOWN && role.next_probe_unix_ms() > 0) {
+    absl::StrAppend(&out, "; next probe in ",
+                    FormatElapsed(std::max<int64_t>(0, role.next_probe_unix_ms() - now_ms)));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
   std::string out;
   if (downstream.state() == v1::DOWN) {
@@ -190,8 +235,24 @@ std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
   if (downstream.outages() > 0) {
     absl::StrAppend(&out, " (", Plural(downstream.outages(), "outage", "outages"), " so far)");
   }
+  if (downstream.channel() != v1::DOWNSTREAM_CHANNEL_UNSPECIFIED) {
+    absl::StrAppend(&out, "; channel ",
+                    downstream.channel() == v1::CHANNEL_READY ? "ready" : "NOT ready");
+  }
+  if (downstream.health() != v1::DOWNSTREAM_HEALTH_STATUS_UNSPECIFIED) {
+    absl::StrAppend(&out, "; health ",
+                    downstream.health() == v1::HEALTH_SERVING ? "SERVING" : "NOT_SERVING");
+  }
   if (downstream.state() == v1::DOWN && !downstream.last_error().empty()) {
     absl::StrAppend(&out, "; last error: ", SanitizeForTerminal(downstream.last_error(), 120));
+  }
+  // Each role's line once something happened to it.
+  for (const v1::RoleDownstream& role : downstream.roles()) {
+    if (role.state() != v1::DOWN && role.outages() == 0 && role.probes() == 0 &&
+        role.refused_in_a_row() == 0 && role.waiting() == 0) {
+      continue;
+    }
+    absl::StrAppend(&out, "\n", FormatRoleDownstream(role, now_ms));
   }
   return out;
 }

@@ -144,6 +144,36 @@ TEST(FormatStatusTest, DownstreamLine) {
                         "last error: UNAVAILABLE: connection refused\n"));
 }
 
+TEST(FormatStatusTest, DownstreamRoleLinesSayWhatTookThemDown) {
+  v1::GetStatusResponse status = SampleStatus();
+  v1::Downstream* downstream = status.mutable_downstream();
+  downstream->set_state(v1::DOWN);
+  downstream->set_down_since_unix_ms(996'000);
+  downstream->set_outages(1);
+  downstream->set_channel(v1::CHANNEL_READY);
+  v1::RoleDownstream* primary = downstream->add_roles();
+  primary->set_role(v1::PRIMARY);
+  primary->set_state(v1::UP);
+  v1::RoleDownstream* retry = downstream->add_roles();
+  retry->set_role(v1::RETRY);
+  retry->set_state(v1::DOWN);
+  retry->set_evidence(v1::EVIDENCE_REFUSALS);
+  retry->set_down_since_unix_ms(996'000);
+  retry->set_outages(1);
+  retry->set_waiting(5);
+  retry->set_probes(3);
+  retry->set_last_probe_unix_ms(999'000);
+  retry->set_last_probe_result("UNAVAILABLE: try later");
+  retry->set_next_probe_unix_ms(1'000'500);
+  const std::string text = FormatStatus(status, absl::FromUnixMillis(1'000'000));
+  EXPECT_THAT(text, HasSubstr("downstream    DOWN for 4.0s, intake paused, probing (1 outage so "
+                              "far); channel ready\n"
+                              "  retry       DOWN for 4.0s: records refused in a row; 5 waiting; "
+                              "3 probes, the last 1.0s ago: UNAVAILABLE: try later; next probe "
+                              "in 500ms\n"));
+  EXPECT_THAT(text, Not(HasSubstr("  primary     up"))) << "a role nothing happened to has no line";
+}
+
 TEST(FormatStatusTest, ServerTextCannotDriveTheTerminal) {
   v1::GetStatusResponse status = SampleStatus();
   status.mutable_threads(0)->mutable_assigned_partitions(0)->set_topic("evil\x1b[2Jtopic");

@@ -731,6 +731,7 @@ class Validator {
                          grpc.probe_max_ms()));
     }
     Number(grpc, node, "max_response_bytes", 4 << 20, 1024, 64 << 20);
+    Number(grpc, node, "health_check_interval_ms", 1000, 100, kMaxGrpcDelayMs);
     if (!grpc.token_file().empty() && !grpc.token_env().empty()) {
       Error(node, "token_env", "set either token_file or token_env, not both");
     }

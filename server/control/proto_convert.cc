@@ -165,6 +165,57 @@ void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
     out.set_down_since_unix_ms(absl::ToUnixMillis(downstream.since));
     out.set_next_probe_unix_ms(absl::ToUnixMillis(downstream.next_probe));
   }
+  switch (downstream.health.channel) {
+    case DownstreamHealth::Channel::kReady:
+      out.set_channel(v1::CHANNEL_READY);
+      break;
+    case DownstreamHealth::Channel::kNotReady:
+      out.set_channel(v1::CHANNEL_NOT_READY);
+      break;
+    case DownstreamHealth::Channel::kUnknown:
+      break;
+  }
+  switch (downstream.health.serving) {
+    case DownstreamHealth::Serving::kServing:
+      out.set_health(v1::HEALTH_SERVING);
+      break;
+    case DownstreamHealth::Serving::kNotServing:
+      out.set_health(v1::HEALTH_NOT_SERVING);
+      break;
+    case DownstreamHealth::Serving::kUnknown:
+      break;
+  }
+  for (const DownstreamGate::RoleSnapshot& role : downstream.roles) {
+    v1::RoleDownstream& r = *out.add_roles();
+    r.set_role(ToProto(role.role));
+    r.set_state(role.down ? v1::DOWN : v1::UP);
+    r.set_evidence(ToProto(role.evidence));
+    if (role.since != absl::InfinitePast())
+      r.set_down_since_unix_ms(absl::ToUnixMillis(role.since));
+    r.set_refused_in_a_row(role.refused_in_a_row);
+    r.set_outages(role.outages);
+    r.set_waiting(role.waiting);
+    r.set_probes(role.probes);
+    if (role.last_probe != absl::InfinitePast()) {
+      r.set_last_probe_unix_ms(absl::ToUnixMillis(role.last_probe));
+    }
+    r.set_last_probe_result(role.last_probe_result);
+    if (role.down) r.set_next_probe_unix_ms(absl::ToUnixMillis(role.next_probe));
+  }
+}
+
+v1::DownstreamEvidence ToProto(DownstreamGate::Evidence evidence) {
+  switch (evidence) {
+    case DownstreamGate::Evidence::kChannel:
+      return v1::EVIDENCE_CHANNEL;
+    case DownstreamGate::Evidence::kHealth:
+      return v1::EVIDENCE_HEALTH;
+    case DownstreamGate::Evidence::kRefusals:
+      return v1::EVIDENCE_REFUSALS;
+    case DownstreamGate::Evidence::kNone:
+      break;
+  }
+  return v1::DOWNSTREAM_EVIDENCE_UNSPECIFIED;
 }
 
 v1::InFlightState ToProto(InFlightState state) {

@@ -40,6 +40,7 @@ void ToProto(const std::vector<TopicPartition>& partitions,
 void ToProto(const Counters& counters, google::protobuf::Message& out);
 void ToProto(const EngineTotals& totals, v1::Totals& out);
 void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out);
+v1::DownstreamEvidence ToProto(DownstreamGate::Evidence evidence);
 void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
 void ToProto(const std::vector<ScalingEvent>& events,
              google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out);

@@ -36,12 +36,22 @@ struct HeldRecord {
   // Unix ms when this thread read it (what ListInFlight measures a record
   // that never failed from).
   int64_t read_ms = 0;
-  // Held by Defer() (the downstream down) rather than after a failure.
+  // Held by Defer() (the downstream refused it, or is down) rather than
+  // after a failure.
   bool deferred = false;
-  // Set when a call found the processor's downstream unavailable: the
-  // DownstreamGate's answers() then. If the downstream answers others while
-  // this record waits, its next unavailable call is judged as its own.
-  int64_t deferred_at_answers = -1;
+  // A call for it was refused on a ready channel since it was read (see
+  // DownstreamGate::Verdict::mark): the next refusal, while its role is
+  // up, is its own. Not kept in the retry topic: each attempt starts anew.
+  bool refused_before = false;
+  // Its previous attempt ended in a refusal judged its own (see
+  // DownstreamGate::RefusedRecord).
+  bool refused_last_attempt = false;
+  // The DownstreamGate's answers() at its first refusal since it was read
+  // (-1: none), for the reason a refusal of its own gives.
+  int64_t refused_at_answers = -1;
+  // Counts it among its role's records waiting for the downstream while it
+  // is deferred (DownstreamGate::CountWaiting).
+  ByteCharge waiting;
   // Key order: the record in progress of its key on this thread (see
   // Worker's lanes): the records of its key read after it wait for it.
   bool laned = false;

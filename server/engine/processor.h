@@ -30,13 +30,14 @@ struct Outcome {
     kOk,         // Done.
     kRetriable,  // Try again later, with backoff.
     kPermanent,  // Never retried: straight to the dead-letter topic.
-    // The work could not be done for a reason that is likely not the
-    // record's: the processor's downstream is unreachable, or refuses calls
-    // in a way that points at its configuration. The record uses up no
-    // attempt and is tried again later; while such answers come in a row,
-    // the engine takes the downstream for down (see DownstreamGate). Should
-    // the downstream answer other records meanwhile, the record is judged
-    // by `fallback` instead.
+    // A refusal: the work could not be done for a reason that may not be
+    // the record's (the downstream is unreachable, or refuses calls in a way
+    // that points at its configuration). The first refusal of a record uses
+    // up no attempt: it waits, and counts toward taking its role's
+    // downstream for down (see DownstreamGate). Once nothing shows the
+    // downstream down (its channel is ready, its health is not NOT_SERVING,
+    // and its role is up or this call was the role's probe), a refusal of a
+    // record refused before is the record's own, judged by `fallback`.
     kUnavailable,
   };
   Kind kind = Kind::kOk;
@@ -72,6 +73,28 @@ struct AttemptInfo {
   int64_t first_failure_ms = 0;  // Unix ms of its first failed attempt; 0 before.
 };
 
+// What a processor knows of its downstream beyond the answers to its calls:
+// evidence that the downstream is down which no record is to blame for (see
+// DownstreamGate). A processor with no downstream of its own (simulate, a
+// library's) knows nothing: every field stays unknown.
+struct DownstreamHealth {
+  enum class Channel {
+    kUnknown,   // No notion of a channel.
+    kReady,     // Connected.
+    kNotReady,  // Connecting, or the connection failed (refused, reset).
+  };
+  enum class Serving {
+    kUnknown,     // No health service, or no answer from it yet.
+    kServing,     // Its health service answered SERVING.
+    kNotServing,  // Its health service answered NOT_SERVING.
+  };
+  Channel channel = Channel::kUnknown;
+  Serving serving = Serving::kUnknown;
+  // Health checks answered so far (any status): a new answer moves it, so a
+  // reader tells a fresh SERVING or NOT_SERVING from one it saw already.
+  int64_t checks = 0;
+};
+
 // Receives a call's outcome, exactly once, on any thread.
 using ProcessDone = absl::AnyInvocable<void(Outcome) &&>;
 
@@ -89,6 +112,12 @@ class Processor {
   virtual bool asynchronous() const { return false; }
   // Calls one retryd thread may have in flight at once (asynchronous only).
   virtual int max_concurrent_calls() const { return 1; }
+
+  // What the processor knows of its downstream right now. Called by any
+  // retryd thread, often (on every refused call, and while the downstream is
+  // taken for down on every loop of every thread): it must be cheap and must
+  // not block. The default knows nothing.
+  virtual DownstreamHealth health() const { return {}; }
 
   // Begins processing `record`; `done` gets the outcome, possibly before
   // Start returns. `record` need not outlive the call to Start. Once

@@ -207,7 +207,9 @@ void Worker::Run() {
       sink_->SetState(ThreadState::kRunning);
     } else if (!sink_->joined.HasBeenNotified()) {
       // Still joining the group: stays STARTING.
-    } else if (context_.gate->down() && !paused_.empty() && paused_.size() == trackers_.size()) {
+    } else if (context_.gate->down(role_)) {
+      // Its partitions paused while records wait for a probe; open while
+      // none does, so that one comes to be the probe.
       sink_->SetState(ThreadState::kWaitingDownstream);
     } else if (scheduler_.size() > 0) {
       sink_->SetState(ThreadState::kWaitingBackoff);
@@ -287,9 +289,12 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   const int64_t read_ms = NowMs();
   ByteCharge charge = Charge(RecordBytes(record));
   if (role_ == ThreadRole::kPrimary) {
-    if (HeldCount(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) {
-      // It waits behind the held record of its partition (in order, or one
-      // deferred while the downstream was unavailable), or for a call slot.
+    // In order it waits behind the held record of its partition; in any
+    // mode behind those already waiting for a call slot. Not behind a
+    // record the downstream refused: that one waits alone (in key order,
+    // with the records of its key behind it in its lane).
+    const bool behind = InOrder() ? HeldCount(tp) > 0 : waiting_.contains(tp);
+    if (behind || !CanCall(tp) || keys_unknown_.contains(tp)) {
       waiting_[tp].push_back({std::move(record), read_ms, std::move(charge)});
       return;
     }
@@ -325,6 +330,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   held.first_failure_ms = meta->first_failure_ms;
   held.due_ms = meta->due_ms;
   held.last_error = std::move(meta->error);
+  held.refused_last_attempt = DownstreamGate::IsRefusalReason(held.last_error);
   held.record.topic = std::move(meta->original_topic);
   held.record.partition = meta->original_partition;
   held.record.offset = meta->original_offset;
@@ -368,7 +374,10 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
 
 void Worker::Attempt(HeldRecord held) {
   const absl::Time now = absl::Now();
-  const DownstreamGate::Admission admission = context_.gate->Admit(now);
+  held.waiting = ByteCharge();  // No longer waiting: the gate counts the others.
+  const DownstreamGate::Admission admission = context_.gate->Admit(
+      role_, DownstreamGate::RecordId(held.record.topic, held.record.partition, held.record.offset),
+      now);
   if (admission == DownstreamGate::Admission::kWait) {
     Defer(std::move(held), now);
     return;
@@ -414,7 +423,7 @@ void Worker::TakeFinishedCalls() {
     // Cancelled by retryd (a stop, a revoke): the record is read again by
     // whoever owns its partition next, and uses up no attempt.
     if (call.cancel->cancelled() || call.tracker->abandoned()) {
-      if (call.probe) context_.gate->OnProbeAbandoned();
+      if (call.probe) context_.gate->OnProbeAbandoned(role_);
       continue;
     }
     Conclude(std::move(call.held), std::move(outcome), call.started, call.probe);
@@ -451,8 +460,9 @@ void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadl
 }
 
 void Worker::Defer(HeldRecord held, absl::Time now) {
-  held.due_ms = absl::ToUnixMillis(context_.gate->RetryAt(now));
+  held.due_ms = absl::ToUnixMillis(context_.gate->RetryAt(role_, now));
   held.deferred = true;
+  held.waiting = context_.gate->CountWaiting(role_);
   if (InOrder()) {
     HoldInPlace(std::move(held));
     return;
@@ -466,21 +476,28 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
   sink_->processing_latency.Record(finished - started);
   DownstreamGate& gate = *context_.gate;
   if (outcome.kind == Outcome::Kind::kUnavailable) {
-    // Refused while the downstream answered others since it was last
-    // deferred: the record's own failure after all.
-    const bool own = held.deferred_at_answers >= 0 && gate.answers() > held.deferred_at_answers;
-    if (!own) {
+    if (held.refused_at_answers < 0) held.refused_at_answers = gate.answers();
+    DownstreamGate::Verdict verdict =
+        gate.Refused(role_,
+                     {.id = DownstreamGate::RecordId(held.record.topic, held.record.partition,
+                                                     held.record.offset),
+                      .refused_before = held.refused_before,
+                      .refused_last_attempt = held.refused_last_attempt,
+                      .answers_since = gate.answers() - held.refused_at_answers},
+                     probe, outcome.reason, finished);
+    held.refused_before = held.refused_before || verdict.mark;
+    if (!verdict.own) {
       sink_->counters.Add(&Counters::unavailable);
       sink_->SetLastError(outcome.reason);
-      gate.OnUnavailable(probe, outcome.reason, finished);
-      held.deferred_at_answers = gate.answers();
       Defer(std::move(held), finished);
       return;
     }
-    if (probe) gate.OnProbeAbandoned();
+    // The record's own failure after all (a failed attempt), judged as the
+    // processor's table says.
     outcome.kind = outcome.fallback;
+    outcome.reason = std::move(verdict.reason);
   } else {
-    gate.OnAnswered(probe);
+    gate.OnAnswered(role_, probe, finished);
   }
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
@@ -605,6 +622,10 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
   held.attempt += 1;
   held.last_error = std::move(reason);
   held.deferred = false;
+  // Each attempt judges its refusals anew.
+  held.refused_before = false;
+  held.refused_at_answers = -1;
+  held.refused_last_attempt = DownstreamGate::IsRefusalReason(held.last_error);
   if (InOrder()) {
     HoldInPlace(std::move(held));
     return;
@@ -1082,7 +1103,8 @@ void Worker::ReleaseRecovered() {
   if (waiting_.empty() || AtCallLimit()) return;
   std::vector<TopicPartition> ready;
   for (const auto& [tp, queue] : waiting_) {
-    if (scheduler_.CountFor(tp) > 0 || !CanCall(tp) || keys_unknown_.contains(tp)) continue;
+    if ((InOrder() && scheduler_.CountFor(tp) > 0) || !CanCall(tp) || keys_unknown_.contains(tp))
+      continue;
     auto it = trackers_.find(tp);
     if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
   }
@@ -1114,8 +1136,11 @@ bool Worker::DrainWaiting(absl::Time deadline) {
   for (auto tp_it = ready_.begin(); tp_it != ready_.end() && absl::Now() < deadline;) {
     const TopicPartition& tp = *tp_it;
     auto it = waiting_.find(tp);
-    while (it != waiting_.end() && !it->second.empty() && scheduler_.CountFor(tp) == 0 &&
-           CanCall(tp) && absl::Now() < deadline) {
+    // In order, a record held in place (scheduler_) holds its partition:
+    // asked again after each record, which may be held in place itself.
+    auto held_in_place = [&] { return InOrder() && scheduler_.CountFor(tp) > 0; };
+    while (it != waiting_.end() && !it->second.empty() && !held_in_place() && CanCall(tp) &&
+           absl::Now() < deadline) {
       std::deque<Waiting>& queue = it->second;
       HeldRecord held;
       held.source = tp;
@@ -1133,7 +1158,7 @@ bool Worker::DrainWaiting(absl::Time deadline) {
     }
     // Done with `tp` unless the deadline or the call limit cut its queue
     // short; its call's end brings it back.
-    if (it == waiting_.end() || scheduler_.CountFor(tp) > 0 ||
+    if (it == waiting_.end() || (InOrder() && scheduler_.CountFor(tp) > 0) ||
         (InOrder() && calling_.contains(tp))) {
       tp_it = ready_.erase(tp_it);
     } else {
@@ -1174,8 +1199,8 @@ void Worker::ReconcilePauses() {
   std::vector<TopicPartition> pause, resume;
   const bool input_paused =
       role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
-  const bool all =
-      backpressure_ || input_paused || quiesced_ || context_.gate->down() || OverBudget();
+  const bool all = backpressure_ || input_paused || quiesced_ ||
+                   context_.gate->IntakePaused(role_, absl::Now()) || OverBudget();
   for (const auto& [tp, tracker] : trackers_) {
     // In order, records behind a held one wait in `waiting_` rather than
     // pausing at once: a pause drops what was fetched and costs a fetch

@@ -1,5 +1,6 @@
 #include "server/processors/grpc_processor.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/common/logging.h"
 #include "server/common/read_file.h"
@@ -163,6 +165,113 @@ class GrpcProcessor::Canceller {
   std::thread thread_;  // Last: starts once the fields above exist.
 };
 
+// Asks the downstream's grpc.health.v1 service on its own thread, every
+// interval and whenever Kick() asks, and keeps the last answer in atomics
+// for health() to read. Blocking calls on its own thread, with a deadline,
+// holding no lock; destroying it cancels the call in progress.
+class GrpcProcessor::HealthChecker {
+ public:
+  HealthChecker(std::shared_ptr<grpc::Channel> channel, BearerToken* token, absl::Duration interval)
+      : stub_(grpc::health::v1::Health::NewStub(std::move(channel))),
+        token_(token),
+        interval_(interval),
+        thread_([this] { Run(); }) {}
+  HealthChecker(const HealthChecker&) = delete;
+  HealthChecker& operator=(const HealthChecker&) = delete;
+
+  ~HealthChecker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      if (current_ != nullptr) current_->TryCancel();
+    }
+    thread_.join();
+  }
+
+  // Asks again now (a call was refused). Never blocks for long.
+  void Kick() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    kicked_ = true;
+  }
+
+  DownstreamHealth::Serving serving() const {
+    return static_cast<DownstreamHealth::Serving>(serving_.load(std::memory_order_relaxed));
+  }
+  int64_t checks() const { return checks_.load(std::memory_order_relaxed); }
+
+ private:
+  // The service name asked for first; a downstream that does not know it
+  // (NOT_FOUND) is asked for the server as a whole ("").
+  static constexpr char kService[] = "retryd.v1.RecordProcessor";
+  static constexpr absl::Duration kMaxWait = absl::Seconds(5);
+
+  void Run() {
+    SetThreadName("grpc-health");
+    std::string service = kService;
+    for (;;) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           absl::ToChronoMilliseconds(std::min(interval_, kMaxWait)));
+      if (token_ != nullptr) context.AddMetadata("authorization", "Bearer " + token_->Get());
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        current_ = &context;
+        kicked_ = false;
+      }
+      grpc::health::v1::HealthCheckRequest request;
+      request.set_service(service);
+      grpc::health::v1::HealthCheckResponse response;
+      const grpc::Status status = stub_->Check(&context, request, &response);
+      {
+        absl::MutexLock lock(&mu_);
+        current_ = nullptr;
+      }
+      Take(status, response, service);
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || kicked_; };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), interval_);
+      if (stopping_) return;
+    }
+  }
+
+  void Take(const grpc::Status& status, const grpc::health::v1::HealthCheckResponse& response,
+            std::string& service) {
+    using Serving = DownstreamHealth::Serving;
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND && !service.empty()) {
+      service.clear();  // Asked for the server as a whole from now on.
+      serving_.store(static_cast<int>(Serving::kUnknown), std::memory_order_relaxed);
+      return;
+    }
+    if (!status.ok()) {
+      // No health service (UNIMPLEMENTED), or no answer: the channel and
+      // the answers to calls say the rest.
+      serving_.store(static_cast<int>(Serving::kUnknown), std::memory_order_relaxed);
+      return;
+    }
+    Serving serving = Serving::kUnknown;
+    if (response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      serving = Serving::kServing;
+    } else if (response.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING) {
+      serving = Serving::kNotServing;
+    }
+    serving_.store(static_cast<int>(serving), std::memory_order_relaxed);
+    // After the status: a reader that sees the new count sees its answer.
+    checks_.fetch_add(1, std::memory_order_release);
+  }
+
+  const std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
+  BearerToken* const token_;  // Null: no token. The processor's (thread-safe).
+  const absl::Duration interval_;
+  std::atomic<int> serving_{static_cast<int>(DownstreamHealth::Serving::kUnknown)};
+  std::atomic<int64_t> checks_{0};
+  absl::Mutex mu_;  // Guards the fields below.
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // The check in progress.
+  std::thread thread_;  // Last: starts once the fields above exist.
+};
+
 absl::StatusOr<std::unique_ptr<GrpcProcessor>> GrpcProcessor::Create(
     const retryd::v1::GrpcProcessorConfig& config) {
   if (config.target().empty()) {
@@ -196,19 +305,44 @@ absl::StatusOr<std::unique_ptr<GrpcProcessor>> GrpcProcessor::Create(
   }
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(config.target(), *credentials, args);
-  return std::unique_ptr<GrpcProcessor>(new GrpcProcessor(
-      config, *std::move(table), *std::move(token), std::make_unique<Stub>(std::move(channel))));
+  return std::unique_ptr<GrpcProcessor>(
+      new GrpcProcessor(config, *std::move(table), *std::move(token), std::move(channel)));
 }
 
 GrpcProcessor::GrpcProcessor(const retryd::v1::GrpcProcessorConfig& config, StatusTable table,
-                             std::unique_ptr<BearerToken> token, std::unique_ptr<Stub> stub)
+                             std::unique_ptr<BearerToken> token,
+                             std::shared_ptr<grpc::Channel> channel)
     : deadline_ms_(OrDefault(config.deadline_ms(), kDefaultDeadlineMs)),
       max_concurrent_calls_(
           static_cast<int>(OrDefault(config.max_concurrent_calls(), kDefaultMaxConcurrentCalls))),
       table_(std::move(table)),
       token_(std::move(token)),
-      stub_(std::move(stub)),
-      canceller_(std::make_unique<Canceller>()) {}
+      channel_(channel),
+      stub_(std::make_unique<Stub>(std::move(channel))),
+      canceller_(std::make_unique<Canceller>()),
+      health_checker_(std::make_unique<HealthChecker>(
+          channel_, token_.get(),
+          absl::Milliseconds(
+              OrDefault(config.health_check_interval_ms(), kDefaultHealthCheckIntervalMs)))) {}
+
+DownstreamHealth GrpcProcessor::health() const {
+  DownstreamHealth health;
+  // Read first: a reader that sees a new count sees its answer (see Take).
+  health.checks = health_checker_->checks();
+  health.serving = health_checker_->serving();
+  switch (channel_->GetState(/*try_to_connect=*/false)) {
+    case GRPC_CHANNEL_READY:
+      health.channel = DownstreamHealth::Channel::kReady;
+      break;
+    case GRPC_CHANNEL_CONNECTING:
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      health.channel = DownstreamHealth::Channel::kNotReady;
+      break;
+    default:  // IDLE (no call for a while) or SHUTDOWN: nothing known.
+      break;
+  }
+  return health;
+}
 
 GrpcProcessor::~GrpcProcessor() {
   {
@@ -216,6 +350,7 @@ GrpcProcessor::~GrpcProcessor() {
     mu_.Await(absl::Condition(
         +[](int64_t* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
   }
+  health_checker_.reset();
   canceller_.reset();
 }
 
@@ -273,8 +408,12 @@ void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
       bytes->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
   }
-  std::move(call.done)(OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
-                                       call.request, bytes.has_value() ? &*bytes : nullptr));
+  Outcome outcome = OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
+                                    call.request, bytes.has_value() ? &*bytes : nullptr);
+  // A refusal: the health service says, before the record is tried again,
+  // whether the downstream as a whole is down.
+  if (outcome.kind == Outcome::Kind::kUnavailable) health_checker_->Kick();
+  std::move(call.done)(std::move(outcome));
   // Frees the call, unless the canceller holds it for a moment longer.
   self.reset();
   absl::MutexLock lock(&mu_);

@@ -7,9 +7,15 @@
 // one of gRPC's threads. One channel serves every retryd thread, balanced
 // round-robin over the addresses the target resolves to.
 //
-// Thread-safe. Owns one thread, which cancels calls whose Cancellation fires
-// (see Canceller in the .cc). Destroying it waits for the calls in flight to
-// end (each is bounded by the deadline).
+// health() reports the channel's connectivity and what the downstream's
+// grpc.health.v1 service answers (asked every health_check_interval_ms, and
+// at once after a refused call): evidence the engine's DownstreamGate takes
+// for an outage that no record is to blame for.
+//
+// Thread-safe. Owns two threads: one cancels calls whose Cancellation fires
+// (see Canceller in the .cc), one asks the health service (HealthChecker).
+// Destroying it waits for the calls in flight to end (each is bounded by the
+// deadline).
 #ifndef RETRYD_SERVER_PROCESSORS_GRPC_PROCESSOR_H_
 #define RETRYD_SERVER_PROCESSORS_GRPC_PROCESSOR_H_
 
@@ -36,6 +42,7 @@ class GrpcProcessor : public Processor {
   static constexpr uint32_t kDefaultDeadlineMs = 10'000;
   static constexpr uint32_t kDefaultMaxConcurrentCalls = 1;
   static constexpr uint32_t kDefaultMaxResponseBytes = 4 << 20;
+  static constexpr uint32_t kDefaultHealthCheckIntervalMs = 1000;
 
   // Builds the processor; nothing is sent yet (the channel connects on the
   // first call). Errors, naming the field: a TLS or token file that cannot
@@ -56,15 +63,20 @@ class GrpcProcessor : public Processor {
   void Start(const Record& record, const AttemptInfo& info, std::shared_ptr<Cancellation> cancel,
              ProcessDone done) override;
 
+  // The channel's state (READY, or not: CONNECTING, TRANSIENT_FAILURE) and
+  // the health service's last answer. Lock-free.
+  DownstreamHealth health() const override;
+
  private:
   struct Call;
   class Canceller;
+  class HealthChecker;
   // The answer is taken as bytes and parsed here: gRPC's callback API would
   // report an answer that does not parse as OK (see OutcomeOfAnswer).
   using Stub = grpc::TemplatedGenericStub<retryd::v1::ProcessRequest, grpc::ByteBuffer>;
 
   GrpcProcessor(const retryd::v1::GrpcProcessorConfig& config, StatusTable table,
-                std::unique_ptr<BearerToken> token, std::unique_ptr<Stub> stub);
+                std::unique_ptr<BearerToken> token, std::shared_ptr<grpc::Channel> channel);
 
   // Runs on a gRPC thread when `call` ends.
   void Finish(Call& call, const grpc::Status& status);
@@ -73,8 +85,10 @@ class GrpcProcessor : public Processor {
   const int max_concurrent_calls_;
   const StatusTable table_;
   const std::unique_ptr<BearerToken> token_;  // Null: no token.
+  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<Stub> stub_;
   std::unique_ptr<Canceller> canceller_;
+  std::unique_ptr<HealthChecker> health_checker_;
 
   absl::Mutex mu_;  // Guards calls_in_flight_.
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;

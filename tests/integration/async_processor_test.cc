@@ -48,7 +48,8 @@ using ::retryd::testing::WaitForOutcomes;
 //   refused-  always "unavailable", judged permanent once the downstream is
 //             known to answer others;
 //   new-      OK, with a replacement value and headers;
-//   anything else OK, unless the downstream is set down: then unavailable.
+//   anything else OK, unless the downstream is set down: then unavailable
+//             (and its channel is reported not ready).
 // It observes what a downstream would: calls in progress at once, overall
 // and per partition, and calls made while it was down.
 class ScriptedAsyncProcessor : public Processor {
@@ -72,6 +73,16 @@ class ScriptedAsyncProcessor : public Processor {
              ProcessDone done) override {
     absl::MutexLock lock(&mu_);
     jobs_.push_back({record, info, std::move(cancel), std::move(done)});
+  }
+
+  // As a client of a real downstream would: while it is down, its channel
+  // is not ready.
+  DownstreamHealth health() const override {
+    absl::MutexLock lock(&mu_);
+    DownstreamHealth health;
+    health.channel =
+        down_ ? DownstreamHealth::Channel::kNotReady : DownstreamHealth::Channel::kReady;
+    return health;
   }
 
   void SetDown(bool down) {

@@ -120,11 +120,7 @@ TEST(GrpcEngineTest, DownstreamGoingAwayMidRunLosesNothingAndSpendsNoAttempt) {
   EXPECT_GT(engine->Totals().unavailable, 0);
   engine->Stop();
 
-  const std::vector<Record> output = ReadAll(topics.output);
-  EXPECT_EQ(Keys(output), std::multiset<std::string>(keys.begin(), keys.end()));
-  for (const Record& r : output) EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "1") << *r.key;
-  EXPECT_TRUE(ReadAll(topics.dlq).empty());
-  EXPECT_TRUE(ReadAll(topics.retry).empty());
+  testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
   EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
 }
 

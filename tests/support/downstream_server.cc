@@ -80,7 +80,49 @@ class DownstreamServer::Service : public retryd::v1::RecordProcessor::CallbackSe
   DownstreamServer& owner_;
 };
 
-DownstreamServer::DownstreamServer() : service_(std::make_unique<Service>(*this)) {}
+class DownstreamServer::HealthService : public grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(DownstreamServer& owner) : owner_(owner) {}
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    absl::MutexLock lock(&owner_.mu_);
+    ++owner_.health_checks_;
+    auto it = owner_.health_.find(request->service());
+    if (it == owner_.health_.end()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+    } else {
+      response->set_status(it->second);
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+
+ private:
+  DownstreamServer& owner_;
+};
+
+DownstreamServer::DownstreamServer()
+    : service_(std::make_unique<Service>(*this)),
+      health_service_(std::make_unique<HealthService>(*this)) {}
+
+void DownstreamServer::SetAnswerer(Answerer answerer) {
+  absl::MutexLock lock(&mu_);
+  answerer_ = std::move(answerer);
+}
+
+void DownstreamServer::SetHealth(const std::string& service,
+                                 grpc::health::v1::HealthCheckResponse::ServingStatus status) {
+  absl::MutexLock lock(&mu_);
+  health_[service] = status;
+}
+
+int DownstreamServer::health_checks() const {
+  absl::MutexLock lock(&mu_);
+  return health_checks_;
+}
 
 DownstreamServer::~DownstreamServer() { Stop(); }
 
@@ -104,6 +146,12 @@ absl::Status DownstreamServer::Start() {
   }
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), credentials, &selected);
   builder.RegisterService(service_.get());
+  bool health = false;
+  {
+    absl::MutexLock lock(&mu_);
+    health = !health_.empty();
+  }
+  if (health) builder.RegisterService(health_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected == 0) {
     server_.reset();
@@ -173,6 +221,9 @@ DownstreamServer::Answer DownstreamServer::Arrive(const retryd::v1::ProcessReque
   calls_.push_back(Call{request, std::move(authorization), absl::Now()});
   ++arrived_;
   peak_in_progress_ = std::max(peak_in_progress_, ++in_progress_);
+  if (answerer_) {
+    if (std::optional<Answer> answer = answerer_(request)) return *std::move(answer);
+  }
   const retryd::v1::KafkaRecord& record = request.record();
   const Answer* best = nullptr;
   size_t best_length = 0;

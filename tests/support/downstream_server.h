@@ -8,6 +8,7 @@
 #ifndef RETRYD_TESTS_SUPPORT_DOWNSTREAM_SERVER_H_
 #define RETRYD_TESTS_SUPPORT_DOWNSTREAM_SERVER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "grpcpp/support/status_code_enum.h"
 #include "retryd/v1/processor.grpc.pb.h"
@@ -83,6 +85,19 @@ class DownstreamServer {
   // Calls whose key starts with `key_prefix` get `answer`; the longest
   // matching prefix wins; a null key matches only "". Default: OK at once.
   void SetAnswer(const std::string& key_prefix, Answer answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asked first, for every call (under the server's lock: keep it a pure
+  // function of the request): an answer, or nullopt for SetAnswer's.
+  using Answerer = std::function<std::optional<Answer>(const retryd::v1::ProcessRequest&)>;
+  void SetAnswerer(Answerer answerer) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Serves grpc.health.v1.Health from the next Start() on (without it the
+  // server answers UNIMPLEMENTED, as one without the health service does):
+  // `service` answers `status`; a service never set answers NOT_FOUND.
+  void SetHealth(const std::string& service,
+                 grpc::health::v1::HealthCheckResponse::ServingStatus status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Health checks answered so far.
+  int health_checks() const ABSL_LOCKS_EXCLUDED(mu_);
 
   std::vector<Call> calls() const ABSL_LOCKS_EXCLUDED(mu_);
   // The most calls that were in progress (arrived, not yet answered) at once.
@@ -96,6 +111,7 @@ class DownstreamServer {
  private:
   class Service;
   class Reactor;
+  class HealthService;
 
   // Called by the service and its reactors, on gRPC's threads.
   Answer Arrive(const retryd::v1::ProcessRequest& request, std::string authorization, size_t* index)
@@ -106,6 +122,7 @@ class DownstreamServer {
   bool Wait(int count, const int* value, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::unique_ptr<Service> service_;
+  const std::unique_ptr<HealthService> health_service_;
   // Touched only by Start and Stop, which the test calls from one thread.
   std::unique_ptr<grpc::Server> server_;
   std::optional<Tls> tls_;
@@ -113,6 +130,10 @@ class DownstreamServer {
   mutable absl::Mutex mu_;  // Guards the fields below.
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Answer> answers_ ABSL_GUARDED_BY(mu_);
+  Answerer answerer_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, grpc::health::v1::HealthCheckResponse::ServingStatus> health_
+      ABSL_GUARDED_BY(mu_);
+  int health_checks_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;
   int in_progress_ ABSL_GUARDED_BY(mu_) = 0;

@@ -148,6 +148,17 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
 // Every perm- key is in the DLQ and every other key in the output, and
 // nowhere else. Duplicates are allowed (rebalances and faults redo work);
 // their number is printed under `label`.
+void ExpectAllDoneOnTheFirstAttempt(const TestTopics& topics,
+                                    const std::vector<std::string>& keys) {
+  const std::vector<Record> output = ReadAll(topics.output);
+  EXPECT_EQ(Keys(output), std::multiset<std::string>(keys.begin(), keys.end()));
+  for (const Record& r : output) {
+    EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "1") << r.key.value_or("<null>");
+  }
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+  EXPECT_TRUE(ReadAll(topics.retry).empty());
+}
+
 void ExpectEachKeyWhereItBelongs(const TestTopics& topics, const std::vector<std::string>& keys,
                                  const std::string& label) {
   std::set<std::string> want_output, want_dlq;

@@ -71,6 +71,11 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
 void ExpectEachKeyWhereItBelongs(const TestTopics& topics, const std::vector<std::string>& keys,
                                  const std::string& label);
 
+// Every key of `keys` is in the output topic once at least, on its first
+// attempt (retryd-attempt 1), and nothing is in the retry or dead-letter
+// topic: what an outage that used up no attempt leaves.
+void ExpectAllDoneOnTheFirstAttempt(const TestTopics& topics, const std::vector<std::string>& keys);
+
 // Writes one record to `topic`/`partition` as a retry record carrying `meta`
 // in its retryd-* headers (key `key`, value "v-<key>"), as retryd itself or
 // a replay tool would.

@@ -1,0 +1,302 @@
+// The downstream outage detector (DownstreamGate) judged from outside, with
+// the grpc processor against a real downstream gRPC server and the mock
+// cluster: records the downstream refuses while it answers others never stop
+// the engine — flaky keys never take the primary role down, a key refused
+// forever reaches the DLQ after its attempts, saying why — while evidence
+// that the downstream as a whole is down (its health service answering
+// NOT_SERVING) pauses intake without using an attempt.
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "retryd/v1/config.pb.h"
+#include "server/engine/engine.h"
+#include "server/processors/grpc_processor.h"
+#include "tests/support/downstream_server.h"
+#include "tests/support/outcomes.h"
+#include "tests/support/test_cluster.h"
+#include "tests/support/wait_for.h"
+
+namespace retryd {
+namespace {
+
+using ::grpc::health::v1::HealthCheckResponse;
+using ::retryd::testing::AllAssigned;
+using ::retryd::testing::CreateTopics;
+using ::retryd::testing::DownstreamServer;
+using ::retryd::testing::HeaderValue;
+using ::retryd::testing::Keys;
+using ::retryd::testing::ProduceKeys;
+using ::retryd::testing::ReadAll;
+using ::retryd::testing::StartEngine;
+using ::retryd::testing::TestEngineOptions;
+using ::retryd::testing::WaitFor;
+using ::retryd::testing::WaitForOutcomes;
+
+constexpr size_t kPrimary = 0;
+constexpr size_t kRetry = 1;
+
+std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
+                                        uint32_t health_check_interval_ms = 0) {
+  v1::GrpcProcessorConfig config;
+  config.set_target(server.target());
+  config.set_deadline_ms(5000);
+  config.set_max_concurrent_calls(max_calls);
+  config.set_health_check_interval_ms(health_check_interval_ms);
+  absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor = GrpcProcessor::Create(config);
+  EXPECT_TRUE(processor.ok()) << processor.status();
+  if (!processor.ok()) return nullptr;
+  return *std::move(processor);
+}
+
+DownstreamServer::Answer Refusal(grpc::StatusCode code, const std::string& message) {
+  DownstreamServer::Answer answer;
+  answer.code = code;
+  answer.message = message;
+  return answer;
+}
+
+// Watches an engine's threads on its own thread until destroyed: whether a
+// primary thread was ever WAITING_DOWNSTREAM. Samples every few
+// milliseconds; a sample is a read of each thread's lock-free state.
+class PrimaryWaitWatcher {
+ public:
+  explicit PrimaryWaitWatcher(const Engine& engine)
+      : thread_([this, &engine] {
+          while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(2))) {
+            for (const auto& t : engine.Threads()) {
+              if (t->role() == ThreadRole::kPrimary &&
+                  t->state() == ThreadState::kWaitingDownstream) {
+                waited_.store(true);
+              }
+            }
+          }
+        }) {}
+  ~PrimaryWaitWatcher() {
+    stop_.Notify();
+    thread_.join();
+  }
+  bool waited() const { return waited_.load(); }
+
+ private:
+  absl::Notification stop_;
+  std::atomic<bool> waited_{false};
+  std::thread thread_;
+};
+
+// The scenario an outside client found stopping the engine: every tenth key
+// refused UNAVAILABLE until its third attempt, by a downstream that answers
+// everything else. Refusals of the retry role (which holds exactly the
+// records that failed before) must not pause the primary's intake, and the
+// refused records must be judged rather than wait forever.
+TEST(DownstreamDetectorTest, FlakyKeysNeverTakeThePrimaryRoleDown) {
+  DownstreamServer server;
+  server.SetAnswerer(
+      [](const v1::ProcessRequest& request) -> std::optional<DownstreamServer::Answer> {
+        int number = 0;
+        const std::string& key = request.record().key();
+        if (key.size() > 1 && absl::SimpleAtoi(key.substr(1), &number) && number % 10 == 0 &&
+            request.attempt() < 3) {
+          return Refusal(grpc::StatusCode::UNAVAILABLE, "try later");
+        }
+        return std::nullopt;
+      });
+  ASSERT_TRUE(server.Start().ok());
+  const testing::TestTopics topics = CreateTopics("detector-flaky", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 2;
+  options.retry.max_attempts = 5;
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < 2000; ++i) keys.push_back(absl::StrFormat("k%04d", i));
+  PrimaryWaitWatcher watcher(*engine);
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  const DownstreamGate::Snapshot downstream = engine->downstream();
+  engine->Stop();
+
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(keys.begin(), keys.end()));
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+  EXPECT_EQ(downstream.roles[kPrimary].outages, 0) << "the primary role was taken for down";
+  EXPECT_FALSE(watcher.waited()) << "a primary thread waited for the downstream";
+  // The mechanism engaged: refusals were seen, and judged as the records'
+  // own (each flaky key reached its third attempt).
+  EXPECT_GT(engine->Totals().unavailable, 0);
+  for (const Record& r : ReadAll(topics.output)) {
+    int number = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(r.key->substr(1), &number));
+    if (number % 10 == 0) {
+      EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "3") << *r.key;
+    }
+  }
+}
+
+// A key the downstream refuses forever, while it answers every other: it
+// uses its attempts and reaches the DLQ with the reason, and everything
+// else is delivered. With a code the table dead-letters (UNAUTHENTICATED,
+// PERMISSION_DENIED), at its first refusal judged its own.
+class RefusedForeverTest : public ::testing::TestWithParam<grpc::StatusCode> {};
+
+TEST_P(RefusedForeverTest, TheKeyReachesTheDlqSayingWhyAndTheRestIsDelivered) {
+  const grpc::StatusCode code = GetParam();
+  const std::string code_name = StatusCodeName(code);
+  DownstreamServer server;
+  server.SetAnswer("stuck-", Refusal(code, "not this one"));
+  ASSERT_TRUE(server.Start().ok());
+  const testing::TestTopics topics =
+      CreateTopics(absl::StrCat("detector-forever-", absl::AsciiStrToLower(code_name)), 4);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) keys.push_back(absl::StrCat("ok-", i));
+  keys.push_back("stuck-1");
+  ProduceKeys(topics.input, keys);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.retry.max_attempts = 4;
+  options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(60)));
+  engine->Stop();
+
+  std::vector<std::string> ok(keys.begin(), keys.end() - 1);
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(ok.begin(), ok.end()));
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  ASSERT_EQ(Keys(dlq), std::multiset<std::string>{"stuck-1"});
+  const std::string error = HeaderValue(dlq[0], "retryd-error");
+  EXPECT_TRUE(absl::StrContains(error, "refused while the downstream answered") ||
+              absl::StrContains(error, "refused again while nothing showed the downstream down"))
+      << error;
+  EXPECT_TRUE(absl::StrContains(error, absl::StrCat(code_name, ": not this one"))) << error;
+  const bool retriable = code == grpc::StatusCode::UNAVAILABLE;
+  EXPECT_EQ(HeaderValue(dlq[0], "retryd-attempt"), retriable ? "4" : "1");
+  if (retriable) {
+    EXPECT_TRUE(absl::StrContains(error, "gave up after attempt 4 of 4")) << error;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codes, RefusedForeverTest,
+                         ::testing::Values(grpc::StatusCode::UNAVAILABLE,
+                                           grpc::StatusCode::UNAUTHENTICATED,
+                                           grpc::StatusCode::PERMISSION_DENIED),
+                         [](const auto& info) { return StatusCodeName(info.param); });
+
+// Keys whose backend goes away after their first attempt: they fail it
+// (INTERNAL, an answer), then the downstream refuses them forever. The retry
+// role, holding only them, takes its downstream for down on refusals alone
+// (more of them than outage_after, no answer in between); each refused probe
+// uses an attempt of its record, rotating over them, so they still reach the
+// DLQ; the primary role stays up.
+TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) {
+  DownstreamServer server;
+  server.SetAnswerer(
+      [](const v1::ProcessRequest& request) -> std::optional<DownstreamServer::Answer> {
+        if (!absl::StartsWith(request.record().key(), "stuck-")) return std::nullopt;
+        if (request.attempt() == 1) return Refusal(grpc::StatusCode::INTERNAL, "broken");
+        return Refusal(grpc::StatusCode::UNAVAILABLE, "try later");
+      });
+  ASSERT_TRUE(server.Start().ok());
+  const testing::TestTopics topics = CreateTopics("detector-stuck-role", 4);
+  std::vector<std::string> ok, stuck;
+  for (int i = 0; i < 200; ++i) ok.push_back(absl::StrCat("ok-", i));
+  for (int i = 0; i < 8; ++i) stuck.push_back(absl::StrCat("stuck-", i));
+  ProduceKeys(topics.input, ok);
+  ProduceKeys(topics.input, stuck);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.retry.max_attempts = 3;
+  options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 400};
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::string> keys = ok;
+  keys.insert(keys.end(), stuck.begin(), stuck.end());
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(60)));
+  const DownstreamGate::Snapshot downstream = engine->downstream();
+  engine->Stop();
+
+  EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(ok.begin(), ok.end()));
+  const std::vector<Record> dlq = ReadAll(topics.dlq);
+  EXPECT_EQ(Keys(dlq), std::multiset<std::string>(stuck.begin(), stuck.end()));
+  for (const Record& r : dlq) {
+    EXPECT_EQ(HeaderValue(r, "retryd-attempt"), "3") << *r.key;
+    EXPECT_TRUE(absl::StartsWith(HeaderValue(r, "retryd-error"), "refused ")) << *r.key;
+  }
+  EXPECT_EQ(downstream.roles[kPrimary].outages, 0);
+  EXPECT_GE(downstream.roles[kRetry].outages, 1) << "the retry role went down on refusals";
+  EXPECT_GE(downstream.roles[kRetry].probes, 1);
+}
+
+// The downstream's own health service says NOT_SERVING (and it refuses
+// calls meanwhile): intake pauses on every role, no attempt is used, and
+// everything resumes on SERVING.
+TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
+  DownstreamServer server;
+  server.SetHealth("retryd.v1.RecordProcessor", HealthCheckResponse::SERVING);
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(2)));
+  ASSERT_TRUE(server.Start().ok());
+  const testing::TestTopics topics = CreateTopics("detector-health", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  // An attempt used for the outage would show retryd-attempt 2 in the
+  // output, or (with 2 attempts in all) end in the DLQ.
+  options.retry.max_attempts = 2;
+  options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
+  std::unique_ptr<Engine> engine =
+      StartEngine(options, ProcessorFor(server, 4, /*health_check_interval_ms=*/100));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine->downstream().health.serving == DownstreamHealth::Serving::kServing; },
+      absl::Seconds(30)));
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) keys.push_back(absl::StrCat("k-", i));
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(server.WaitForCalls(200, absl::Seconds(60)));
+  server.SetHealth("retryd.v1.RecordProcessor", HealthCheckResponse::NOT_SERVING);
+  server.SetAnswer("", Refusal(grpc::StatusCode::UNAVAILABLE, "draining"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const DownstreamGate::Snapshot d = engine->downstream();
+        return d.roles[kPrimary].down &&
+               d.roles[kPrimary].evidence == DownstreamGate::Evidence::kHealth;
+      },
+      absl::Seconds(30)));
+  // Intake paused: every primary thread stops fetching while it lasts.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& t : engine->Threads()) {
+          if (t->role() == ThreadRole::kPrimary && t->state() != ThreadState::kWaitingDownstream) {
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(engine->downstream().roles[kRetry].evidence, DownstreamGate::Evidence::kHealth);
+  const size_t calls_when_down = server.calls().size();
+  EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
+
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(2)));
+  server.SetHealth("retryd.v1.RecordProcessor", HealthCheckResponse::SERVING);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  EXPECT_FALSE(engine->downstream().down);
+  engine->Stop();
+
+  testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
+}
+
+}  // namespace
+}  // namespace retryd
