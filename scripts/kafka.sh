@@ -133,9 +133,10 @@ listening_ports() {
   for f in /proc/net/tcp /proc/net/tcp6; do
     [[ -r "$f" ]] || continue
     while read -r _ local _ state _; do
-      [[ "$state" == 0A ]] && echo $((16#${local##*:}))
+      if [[ "$state" == 0A ]]; then echo $((16#${local##*:})); fi
     done < <(tail -n +2 "$f")
   done
+  return 0
 }
 
 # Picks 2*N distinct ports that nothing listens on, below the ephemeral range
