@@ -7,6 +7,10 @@
 #
 #   scripts/sanitize.sh [extra ctest args...]      e.g. -L control
 #
+# The `kafka` label (a real broker, fetched and started by the plain suite
+# step) and the `browser` label are left out: they run once, in the plain
+# suite, and a sanitizer run of them would double CI's time on 2 cores.
+#
 # ThreadSanitizer is scripts/tsan.sh, for the engine's tests only: Debian's
 # gRPC is not instrumented, so TSan cannot check the control and client tests.
 set -euo pipefail
@@ -19,4 +23,5 @@ bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=address,undefined -DCMAKE_BUILD_
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 # halt_on_error: a UBSan finding fails the test rather than scrolling by.
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 600 --no-tests=error "$@"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 600 --no-tests=error \
+  -LE 'kafka|browser' "$@"

@@ -27,6 +27,9 @@ PACKAGES=(
   # (run by scripts/test.sh) compiles with clang; scripts/format.sh --check
   # (run by scripts/test.sh too) needs clang-format.
   openssl clang clang-format
+  # The `kafka` label's real broker: scripts/kafka.sh fetches Apache Kafka's
+  # jars from Maven Central with maven and runs them on Java 17.
+  openjdk-17-jre-headless maven
   # libFuzzer, for scripts/fuzz.sh: clang only recommends it, and we install
   # without recommends.
   libclang-rt-14-dev

@@ -3,7 +3,9 @@
 # machine as root it installs what it needs, then runs, stopping at the first
 # failure:
 #
-#   suite          build (scripts/setup.sh) and run every ctest test
+#   suite          build (scripts/setup.sh) and run every ctest test, the
+#                  `kafka` label on one real single-node Kafka that this step
+#                  starts (scripts/kafka.sh, fetched on first use) and stops
 #   format         scripts/format.sh --check
 #   thread-safety  scripts/thread_safety.sh: clang's lock analysis
 #   asan           scripts/sanitize.sh: the whole suite again under
@@ -17,7 +19,10 @@
 #
 # Environment: BUILD_DIR (default: <repo>/build), as for setup.sh; the
 # sanitizer and fuzz builds have their own directories (build-asan/,
-# build-tsan/, build-fuzz/, build-tsa/).
+# build-tsan/, build-fuzz/, build-tsa/). RETRYD_TEST_KAFKA=host:port runs the
+# `kafka` label on that cluster instead of starting a broker
+# (RETRYD_TEST_KAFKA_PROPERTIES=FILE for its SASL/SSL settings); the
+# sanitizer steps leave that label out.
 #
 # Tests run six at a time: most of a test's time is spent waiting on the
 # broker's timers (a group join, a fetch wait), so six use about a third of
@@ -42,10 +47,52 @@ read -r -a steps <<<"${TEST_STEPS:-$default_steps}"
 
 say() { printf 'test.sh: %s\n' "$*"; }
 
+# One broker for the whole ctest run: its tests share it through
+# RETRYD_TEST_KAFKA (a broker per test would be a JVM per test case). Its
+# owner is this script, so it stops even if this script is killed.
+kafka_pid=""
+start_kafka() {
+  if [[ -n "${RETRYD_TEST_KAFKA:-}" ]]; then
+    say "the kafka label runs on RETRYD_TEST_KAFKA=$RETRYD_TEST_KAFKA"
+    return 0
+  fi
+  local dir="$BUILD_DIR/kafka-run" deadline
+  rm -rf "$dir" && mkdir -p "$dir" && bash "$ROOT/scripts/kafka.sh" fetch >/dev/null || return 1
+  bash "$ROOT/scripts/kafka.sh" run --nodes 1 --dir "$dir/cluster" --owner-pid $$ \
+    </dev/null >"$dir/run.out" 2>"$dir/run.log" &
+  kafka_pid=$!
+  deadline=$((SECONDS + 180))
+  until grep -q '^bootstrap: ' "$dir/run.out" 2>/dev/null; do
+    if ! kill -0 "$kafka_pid" 2>/dev/null || ((SECONDS > deadline)); then
+      say "Kafka did not start:" >&2
+      cat "$dir/run.log" >&2
+      stop_kafka
+      return 1
+    fi
+    sleep 0.2  # Another process's output: polled, nothing to wait on.
+  done
+  RETRYD_TEST_KAFKA="$(sed -n 's/^bootstrap: //p' "$dir/run.out")"
+  export RETRYD_TEST_KAFKA
+  say "Kafka at $RETRYD_TEST_KAFKA for the kafka label (logs in $dir/cluster)"
+}
+# kafka.sh bounds its own stop (SIGKILL after a minute).
+stop_kafka() {
+  [[ -n "$kafka_pid" ]] || return 0
+  kill -TERM "$kafka_pid" 2>/dev/null || true
+  wait "$kafka_pid" 2>/dev/null || true
+  kafka_pid=""
+  unset RETRYD_TEST_KAFKA
+}
+trap stop_kafka EXIT
+
 # Steps run in an `||` list, where errexit is off: chain with &&.
 step_suite() {
-  bash "$ROOT/scripts/setup.sh" && say "running ctest in $BUILD_DIR" &&
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 300 --no-tests=error "$@"
+  local rc=0
+  bash "$ROOT/scripts/setup.sh" && start_kafka && say "running ctest in $BUILD_DIR" &&
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 300 --no-tests=error "$@" ||
+    rc=$?
+  stop_kafka
+  return $rc
 }
 step_format() { bash "$ROOT/scripts/format.sh" --check; }
 step_thread-safety() { bash "$ROOT/scripts/thread_safety.sh"; }

@@ -21,9 +21,11 @@ export BUILD_DIR="${BUILD_DIR:-$ROOT/build-tsan}"
 BUILD_TARGETS="tests_unit tests_integration" \
   bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
 
+# -LE: a test of those labels that also carries `kafka` (a real broker) or
+# `browser` runs in the plain suite only.
 # The suppressions file is always used; TSAN_OPTIONS from the caller add to it.
 export TSAN_OPTIONS="suppressions=$ROOT/tests/tsan/suppressions.txt second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 # --timeout only covers tests without their own TIMEOUT; the integration tests
 # set theirs (tests/integration/CMakeLists.txt) with room for TSan.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j4 --timeout 900 --no-tests=error \
-  -L 'unit|integration' "$@"
+  -L 'unit|integration' -LE 'kafka|browser' "$@"

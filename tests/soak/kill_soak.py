@@ -34,6 +34,9 @@ import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from child_process import start, stop, tail  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 INPUT, RETRY, OUTPUT, DLQ = "soak-input", "soak-retry", "soak-output", "soak-dlq"
 GROUP = "soak"
@@ -82,38 +85,6 @@ class Failure(Exception):
 
 def say(*parts):
     print("soak:", *parts, flush=True)
-
-
-def start(argv, log_path):
-    """Starts `argv` with its output appended to `log_path`. The child gets
-    SIGKILL when this script dies, even by SIGKILL (a ctest timeout), so that
-    no broker or retryd outlives it: setpriv (util-linux) sets that up and
-    execs it, where a preexec_fn would not be safe beside the producer thread."""
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--"] + argv,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-
-
-def stop(proc, sig, timeout):
-    """Signals `proc` and reaps it; SIGKILL if it outlives `timeout`. Its exit
-    status (negative: the signal that ended it)."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
-
-
-def tail(path, lines=40):
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join("    " + l for l in text[-lines:])
 
 
 def make_keys(n, rng):
