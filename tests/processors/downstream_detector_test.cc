@@ -298,5 +298,87 @@ TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
   testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
 }
 
+// A downstream that goes away for 15 s under load, as a killed process
+// would: every role waits on the channel's evidence, no record uses an
+// attempt while it lasts, and nothing is lost or dead-lettered after.
+TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
+  DownstreamServer server;
+  server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(1)));
+  ASSERT_TRUE(server.Start().ok());
+  const testing::TestTopics topics = CreateTopics("detector-away", 4);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.retry.max_attempts = 2;
+  options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 1000};
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 4000; ++i) keys.push_back(absl::StrCat("k-", i));
+  ProduceKeys(topics.input, keys);
+  ASSERT_TRUE(server.WaitForCalls(300, absl::Seconds(60)));
+  server.Stop();
+  const absl::Time back_at = absl::Now() + absl::Seconds(15);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const DownstreamGate::Snapshot d = engine->downstream();
+        return d.roles[kPrimary].down && d.roles[kRetry].down;
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(engine->downstream().roles[kPrimary].evidence, DownstreamGate::Evidence::kChannel);
+  // While it is away: checked every 100 ms, no attempt is used.
+  absl::Notification never;
+  while (!never.WaitForNotificationWithTimeout(absl::Milliseconds(100)) && absl::Now() < back_at) {
+    ASSERT_EQ(engine->Totals().failed_attempts, 0);
+  }
+  EXPECT_TRUE(engine->downstream().down);
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  const DownstreamGate::Snapshot downstream = engine->downstream();
+  engine->Stop();
+  testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
+  EXPECT_GE(downstream.roles[kPrimary].probes, 1);
+}
+
+// A target nothing ever listens on: the first refusals show the channel not
+// ready, every role goes down, and probes back off (doubling up to
+// probe_max_ms) rather than spin; once a server listens there, everything
+// is delivered on its first attempt.
+TEST(DownstreamDetectorTest, AChannelThatNeverConnectsIsProbedWithBackoff) {
+  DownstreamServer server;
+  ASSERT_TRUE(server.Start().ok());  // For a port of its own, free again after Stop().
+  server.Stop();
+  const testing::TestTopics topics = CreateTopics("detector-never", 2);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 100; ++i) keys.push_back(absl::StrCat("k-", i));
+  ProduceKeys(topics.input, keys);
+  EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  options.retry.max_attempts = 1;
+  options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
+  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const DownstreamGate::Snapshot d = engine->downstream();
+        return d.roles[kPrimary].down &&
+               d.roles[kPrimary].evidence == DownstreamGate::Evidence::kChannel &&
+               d.roles[kPrimary].probes >= 4;
+      },
+      absl::Seconds(60)));
+  // Backed off: from the fourth probe on each waits the longest delay.
+  const DownstreamGate::Snapshot d = engine->downstream();
+  const absl::Time measured = absl::Now();
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine->downstream().roles[kPrimary].probes >= d.roles[kPrimary].probes + 3; },
+      absl::Seconds(30)));
+  EXPECT_GE(absl::Now() - measured, absl::Milliseconds(2 * 400)) << "probes did not back off";
+  EXPECT_EQ(engine->Totals().failed_attempts, 0);
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
+  engine->Stop();
+  testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
+}
+
 }  // namespace
 }  // namespace retryd
