@@ -24,7 +24,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 OUT="${BENCH_OUT:-$ROOT/bench/results}"
 
-# In the order they run, with the figures the README shows.
+# In the order they run, with the figures docs/performance.md shows.
 BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench)
 
 say() { printf 'bench.sh: %s\n' "$*"; }

@@ -43,7 +43,7 @@ struct DownstreamOptions {
   int64_t probe_max_ms = 30000;    // Largest delay between probes.
 };
 
-// How records of one input partition are ordered (see README "Ordering").
+// How records of one input partition are ordered (see docs/guarantees.md, "Ordering modes").
 enum class Ordering {
   // Failures go to the retry topic; later records overtake them.
   kUnordered,

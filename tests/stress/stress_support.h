@@ -55,7 +55,7 @@ struct StressConfigOptions {
 // fail for good, flaky- keys fail twice then succeed (simulate rules by
 // key_prefix); control API on a free loopback port. One produce request in
 // flight per connection, since the mock does not check an idempotent
-// producer's sequence numbers (see README, Tests).
+// producer's sequence numbers (see docs/testing.md, "Stress tests").
 std::string StressConfig(const TestTopics& topics, const std::string& group,
                          const StressConfigOptions& options);
 
