@@ -2,8 +2,8 @@
 // Kafka delivery reports for that thread's records), read by anyone.
 //
 // Thread-safe. Counters are relaxed atomics, so readers never take a lock a
-// worker holds; the only lock, `mu`, guards two small strings and the
-// partition list, and is never held across anything that blocks.
+// worker holds; the only lock, `mu_`, guards the last error (and when) and
+// the partition list, and is never held across anything that blocks.
 #ifndef RETRYD_SERVER_ENGINE_THREAD_STATS_H_
 #define RETRYD_SERVER_ENGINE_THREAD_STATS_H_
 
