@@ -430,14 +430,34 @@ TEST(KeyOrderTest, TwoEnginesSharingTheGroupsKeepKeyOrder) {
   options.ordering = Ordering::kKey;
   options.retry.threads = 2;
   options.retry.max_attempts = 6;
-  ProduceKeys(topics.input, RoundsOfKeys(20000, 500));
-  const std::vector<Record> input = ReadAll(topics.input);
+  // The same keys in both halves: the second half's records follow keys
+  // that the first half parked, whichever engine reads them.
+  const std::vector<std::string> keys = RoundsOfKeys(20000, 500);
+  ProduceKeys(topics.input, std::vector<std::string>(keys.begin(), keys.begin() + 10000));
 
   std::unique_ptr<Engine> a = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(WaitFor([&] { return a->Totals().sent_to_retry >= 200; }, kDone));
   std::unique_ptr<Engine> b = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(b, nullptr);
+  // The second half only once B has its share of the input partitions (and
+  // A gave up the rest): B consumes part of it however fast A is.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto primary_partitions = [](const Engine& e) {
+          size_t n = 0;
+          for (const auto& t : e.Threads()) {
+            if (t->role() == ThreadRole::kPrimary) n += t->partitions().size();
+          }
+          return n;
+        };
+        const size_t in_b = primary_partitions(*b);
+        return in_b > 0 && in_b + primary_partitions(*a) == 4;
+      },
+      kDone));
+  ProduceKeys(topics.input, std::vector<std::string>(keys.begin() + 10000, keys.end()));
+  const std::vector<Record> input = ReadAll(topics.input);
+  ASSERT_EQ(input.size(), keys.size());
   ASSERT_TRUE(AllDone(topics, input, {a.get(), b.get()}));
   // Each engine's parked keys are released, also those whose records the
   // other engine's retry threads completed (seen through the retry group's
