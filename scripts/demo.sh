@@ -1,26 +1,109 @@
 #!/usr/bin/env bash
-# Builds retryd (via scripts/setup.sh) and runs it in demo mode on the
-# embedded broker with deploy/examples/demo.textproto, or with the config
-# file given.
+# Builds retryd (scripts/setup.sh) and runs it in demo mode: a synthetic load
+# of ok-, flaky- and perm- keys through deploy/examples/demo.textproto (or
+# another config), on the embedded broker unless told otherwise.
 #
-#   scripts/demo.sh [--config FILE] [extra retryd flags...]
+#   scripts/demo.sh [--config FILE] [--kafka] [--rate N] [-- RETRYD_FLAG...]
 #
-# e.g. `scripts/demo.sh --config deploy/examples/grpc-demo.textproto` sends
-# the demo load to the example downstream of scripts/example.sh.
+#   --config FILE  the config to run, e.g. deploy/examples/grpc-demo.textproto
+#                  (with the example downstream of scripts/example.sh)
+#   --kafka        on a local real Apache Kafka instead of the embedded broker:
+#                  one KRaft node on loopback (scripts/kafka.sh, fetched on
+#                  first use), the config's topics created on it, stopped when
+#                  the demo ends
+#   --rate N       demo records per second (default: retryd's, 200)
+#   -h, --help     this text
+#   --             everything after it goes to retryd as it is
 #
-# Environment: BUILD_DIR (default: <repo>/build), as for setup.sh.
+# Ctrl-C stops retryd (it prints its last summary) and, with --kafka, the
+# broker. Environment: BUILD_DIR (default: <repo>/build), as for setup.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 export BUILD_DIR
 
+say() { printf 'demo.sh: %s\n' "$*" >&2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
+
 config="$ROOT/deploy/examples/demo.textproto"
-if [[ "${1:-}" == "--config" ]]; then
-  config="${2:?--config needs a file}"
-  shift 2
-fi
+kafka=0
+retryd_args=()
+while (($# > 0)); do
+  case "$1" in
+    --config)
+      (($# >= 2)) || { say "--config needs a file"; usage; }
+      config="$2"
+      shift 2
+      ;;
+    --config=*) config="${1#--config=}"; shift ;;
+    --kafka) kafka=1; shift ;;
+    --rate)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { say "--rate needs a number of records per second"; usage; }
+      retryd_args+=(--demo_rate "$2")
+      shift 2
+      ;;
+    -h | --help) usage 0 ;;
+    --) shift; retryd_args+=("$@"); break ;;
+    *) say "unknown argument '$1' (retryd's own flags go after --)"; usage ;;
+  esac
+done
+[[ -r "$config" ]] || { say "cannot read the config '$config'"; exit 2; }
 
 bash "$ROOT/scripts/setup.sh"
 
-exec "$BUILD_DIR/retryd" --config "$config" --demo "$@"
+if ((kafka == 0)); then
+  exec "$BUILD_DIR/retryd" --config "$config" --demo "${retryd_args[@]}"
+fi
+
+# ---- on a real broker ------------------------------------------------------------
+dir="$(mktemp -d)"
+kafka_pid=""
+stop_kafka() {
+  if [[ -n "$kafka_pid" ]]; then
+    kill -TERM "$kafka_pid" 2>/dev/null || true
+    wait "$kafka_pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap stop_kafka EXIT
+bash "$ROOT/scripts/kafka.sh" fetch >/dev/null
+bash "$ROOT/scripts/kafka.sh" run --nodes 1 --dir "$dir/cluster" --owner-pid $$ \
+  </dev/null >"$dir/run.out" 2>"$dir/run.log" &
+kafka_pid=$!
+deadline=$((SECONDS + 180))
+until grep -q '^bootstrap: ' "$dir/run.out" 2>/dev/null; do
+  if ! kill -0 "$kafka_pid" 2>/dev/null || ((SECONDS > deadline)); then
+    say "Kafka did not start:"
+    cat "$dir/run.log" >&2
+    exit 1
+  fi
+  sleep 0.2  # Another process's output: polled, nothing to wait on.
+done
+bootstrap="$(sed -n 's/^bootstrap: //p' "$dir/run.out")"
+say "Kafka 4.1 at $bootstrap (stopped when the demo ends)"
+
+# The topics the config names, three partitions each (the embedded broker's
+# default), with Debian's kafka-python.
+/usr/bin/python3 - "$bootstrap" "$config" <<'EOF'
+import re
+import sys
+
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+bootstrap, config = sys.argv[1], sys.argv[2]
+text = re.sub(r"#[^\n]*", "", open(config).read())
+names = re.findall(r'\b(?:input_topics|output_topic|topic|dead_letter_topic)\s*:\s*"([^"]+)"', text)
+admin = KafkaAdminClient(bootstrap_servers=bootstrap, api_version=(2, 5, 0))
+for name in dict.fromkeys(names):
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])
+        print(f"demo.sh: created topic {name}", file=sys.stderr)
+    except TopicAlreadyExistsError:
+        pass
+admin.close()
+EOF
+
+"$BUILD_DIR/retryd" --config "$config" --bootstrap_servers "$bootstrap" --demo \
+  "${retryd_args[@]}" || say "retryd exited with status $?"
