@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/engine.h"
+#include "server/engine/retry_headers.h"
 #include "server/processors/grpc_processor.h"
 #include "tests/support/downstream_server.h"
 #include "tests/support/outcomes.h"
@@ -193,36 +194,44 @@ INSTANTIATE_TEST_SUITE_P(Codes, RefusedForeverTest,
                                            grpc::StatusCode::PERMISSION_DENIED),
                          [](const auto& info) { return StatusCodeName(info.param); });
 
-// Keys whose backend goes away after their first attempt: they fail it
-// (INTERNAL, an answer), then the downstream refuses them forever. The retry
-// role, holding only them, takes its downstream for down on refusals alone
-// (more of them than outage_after, no answer in between); each refused probe
-// uses an attempt of its record, rotating over them, so they still reach the
-// DLQ; the primary role stays up.
+// Records in the retry topic whose backend has gone away (their last attempt
+// failed INTERNAL, an answer; now the downstream refuses them forever), read
+// by the retry role while nothing else is processed: more of them than
+// outage_after refused in a row, with no answer between, take the retry
+// role down on refusals alone; each refused probe uses an attempt of its
+// record, rotating over them, so they still reach the DLQ. The primary role,
+// which answered every record it had, stays up.
 TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) {
   DownstreamServer server;
-  server.SetAnswerer(
-      [](const v1::ProcessRequest& request) -> std::optional<DownstreamServer::Answer> {
-        if (!absl::StartsWith(request.record().key(), "stuck-")) return std::nullopt;
-        if (request.attempt() == 1) return Refusal(grpc::StatusCode::INTERNAL, "broken");
-        return Refusal(grpc::StatusCode::UNAVAILABLE, "try later");
-      });
+  server.SetAnswer("stuck-", Refusal(grpc::StatusCode::UNAVAILABLE, "try later"));
   ASSERT_TRUE(server.Start().ok());
   const testing::TestTopics topics = CreateTopics("detector-stuck-role", 4);
   std::vector<std::string> ok, stuck;
   for (int i = 0; i < 200; ++i) ok.push_back(absl::StrCat("ok-", i));
   for (int i = 0; i < 8; ++i) stuck.push_back(absl::StrCat("stuck-", i));
-  ProduceKeys(topics.input, ok);
-  ProduceKeys(topics.input, stuck);
   EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_attempts = 3;
   options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 400};
   std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
   ASSERT_NE(engine, nullptr);
-  std::vector<std::string> keys = ok;
-  keys.insert(keys.end(), stuck.begin(), stuck.end());
-  ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(60)));
+  ProduceKeys(topics.input, ok);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, ok, absl::Seconds(60)));
+  // Only then the stuck records, as the primary would have sent them after
+  // their first attempt: nothing answers while the retry role has them.
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  for (size_t i = 0; i < stuck.size(); ++i) {
+    RetryMetadata meta;
+    meta.attempt = 2;
+    meta.due_ms = now_ms;
+    meta.first_failure_ms = now_ms;
+    meta.original_topic = topics.input;
+    meta.original_partition = static_cast<int32_t>(i % 4);
+    meta.original_offset = 1000 + static_cast<int64_t>(i);
+    meta.error = "INTERNAL: broken";
+    testing::ProduceRetryRecord(topics.retry, static_cast<int32_t>(i % 4), stuck[i], meta);
+  }
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, stuck, absl::Seconds(60)));
   const DownstreamGate::Snapshot downstream = engine->downstream();
   engine->Stop();
 
