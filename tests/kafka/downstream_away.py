@@ -175,7 +175,9 @@ processor {{
         say(f"summary: {len(verdict.inputs)} records; lost {len(verdict.lost)}; dead-lettered "
             f"{len(dead)}; retried {len(retried)}; duplicates {verdict.duplicates}; "
             f"{time.monotonic() - began:.1f} s")
-        return real_kafka.verdict_status(say, failures, cluster, retryd.log())
+        status = real_kafka.verdict_status(say, failures, retryd.log())
+    cluster.close()
+    return status
 
 
 if __name__ == "__main__":

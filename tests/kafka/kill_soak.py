@@ -145,7 +145,9 @@ max_in_flight: {args.max_in_flight}
             f"{verdict.duplicates} ({verdict.extra} extra copies); replays per kill median "
             f"{real_kafka.median(per_kill)}, max {max(per_kill)}; {len(retryd.error_lines())} ERROR lines in retryd's logs; "
             f"{time.monotonic() - began:.1f} s")
-        return real_kafka.verdict_status(say, failures, cluster, retryd.log())
+        status = real_kafka.verdict_status(say, failures, retryd.log())
+    cluster.close()
+    return status
 
 
 if __name__ == "__main__":

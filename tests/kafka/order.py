@@ -134,7 +134,9 @@ def run(args, work, say):
             f"{verdict.duplicates} ({verdict.extra} extra copies, after the kill); "
             f"{len(by)} {'keys' if key_order else 'partitions'} checked, {len(broken)} out of "
             f"order; {time.monotonic() - began:.1f} s")
-        return real_kafka.verdict_status(say, failures, cluster)
+        status = real_kafka.verdict_status(say, failures)
+    cluster.close()
+    return status
 
 
 if __name__ == "__main__":

@@ -302,12 +302,11 @@ def pause(seconds, what, check):
     wait_until(lambda: time.monotonic() >= until, seconds + 5, what, check=check)
 
 
-def verdict_status(say, failures, cluster, log_of=None):
+def verdict_status(say, failures, log_of=None):
     """Prints `failures` (and the tail of the log `log_of` names, if any):
     the scenario's exit status, 0 when there are none."""
     for f in failures:
         say("  " + f)
-    cluster.close()
     if not failures:
         return 0
     if log_of:

@@ -170,7 +170,9 @@ max_in_flight: {args.max_in_flight}
             if took_over < 2:
                 failures.append("B's threads were never assigned all partitions")
         say(line + f"; {time.monotonic() - began:.1f} s")
-        return real_kafka.verdict_status(say, failures, cluster)
+        status = real_kafka.verdict_status(say, failures)
+    cluster.close()
+    return status
 
 
 if __name__ == "__main__":
