@@ -73,7 +73,10 @@ start_kafka() {
     sleep 0.2  # Another process's output: polled, nothing to wait on.
   done
   RETRYD_TEST_KAFKA="$(sed -n 's/^bootstrap: //p' "$dir/run.out")"
-  export RETRYD_TEST_KAFKA
+  # The cluster is the project's own: tests that kill brokers may run on it
+  # (tests/kafka/real_kafka.py), never on a user's.
+  RETRYD_TEST_KAFKA_OWNED=1
+  export RETRYD_TEST_KAFKA RETRYD_TEST_KAFKA_OWNED
   say "Kafka at $RETRYD_TEST_KAFKA for the kafka label (logs in $dir/cluster)"
 }
 # kafka.sh bounds its own stop (SIGKILL after a minute).
@@ -82,7 +85,7 @@ stop_kafka() {
   kill -TERM "$kafka_pid" 2>/dev/null || true
   wait "$kafka_pid" 2>/dev/null || true
   kafka_pid=""
-  unset RETRYD_TEST_KAFKA
+  unset RETRYD_TEST_KAFKA RETRYD_TEST_KAFKA_OWNED
 }
 trap stop_kafka EXIT
 

@@ -30,6 +30,26 @@ int64_t CompletionTracker::CommitOffset() const {
   return last_begun_ < 0 ? -1 : last_begun_ + 1;
 }
 
+std::vector<std::pair<int64_t, int64_t>> CompletionTracker::DoneAbove(size_t max_ranges) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  bool in_range = false;
+  for (const Entry& e : entries_) {
+    if (!e.done) {
+      in_range = false;
+      continue;
+    }
+    if (in_range) {
+      ranges.back().second = e.offset;
+      continue;
+    }
+    if (ranges.size() == max_ranges) break;
+    ranges.emplace_back(e.offset, e.offset);
+    in_range = true;
+  }
+  return ranges;
+}
+
 int64_t CompletionTracker::pending() const {
   absl::ReaderMutexLock lock(&mu_);
   return pending_;

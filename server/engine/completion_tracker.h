@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -41,6 +43,13 @@ class CompletionTracker {
   // The offset to commit: the lowest incomplete offset, else the last begun
   // offset + 1; -1 before any Begin().
   int64_t CommitOffset() const;
+
+  // The complete records above CommitOffset(), as ranges [first, last] of
+  // offsets in increasing order, the lowest `max_ranges` of them. An offset
+  // inside a range that was never begun holds no record (compaction,
+  // transaction markers). The next owner of the partition need not process
+  // them again (partition_state.h).
+  std::vector<std::pair<int64_t, int64_t>> DoneAbove(size_t max_ranges) const;
 
   // Records begun and not yet complete.
   int64_t pending() const;

@@ -20,6 +20,9 @@ constexpr int kMaxBatch = 500;
 constexpr absl::Duration kRedoDelay = absl::Seconds(1);
 // How long an assignment may wait for the group's committed metadata.
 constexpr absl::Duration kCommittedTimeout = absl::Seconds(10);
+// The most ranges of complete records above a commit that it carries
+// (EncodeDoneAbove also keeps to kMaxDoneMetadataBytes).
+constexpr size_t kMaxDoneRanges = 128;
 // A quiesced retry thread resumes on its own after this long, should the
 // rebalance it was quiesced for never come.
 constexpr absl::Duration kMaxQuiesce = absl::Seconds(60);
@@ -287,6 +290,12 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
     return;
   }
   const int64_t read_ms = NowMs();
+  // Completed by the previous owner, above its commit: not processed again.
+  const bool done_before = DoneBefore(tp, record.offset);
+  if (role_ == ThreadRole::kPrimary && done_before) {
+    tracker->Complete(record.offset);
+    return;
+  }
   ByteCharge charge = Charge(RecordBytes(record));
   if (role_ == ThreadRole::kPrimary) {
     // In order it waits behind the held record of its partition; in any
@@ -318,7 +327,11 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   }
   absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(record.headers);
   if (!meta.ok()) {
-    DeadLetterMalformed(record, tracker, meta.status());
+    if (done_before) {
+      tracker->Complete(record.offset);
+    } else {
+      DeadLetterMalformed(record, tracker, meta.status());
+    }
     return;
   }
   HeldRecord held;
@@ -338,6 +351,14 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   held.record.key = std::move(record.key);
   held.record.value = std::move(record.value);
   held.record.headers = StripRetrydHeaders(record.headers);
+  if (done_before) {
+    // Its outcome is durable: its key is released as it was then.
+    if (held.record.key.has_value()) {
+      context_.parking->Release(KeyOf(held.record), held.record.offset);
+    }
+    tracker->Complete(held.source_offset);
+    return;
+  }
   const int64_t now = NowMs();
   ClampDue(held, now);
   if (TakenByItsKey(held)) return;
@@ -773,6 +794,19 @@ bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
   LogInfo("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
           held.source_offset, " resumes at attempt ", held.attempt, " (from committed metadata)");
   return true;
+}
+
+bool Worker::DoneBefore(const TopicPartition& tp, int64_t offset) {
+  auto it = done_before_.find(tp);
+  if (it == done_before_.end()) return false;
+  std::vector<std::pair<int64_t, int64_t>>& ranges = it->second;
+  // Ranges in increasing order, records too: those passed are used up.
+  auto passed = std::find_if(ranges.begin(), ranges.end(),
+                             [offset](const auto& range) { return range.second >= offset; });
+  ranges.erase(ranges.begin(), passed);
+  const bool done = !ranges.empty() && ranges.front().first <= offset;
+  if (ranges.empty()) done_before_.erase(it);
+  return done;
 }
 
 void Worker::LearnParkedKeys() {
@@ -1255,6 +1289,8 @@ kafka::CommitOffsets Worker::CommitPoints(const std::vector<TopicPartition>& par
     std::string metadata;
     if (auto held = in_place_.find(tp); held != in_place_.end() && held->second.offset == offset) {
       metadata = EncodeInPlaceRetry(held->second);
+    } else {
+      metadata = EncodeDoneAbove(offset, it->second->DoneAbove(kMaxDoneRanges));
     }
     points.push_back({tp, offset, std::move(metadata)});
   }
@@ -1329,15 +1365,21 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
     trackers_[tp] = std::make_shared<CompletionTracker>();
     committed_[tp] = {tp, -1, ""};
   }
-  if (role_ == ThreadRole::kPrimary && !partitions.empty()) {
-    // A record retried in place by the previous owner resumes where it was.
+  if (!partitions.empty()) {
+    // A record retried in place by the previous owner resumes where it was;
+    // the records it completed above its commit are not processed again.
     absl::StatusOr<kafka::CommitOffsets> committed =
         consumer_->Committed(partitions, kCommittedTimeout);
     if (!committed.ok()) {
       LogWarning("thread ", id_, ": ", committed.status().message(),
-                 "; records retried in place start again at attempt 1");
+                 "; records retried in place start again at attempt 1, and records complete "
+                 "above the committed offsets are processed again");
     } else {
       for (const kafka::PartitionOffset& c : *committed) {
+        if (auto done = DecodeDoneAbove(c.metadata, c.offset); !done.empty()) {
+          done_before_[c.tp] = std::move(done);
+        }
+        if (role_ != ThreadRole::kPrimary) continue;
         std::optional<InPlaceRetry> state = DecodeInPlaceRetry(c.metadata);
         if (state && state->offset == c.offset) restored_[c.tp] = *state;
         committed_[c.tp] = c;
@@ -1441,6 +1483,7 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
     ready_.erase(tp);
     in_place_.erase(tp);
     restored_.erase(tp);
+    done_before_.erase(tp);
     committed_.erase(tp);
     if (auto it = trackers_.find(tp); it != trackers_.end()) {
       it->second->Abandon();

@@ -402,6 +402,10 @@ class Worker : public kafka::ConsumerListener {
   // If `held` is the record the committed metadata of its partition
   // describes, takes its attempt, first failure and due time from there.
   bool RestoreInPlaceRetry(HeldRecord& held);
+  // Whether the committed metadata of `tp` at assignment listed `offset` as
+  // complete (its outcome is durable): skipped, not processed again.
+  // Offsets must come in increasing order.
+  bool DoneBefore(const TopicPartition& tp, int64_t offset);
   // Returns the held retry records of `partitions` to the retry topic and
   // waits (until `deadline`) for every hand-off of those partitions.
   void HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline);
@@ -502,6 +506,10 @@ class Worker : public kafka::ConsumerListener {
   // committed metadata said at assignment (until the first record is read).
   std::map<TopicPartition, InPlaceRetry> in_place_;
   std::map<TopicPartition, InPlaceRetry> restored_;
+  // Ranges of offsets above the committed one that the previous owner
+  // completed, from the committed metadata at assignment; used up as
+  // records are read.
+  std::map<TopicPartition, std::vector<std::pair<int64_t, int64_t>>> done_before_;
   // Between a checkpoint and the rebalance it prepares (see
   // RequestCheckpoint).
   bool quiesced_ = false;

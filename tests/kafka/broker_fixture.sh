@@ -6,7 +6,9 @@
 #   broker_fixture.sh stop DIR     stops the broker start started
 #
 # With RETRYD_TEST_KAFKA set (scripts/test.sh's broker, or a user's cluster)
-# start only writes that bootstrap and stop does nothing. Otherwise start runs
+# start only writes that bootstrap and stop does nothing. A broker it starts
+# itself is the project's: it writes DIR/owned beside the bootstrap, so that
+# tests may kill its nodes (tests/kafka/real_kafka.py). Otherwise start runs
 # scripts/kafka.sh (fetching Kafka first if the cache is empty) in a session
 # of its own, with ctest as its owner: if ctest dies before the cleanup test
 # runs, the broker stops all the same.
@@ -65,6 +67,7 @@ case "$action" in
       sleep 0.2  # Another process's output: polled, nothing to wait on.
     done
     sed -n 's/^bootstrap: //p' "$dir/run.out" >"$dir/bootstrap"
+    : >"$dir/owned"
     say "broker at $(cat "$dir/bootstrap") (logs in $dir/cluster)"
     cat "$dir/run.out"
     ;;

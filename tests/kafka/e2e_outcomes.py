@@ -74,17 +74,7 @@ def make_records(rng, per_kind):
 
 
 def write_config(path, cluster, names, work):
-    text = f"""# Written by tests/kafka/e2e_outcomes.py.
-listen_address: "127.0.0.1:0"
-{cluster.retryd_kafka_block(work)}  properties {{ key: "session.timeout.ms" value: "6000" }}
-  properties {{ key: "heartbeat.interval.ms" value: "1000" }}
-}}
-group_id: "{names.group['g']}"
-input_topics: "{names.topic['input']}"
-output_topic: "{names.topic['output']}"
-dead_letter_topic: "{names.topic['dlq']}"
-commit_interval_ms: 200
-shutdown_timeout_ms: 10000
+    real_kafka.retryd_config(path, cluster, names, work, f"""commit_interval_ms: 200
 retry {{
   topic: "{names.topic['retry']}"
   threads: 1
@@ -99,10 +89,7 @@ processor {{
     rule {{ key_prefix: "perm-" permanent: true }}
     rule {{ key_prefix: "exh-" fail_attempts: 1000 }}
   }}
-}}
-"""
-    with open(path, "w") as f:
-        f.write(text)
+}}""")
 
 
 def committed_to_end(cluster, reader, group, topic):

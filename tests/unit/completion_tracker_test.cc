@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -195,6 +196,23 @@ TEST(CompletionTrackerTest, AwaitPendingAtMostWakesWhenEnoughComplete) {
   EXPECT_EQ(t.pending(), 1);
   EXPECT_EQ(t.CommitOffset(), 0);
   EXPECT_FALSE(t.AwaitDrained(absl::InfinitePast()));
+}
+
+TEST(CompletionTrackerTest, DoneAboveListsTheCompleteRecordsPastTheCommitOffset) {
+  CompletionTracker t;
+  for (int64_t o : {5, 6, 7, 9, 10, 12, 13}) ASSERT_TRUE(t.Begin(o));
+  EXPECT_TRUE(t.DoneAbove(10).empty());
+  for (int64_t o : {6, 7, 10, 13}) ASSERT_TRUE(t.Complete(o));
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  // 9 is pending between 7 and 10; 11 and 8 were never begun (no record
+  // there) and break no range.
+  EXPECT_EQ(t.DoneAbove(10), (Ranges{{6, 7}, {10, 10}, {13, 13}}));
+  EXPECT_EQ(t.DoneAbove(2), (Ranges{{6, 7}, {10, 10}}));
+  ASSERT_TRUE(t.Complete(9));
+  EXPECT_EQ(t.DoneAbove(10), (Ranges{{6, 10}, {13, 13}}));
+  ASSERT_TRUE(t.Complete(5));
+  EXPECT_EQ(t.CommitOffset(), 12);
+  EXPECT_EQ(t.DoneAbove(10), (Ranges{{13, 13}}));
 }
 
 TEST(CompletionTrackerTest, ConcurrentBeginAndComplete) {
