@@ -3,9 +3,9 @@
 // the line. See README.md and docs/operating.md.
 //
 // Exit status: 0 after a graceful stop (SIGINT/SIGTERM); 1 when the engine
-// cannot run (Kafka unreachable, a topic missing, every primary thread
-// failed, the control API's address in use); 2 for a bad command line or
-// config.
+// cannot run (Kafka unreachable, a topic missing or refused by
+// kafka.create_topics, every primary thread failed, the control API's
+// address in use); 2 for a bad command line or config.
 #include <signal.h>
 
 #include <cerrno>
@@ -53,12 +53,48 @@ namespace {
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
-std::vector<std::string> AllTopics(const EngineOptions& o) {
-  std::vector<std::string> topics = o.input_topics;
-  topics.push_back(o.retry.topic);
-  topics.push_back(o.dead_letter_topic);
+// The topics retryd writes to, which kafka.create_topics may create.
+std::vector<std::string> WrittenTopics(const EngineOptions& o) {
+  std::vector<std::string> topics = {o.retry.topic, o.dead_letter_topic};
   if (!o.output_topic.empty()) topics.push_back(o.output_topic);
   return topics;
+}
+
+std::vector<std::string> AllTopics(const EngineOptions& o) {
+  std::vector<std::string> topics = o.input_topics;
+  for (std::string& topic : WrittenTopics(o)) topics.push_back(std::move(topic));
+  return topics;
+}
+
+// With kafka.create_topics, creates the retry, dead-letter and output topics
+// the cluster lacks; without it, checks that every topic exists.
+absl::Status PrepareTopics(const v1::KafkaConfig& kafka, const EngineOptions& options) {
+  constexpr absl::Duration kTimeout = absl::Seconds(30);
+  if (!kafka.has_create_topics()) {
+    return kafka::CheckTopicsExist(options.bootstrap_servers, options.kafka_properties,
+                                   AllTopics(options), kTimeout);
+  }
+  const v1::CreateTopicsConfig& create = kafka.create_topics();
+  kafka::NewTopicSpec spec;
+  spec.partitions = static_cast<int>(create.partitions());
+  spec.replication_factor = static_cast<int>(create.replication_factor());
+  if (create.has_retention_ms()) spec.retention_ms = create.retention_ms();
+  absl::StatusOr<kafka::CreatedTopics> created =
+      kafka::CreateMissingTopics(options.bootstrap_servers, options.kafka_properties,
+                                 options.input_topics, WrittenTopics(options), spec, kTimeout);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("kafka.create_topics: ", created.status().message()));
+  }
+  if (created->topics.empty()) {
+    LogInfo("kafka.create_topics: every topic exists already; none created");
+  } else {
+    LogInfo("kafka.create_topics: created ", absl::StrJoin(created->topics, ", "), " with ",
+            created->partitions, " partitions, replication factor ", created->replication_factor,
+            ", retention.ms ",
+            spec.retention_ms.has_value() ? absl::StrCat(*spec.retention_ms) : "the broker's");
+  }
+  return absl::OkStatus();
 }
 
 // One line: what came in, where it went (the outcome counters), what is
@@ -123,17 +159,12 @@ absl::StatusOr<Configuration> LoadConfiguration() {
 }
 
 // Without kafka.bootstrap_servers, starts the embedded broker with every
-// topic, points `options` at it and returns it; otherwise checks that the
-// cluster has every topic and returns null.
+// topic, points `options` at it and returns it; otherwise prepares the
+// cluster's topics (PrepareTopics) and returns null.
 absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Config& config,
                                                                   EngineOptions& options) {
   if (!options.bootstrap_servers.empty()) {
-    if (absl::Status s =
-            kafka::CheckTopicsExist(options.bootstrap_servers, options.kafka_properties,
-                                    AllTopics(options), absl::Seconds(30));
-        !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = PrepareTopics(config.kafka(), options); !s.ok()) return s;
     return nullptr;
   }
   absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> broker = kafka::EmbeddedBroker::Start(3);
@@ -153,6 +184,14 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   LogWarning("embedded broker bootstrap: ", options.bootstrap_servers, " (e.g. kcat -b ",
              options.bootstrap_servers, " -L); topics ", absl::StrJoin(AllTopics(options), ", "),
              " with ", partitions, " partitions");
+  if (config.kafka().has_create_topics()) {
+    // The mock cluster takes no CreateTopics from clients; the topics above
+    // are all there is.
+    LogWarning(
+        "kafka.create_topics does not apply to the embedded broker, which created every topic "
+        "itself, with ",
+        partitions, " partitions (embedded.partitions) and 3 replicas");
+  }
   return broker;
 }
 

@@ -49,6 +49,12 @@ constexpr uint64_t kMaxGrpcDelayMs = 3'600'000;  // One hour.
 constexpr uint64_t kDefaultMaxHeldBytes = uint64_t{64} << 20;
 constexpr uint64_t kMinHeldBytes = 1024;
 constexpr uint64_t kMaxHeldBytes = uint64_t{1} << 40;  // 1 TiB.
+// kafka.create_topics: Kafka takes a replication factor as a 16-bit number;
+// far past 100,000 partitions a topic is a typo. A retention below a second
+// would delete records before retryd reads them.
+constexpr uint64_t kMaxPartitions = 100'000;
+constexpr uint64_t kMaxReplicationFactor = 32'767;
+constexpr int64_t kMinRetentionMs = 1000;
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -389,7 +395,31 @@ class Validator {
     CheckPlainProperties(node, kafka, properties);
     CheckPropertiesFromEnv(node, kafka, properties);
     CheckPropertiesFromFile(node, kafka, properties);
+    if (kafka.has_create_topics()) {
+      CheckCreateTopics(kafka.create_topics(), node.Child("create_topics"));
+    }
     return std::move(properties.resolved);
+  }
+
+  // kafka.create_topics: every field may be left out (0: decided at start,
+  // from the cluster); one that is written must lie in its range.
+  void CheckCreateTopics(const v1::CreateTopicsConfig& create, const Node& node) {
+    for (auto [field, high] : {std::pair<absl::string_view, uint64_t>{"partitions", kMaxPartitions},
+                               {"replication_factor", kMaxReplicationFactor}}) {
+      const uint64_t value = GetUnsigned(create, node.Field(field));
+      if ((value != 0 || node.Written(field)) && (value < 1 || value > high)) {
+        Error(node, field,
+              absl::StrCat("must be between 1 and ", high, ", got ", value,
+                           " (leave it out for the default)"));
+      }
+    }
+    if (create.has_retention_ms() && create.retention_ms() != -1 &&
+        create.retention_ms() < kMinRetentionMs) {
+      Error(
+          node, "retention_ms",
+          absl::StrCat("must be -1 (keep records forever) or at least ", kMinRetentionMs, ", got ",
+                       create.retention_ms(), " (leave it out for the broker's retention)"));
+    }
   }
 
   void CheckBootstrapServers(const Node& node, const v1::KafkaConfig& kafka) {

@@ -1,10 +1,11 @@
-// Start-up checks against a real cluster.
+// Start-up checks against a real cluster, and the creation of missing topics.
 #ifndef RETRYD_SERVER_KAFKA_TOPICS_H_
 #define RETRYD_SERVER_KAFKA_TOPICS_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,38 @@ namespace retryd::kafka {
 absl::Status CheckTopicsExist(const std::string& bootstrap_servers,
                               const std::map<std::string, std::string>& properties,
                               const std::vector<std::string>& topics, absl::Duration timeout);
+
+// How CreateMissingTopics creates a topic (kafka.create_topics in
+// config.proto, which states the defaults the zeros stand for).
+struct NewTopicSpec {
+  int partitions = 0;                   // 0: as many as the model topic has.
+  int replication_factor = 0;           // 0: 3, or the broker count if smaller.
+  std::optional<int64_t> retention_ms;  // Unset: the broker's retention.
+};
+
+// What CreateMissingTopics did.
+struct CreatedTopics {
+  std::vector<std::string> topics;  // Created by this call; empty if none was missing.
+  int partitions = 0;               // Those topics' partitions and replicas.
+  int replication_factor = 0;
+};
+
+// Creates those of `topics` that the cluster lacks, as `spec` says, through
+// the Admin API (CreateTopics), and waits until every partition of each has
+// a leader. `required` (the input topics) must exist already; it is never
+// created, and its first topic is the model whose partition count a spec
+// without partitions takes. A topic that another client creates at the same
+// moment (a second retryd starting) counts as present, not as created.
+// Returns what it created; NotFound naming what is missing from `required`,
+// InvalidArgument when the cluster refuses a topic as asked (too many
+// replicas, a retention it rejects), PermissionDenied without the CREATE
+// permission, Unavailable or DeadlineExceeded when the cluster did not
+// answer within `timeout`, which bounds the whole call. Blocks; meant for
+// start-up, from any one thread.
+absl::StatusOr<CreatedTopics> CreateMissingTopics(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+    const std::vector<std::string>& required, const std::vector<std::string>& topics,
+    const NewTopicSpec& spec, absl::Duration timeout);
 
 // Measures how many records of `topic` consumer group `group_id` has not yet
 // committed: the sum over its partitions of high watermark minus committed

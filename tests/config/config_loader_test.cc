@@ -131,6 +131,38 @@ TEST(ConfigLoaderTest, OrdersExampleIsTheDocumentedConfig) {
       << verbatim->proto.DebugString();
 }
 
+// kafka.create_topics is off unless the block is written; written, every
+// field may be left out (0: the default, decided at start from the cluster)
+// or set within its range, retention_ms -1 included (keep forever).
+TEST(ConfigLoaderTest, CreateTopicsIsOffUnlessWrittenAndKeepsWhatItSays) {
+  absl::StatusOr<LoadedConfig> absent = Load(WithBase(""));
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_FALSE(absent->proto.kafka().has_create_topics());
+
+  absl::StatusOr<LoadedConfig> defaults = Load(WithBase("kafka { create_topics {} }"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  ASSERT_TRUE(defaults->proto.kafka().has_create_topics());
+  const v1::CreateTopicsConfig& d = defaults->proto.kafka().create_topics();
+  EXPECT_EQ(d.partitions(), 0u);
+  EXPECT_EQ(d.replication_factor(), 0u);
+  EXPECT_FALSE(d.has_retention_ms());
+
+  absl::StatusOr<LoadedConfig> set = Load(WithBase(
+      "kafka { create_topics { partitions: 100000 replication_factor: 32767 retention_ms: -1 } }"));
+  ASSERT_TRUE(set.ok()) << set.status();
+  const v1::CreateTopicsConfig& c = set->proto.kafka().create_topics();
+  EXPECT_EQ(c.partitions(), 100000u);
+  EXPECT_EQ(c.replication_factor(), 32767u);
+  ASSERT_TRUE(c.has_retention_ms());
+  EXPECT_EQ(c.retention_ms(), -1);
+
+  absl::StatusOr<LoadedConfig> lowest =
+      Load(WithBase("kafka { create_topics { partitions: 1 replication_factor: 1 "
+                    "retention_ms: 1000 } }"));
+  ASSERT_TRUE(lowest.ok()) << lowest.status();
+  EXPECT_EQ(lowest->proto.kafka().create_topics().retention_ms(), 1000);
+}
+
 TEST(ConfigLoaderTest, BootstrapOverrideReplacesTheFilesValue) {
   absl::StatusOr<LoadedConfig> loaded =
       LoadConfigFile(ExamplePath("orders.textproto"), {.bootstrap_servers = "10.0.0.1:9093"});
@@ -486,6 +518,34 @@ INSTANTIATE_TEST_SUITE_P(
                   "1099511627776, got 1023"},
         BadConfig{"ShutdownTimeoutZero", WithBase("shutdown_timeout_ms: 0"),
                   "test.textproto:1: shutdown_timeout_ms: must be between 1 and 3600000, got 0"},
+        BadConfig{"CreateTopicsPartitionsZero",
+                  WithBase("kafka {\n  create_topics {\n    partitions: 0\n  }\n}"),
+                  "test.textproto:3: kafka.create_topics.partitions: must be between 1 and "
+                  "100000, got 0 (leave it out for the default)"},
+        BadConfig{"CreateTopicsPartitionsTooMany",
+                  WithBase("kafka { create_topics { partitions: 100001 } }"),
+                  "test.textproto:1: kafka.create_topics.partitions: must be between 1 and "
+                  "100000, got 100001"},
+        BadConfig{"CreateTopicsReplicationFactorZero",
+                  WithBase("kafka {\n  create_topics { replication_factor: 0 }\n}"),
+                  "test.textproto:2: kafka.create_topics.replication_factor: must be between 1 "
+                  "and 32767, got 0"},
+        BadConfig{"CreateTopicsReplicationFactorTooMany",
+                  WithBase("kafka { create_topics { replication_factor: 32768 } }"),
+                  "kafka.create_topics.replication_factor: must be between 1 and 32767, got "
+                  "32768"},
+        BadConfig{"CreateTopicsRetentionZero",
+                  WithBase("kafka {\n  create_topics {\n    retention_ms: 0\n  }\n}"),
+                  "test.textproto:3: kafka.create_topics.retention_ms: must be -1 (keep records "
+                  "forever) or at least 1000, got 0"},
+        BadConfig{"CreateTopicsRetentionBelowASecond",
+                  WithBase("kafka { create_topics { retention_ms: 999 } }"),
+                  "kafka.create_topics.retention_ms: must be -1 (keep records forever) or at "
+                  "least 1000, got 999"},
+        BadConfig{"CreateTopicsRetentionNegative",
+                  WithBase("kafka { create_topics { retention_ms: -2 } }"),
+                  "kafka.create_topics.retention_ms: must be -1 (keep records forever) or at "
+                  "least 1000, got -2"},
         BadConfig{"EmbeddedPartitions", WithBase("embedded {\n  partitions: 65\n}"),
                   "test.textproto:2: embedded.partitions: must be between 1 and 64, got 65"},
         BadConfig{"ListenAddressNoPort", WithBase("listen_address: \"localhost\""),

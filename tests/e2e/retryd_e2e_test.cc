@@ -496,6 +496,40 @@ TEST_F(RetrydE2eTest, DemoRuns) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
 
+// kafka.create_topics names the Admin API, which the embedded broker lacks:
+// there retryd creates every topic itself as before, says that the block
+// does not apply, and runs.
+TEST_F(RetrydE2eTest, CreateTopicsOnTheEmbeddedBrokerIsIgnoredWithAWarning) {
+  const std::string config = dir_.WriteFile("embedded-create.textproto", R"cfg(
+listen_address: "127.0.0.1:0"
+kafka { create_topics { partitions: 5 replication_factor: 1 } }
+group_id: "embedded-create"
+input_topics: "orders"
+processor { simulate {} }
+)cfg");
+  RetrydProcess retryd(Path("embedded-create"),
+                       {"--config", config, "--demo", "--summary_interval_s", "1"});
+  ASSERT_TRUE(retryd.started());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (!retryd.Running()) return true;
+        for (int64_t consumed : ConsumedCounts(retryd.Stdout())) {
+          if (consumed > 0) return true;
+        }
+        return false;
+      },
+      absl::Seconds(90)))
+      << "no summary line with consumed>0 after 90 s";
+  ASSERT_TRUE(retryd.Running()) << "retryd "
+                                << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
+  EXPECT_THAT(retryd.Stderr(),
+              HasSubstr("kafka.create_topics does not apply to the embedded broker"));
+  EXPECT_THAT(retryd.Stderr(),
+              HasSubstr("topics orders, orders.retry, orders.dlq with 3 partitions"));
+  retryd.Signal(SIGINT);
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+}
+
 namespace retryctl_e2e {
 
 constexpr char kRetryctlBinary[] = RETRYCTL_BINARY;
