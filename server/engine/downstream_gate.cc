@@ -134,14 +134,20 @@ DownstreamGate::Verdict DownstreamGate::Refused(ThreadRole role, const RefusedRe
   if (shown != Evidence::kNone) {
     for (size_t j = 0; j < roles_.size(); ++j) GoDown(j, shown, now, why);
     if (probe) ProbeRefused(i, now, reason);
-    return {};
+    return {.own = false, .mark = false, .reason = {}, .epoch = outage_epoch()};
   }
 
   // On a ready (or unknown) channel.
   if (down_[i].load(std::memory_order_relaxed)) {
     // A call admitted before the role went down waits for the probes.
-    if (!probe) return {.own = false, .mark = true, .reason = {}};
-    r.evidence = Evidence::kRefusals;
+    if (!probe) return {.own = false, .mark = true, .reason = {}, .epoch = outage_epoch()};
+    if (r.evidence != Evidence::kRefusals) {
+      // Down on the channel or the health service, which no longer show
+      // it: this probe uses no attempt, the next ones do (kRefusals).
+      r.evidence = Evidence::kRefusals;
+      ProbeRefused(i, now, reason);
+      return {.own = false, .mark = true, .reason = {}, .epoch = outage_epoch()};
+    }
     ProbeRefused(i, now, reason);
     return {.own = true,
             .mark = true,
@@ -161,7 +167,8 @@ DownstreamGate::Verdict DownstreamGate::Refused(ThreadRole role, const RefusedRe
                           ? absl::StrCat(kRefusedWhile, "the downstream answered ",
                                          record.answers_since, " other records: ", reason)
                           : absl::StrCat(kRefusedAgain,
-                                         "while nothing showed the downstream down: ", reason)};
+                                         "while nothing showed the downstream down: ", reason),
+            .epoch = outage_epoch()};
   }
   if (!record.refused_last_attempt) {
     r.refused.insert(record.id);
@@ -171,7 +178,7 @@ DownstreamGate::Verdict DownstreamGate::Refused(ThreadRole role, const RefusedRe
                           reason, ")"));
     }
   }
-  return {.own = false, .mark = true, .reason = {}};
+  return {.own = false, .mark = true, .reason = {}, .epoch = outage_epoch()};
 }
 
 void DownstreamGate::OnProbeAbandoned(ThreadRole role) {
@@ -221,6 +228,10 @@ void DownstreamGate::TakeHealth(const DownstreamHealth& health, absl::Time now) 
 void DownstreamGate::GoDown(size_t index, Evidence evidence, absl::Time now,
                             const std::string& why) {
   Role& r = roles_[index];
+  const bool shown = evidence == Evidence::kChannel || evidence == Evidence::kHealth;
+  if (shown && !(down_[index].load(std::memory_order_relaxed) && r.evidence == evidence)) {
+    epoch_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (down_[index].load(std::memory_order_relaxed)) {
     r.evidence = evidence;
     return;

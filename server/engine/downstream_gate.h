@@ -26,7 +26,9 @@
 // nothing shows the downstream down (its channel is ready or unknown, its
 // health is not NOT_SERVING) and either the record was refused so before
 // (then it waited once, and its role did not go down meanwhile) or it was
-// its role's probe while the role was down on kRefusals. Otherwise it waits,
+// its role's probe while the role was down on kRefusals (a probe refused on
+// a ready channel while the role is down on kChannel or kHealth only moves
+// the role to kRefusals). Otherwise it waits,
 // using no attempt. A record whose previous attempt ended in such a refusal
 // (read back from the retry topic) does not count toward kRefusals: the
 // retry role would otherwise take the records it exists for, refused on
@@ -77,6 +79,9 @@ class DownstreamGate {
     // role is up, is its own (the caller keeps this as `refused_before`).
     bool mark = false;
     std::string reason;
+    // outage_epoch() when the verdict was given: a mark from an earlier
+    // epoch no longer counts (see outage_epoch()).
+    int64_t epoch = 0;
   };
 
   struct RoleSnapshot {
@@ -149,6 +154,10 @@ class DownstreamGate {
   // Lock-free, for per-record checks.
   bool down(ThreadRole role) const { return down_[Index(role)].load(std::memory_order_relaxed); }
   bool down() const { return down(ThreadRole::kPrimary) || down(ThreadRole::kRetry); }
+  // Moves each time the channel or the health service takes the roles down:
+  // a record refused (and marked) before that was likely refused by the
+  // outage coming, so its mark no longer makes its next refusal its own.
+  int64_t outage_epoch() const { return epoch_.load(std::memory_order_relaxed); }
   // Answers so far: records judged, and health checks answering SERVING.
   int64_t answers() const { return answers_.load(std::memory_order_relaxed); }
   // When a record of `role` that must wait at `now` should try again.
@@ -202,6 +211,7 @@ class DownstreamGate {
   // Lock-free, written under mu_.
   std::array<std::atomic<bool>, 2> down_{};
   std::atomic<int64_t> answers_{0};
+  std::atomic<int64_t> epoch_{0};  // outage_epoch().
   // Some role has refusals counted since the last answer (OnAnswered's fast
   // path reads it without the lock).
   std::atomic<bool> streak_{false};

@@ -43,6 +43,8 @@ struct HeldRecord {
   // DownstreamGate::Verdict::mark): the next refusal, while its role is
   // up, is its own. Not kept in the retry topic: each attempt starts anew.
   bool refused_before = false;
+  // The DownstreamGate's outage_epoch() when it was marked so.
+  int64_t refused_epoch = 0;
   // Its previous attempt ended in a refusal judged its own (see
   // DownstreamGate::RefusedRecord).
   bool refused_last_attempt = false;

@@ -498,15 +498,18 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
   DownstreamGate& gate = *context_.gate;
   if (outcome.kind == Outcome::Kind::kUnavailable) {
     if (held.refused_at_answers < 0) held.refused_at_answers = gate.answers();
-    DownstreamGate::Verdict verdict =
-        gate.Refused(role_,
-                     {.id = DownstreamGate::RecordId(held.record.topic, held.record.partition,
-                                                     held.record.offset),
-                      .refused_before = held.refused_before,
-                      .refused_last_attempt = held.refused_last_attempt,
-                      .answers_since = gate.answers() - held.refused_at_answers},
-                     probe, outcome.reason, finished);
-    held.refused_before = held.refused_before || verdict.mark;
+    DownstreamGate::Verdict verdict = gate.Refused(
+        role_,
+        {.id =
+             DownstreamGate::RecordId(held.record.topic, held.record.partition, held.record.offset),
+         .refused_before = held.refused_before && held.refused_epoch == gate.outage_epoch(),
+         .refused_last_attempt = held.refused_last_attempt,
+         .answers_since = gate.answers() - held.refused_at_answers},
+        probe, outcome.reason, finished);
+    if (verdict.mark && !(held.refused_before && held.refused_epoch == verdict.epoch)) {
+      held.refused_before = true;
+      held.refused_epoch = verdict.epoch;
+    }
     if (!verdict.own) {
       sink_->counters.Add(&Counters::unavailable);
       sink_->SetLastError(outcome.reason);

@@ -143,6 +143,22 @@ TEST_F(DownstreamGateTest, AChannelNotReadyTakesEveryRoleDownAndNoRefusalIsOwn) 
   EXPECT_EQ(gate_.Admit(kPrimary, 3, now_ + absl::Milliseconds(102)), Admission::kProbe);
 }
 
+TEST_F(DownstreamGateTest, AChannelBackReadyGivesOneProbeFreeBeforeRefusalsCost) {
+  processor_.SetChannel(DownstreamHealth::Channel::kNotReady);
+  const int64_t epoch = gate_.outage_epoch();
+  RefuseNew(kPrimary, 1);
+  EXPECT_GT(gate_.outage_epoch(), epoch) << "marks from before the outage no longer count";
+  processor_.SetChannel(DownstreamHealth::Channel::kReady);  // Reconnected, still refusing.
+  const absl::Time t = now_ + absl::Milliseconds(100);
+  ASSERT_EQ(gate_.Admit(kPrimary, 1, t), Admission::kProbe);
+  const DownstreamGate::Verdict first = RefuseAgain(kPrimary, 1, 0, /*probe=*/true);
+  EXPECT_FALSE(first.own) << "the role was down on its channel: this probe is free";
+  EXPECT_EQ(gate_.snapshot().roles[0].evidence, Evidence::kRefusals);
+  const absl::Time later = gate_.snapshot().roles[0].next_probe;
+  ASSERT_EQ(gate_.Admit(kPrimary, 2, later), Admission::kProbe);
+  EXPECT_TRUE(gate_.Refused(kPrimary, Rec(2), true, "UNAVAILABLE: no", later).own);
+}
+
 TEST_F(DownstreamGateTest, AProbeRefusedOnAReadyChannelWhileTheRoleIsDownUsesAnAttempt) {
   for (uint64_t id = 1; id <= 3; ++id) RefuseNew(kRetry, id);
   ASSERT_TRUE(gate_.down(kRetry));
