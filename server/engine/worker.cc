@@ -396,9 +396,15 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
 void Worker::Attempt(HeldRecord held) {
   const absl::Time now = absl::Now();
   held.waiting = ByteCharge();  // No longer waiting: the gate counts the others.
-  const DownstreamGate::Admission admission = context_.gate->Admit(
-      role_, DownstreamGate::RecordId(held.record.topic, held.record.partition, held.record.offset),
-      now);
+  // The record's identity (a hash of its topic) only matters while the
+  // role is down: not computed for every record while it is up.
+  const DownstreamGate::Admission admission =
+      !context_.gate->down(role_)
+          ? DownstreamGate::Admission::kCall
+          : context_.gate->Admit(role_,
+                                 DownstreamGate::RecordId(held.record.topic, held.record.partition,
+                                                          held.record.offset),
+                                 now);
   if (admission == DownstreamGate::Admission::kWait) {
     Defer(std::move(held), now);
     return;
