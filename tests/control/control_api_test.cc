@@ -131,7 +131,7 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   EXPECT_EQ(status.parked_keys().keys(), 0);
   EXPECT_EQ(status.parked_keys().records(), 0);
   EXPECT_EQ(status.parked_keys().oldest_unix_ms(), 0);
-  EXPECT_EQ(status.kafka_bootstrap_servers(), Broker().bootstrap_servers());
+  EXPECT_EQ(status.kafka_bootstrap_servers(), testing::BootstrapServers());
   EXPECT_EQ(status.max_retry_threads(), static_cast<uint32_t>(kMaxRetryThreads));
   EXPECT_EQ(status.config().group_id(), "control-api-config");
   EXPECT_FALSE(status.version().empty());

@@ -29,7 +29,9 @@
 namespace retryd {
 namespace {
 
+using ::retryd::testing::BootstrapServers;
 using ::retryd::testing::Broker;
+using ::retryd::testing::ClientProperties;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::HeaderValue;
 using ::retryd::testing::ProduceKeys;
@@ -70,7 +72,7 @@ class AcceptAfterFirst : public Processor {
 // cluster as an operator's tool would (without joining the group).
 int64_t UncommittedRecords(const std::string& group, const std::string& topic) {
   absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe =
-      kafka::GroupLagProbe::Create(Broker().bootstrap_servers(), {}, group, topic);
+      kafka::GroupLagProbe::Create(BootstrapServers(), ClientProperties(), group, topic);
   EXPECT_TRUE(probe.ok()) << probe.status();
   if (!probe.ok()) return -1;
   absl::StatusOr<int64_t> lag = (*probe)->Measure(absl::Seconds(10));
@@ -96,7 +98,8 @@ TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
   // The broker takes it; retryd's producer, with librdkafka's default
   // message.max.bytes of 1,000,000 (headers counted), cannot send it on.
   kafka::ProducerOptions big_options;
-  big_options.bootstrap_servers = Broker().bootstrap_servers();
+  big_options.bootstrap_servers = BootstrapServers();
+  big_options.properties = ClientProperties();
   big_options.properties = {{"message.max.bytes", "2000000"}};
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(big_options);
   ASSERT_TRUE(producer.ok()) << producer.status();

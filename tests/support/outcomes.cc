@@ -186,7 +186,8 @@ std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
 void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::string& key,
                         const RetryMetadata& meta) {
   kafka::ProducerOptions options;
-  options.bootstrap_servers = Broker().bootstrap_servers();
+  options.bootstrap_servers = BootstrapServers();
+  options.properties = ClientProperties();
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
   ASSERT_TRUE(producer.ok()) << producer.status();
   OutgoingRecord r;
@@ -212,7 +213,7 @@ void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::
 
 std::map<int32_t, int64_t> CommittedOffsets(const std::string& group_id, const std::string& topic) {
   absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe =
-      kafka::GroupLagProbe::Create(Broker().bootstrap_servers(), {}, group_id, topic);
+      kafka::GroupLagProbe::Create(BootstrapServers(), ClientProperties(), group_id, topic);
   EXPECT_TRUE(probe.ok()) << probe.status();
   if (!probe.ok()) return {};
   absl::StatusOr<std::map<int32_t, int64_t>> committed = (*probe)->Committed(absl::Seconds(30));

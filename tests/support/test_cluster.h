@@ -1,5 +1,19 @@
-// Shared helpers for tests that run against a real Kafka-protocol broker:
-// librdkafka's mock cluster on loopback, one per test binary.
+// Shared helpers for tests and benches that run against a real Kafka-protocol
+// broker: librdkafka's mock cluster on loopback, one per test binary, or a
+// real Apache Kafka cluster.
+//
+// Which one: RETRYD_TEST_BROKER=kafka runs the binary on a real cluster,
+// RETRYD_TEST_KAFKA=host:port[,...] if set, else the one whose bootstrap the
+// `kafka` label's ctest fixture wrote (RETRYD_TEST_KAFKA_FILE names that
+// file; the build's own fixture file by default). RETRYD_TEST_KAFKA_PROPERTIES
+// =FILE adds client properties (key=value lines, '#' comments), e.g. for
+// SASL or SSL. Otherwise (unset, or "mock") it is the mock cluster, started on
+// first use. ctest runs the binaries of the `kafka` label so
+// (tests/kafka/CMakeLists.txt); docs/testing.md says which.
+//
+// On a real cluster every topic made here is named uniquely for the process
+// (a cluster may be shared by runs) and deleted, with the groups of
+// TestEngineOptions, when the process exits.
 #ifndef RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
 #define RETRYD_TESTS_SUPPORT_TEST_CLUSTER_H_
 
@@ -15,7 +29,19 @@
 
 namespace retryd::testing {
 
-// The binary's broker (3 brokers), started on first use.
+// True when this process runs on a real Kafka cluster (RETRYD_TEST_BROKER=kafka).
+bool OnRealKafka();
+
+// The bootstrap servers of the broker this process runs on.
+const std::string& BootstrapServers();
+
+// Client properties every client of the tests needs on that broker (SASL,
+// SSL); empty on the mock cluster.
+const std::map<std::string, std::string>& ClientProperties();
+
+// The binary's mock cluster (3 brokers), started on first use. Only for
+// tests that inject faults into it, which run only there: called on a real
+// cluster, it fails the test and aborts.
 kafka::EmbeddedBroker& Broker();
 
 struct TestTopics {
@@ -23,11 +49,12 @@ struct TestTopics {
 };
 
 // Creates four fresh topics named after `name` (unique per call), each with
-// `partitions` partitions, replication factor 3.
+// `partitions` partitions, replication factor 3 (at most the brokers a real
+// cluster has).
 TestTopics CreateTopics(const std::string& name, int partitions = 3);
 
-// Options for an engine on Broker() over `topics`, in a fresh group; fast
-// backoff and commits so tests finish quickly.
+// Options for an engine on the test broker over `topics`, in a fresh group;
+// fast backoff and commits so tests finish quickly.
 EngineOptions TestEngineOptions(const TestTopics& topics);
 
 // Produces one record per key (value "v-<key>"), waits for every ack.
