@@ -21,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -178,6 +179,14 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   // timeout; the shortest a real broker accepts keeps joins to seconds.
   options.kafka_properties.emplace("session.timeout.ms", "6000");
   options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
+  if (int64_t session_ms = 0;
+      absl::SimpleAtoi(options.kafka_properties["session.timeout.ms"], &session_ms) &&
+      session_ms > 10000) {
+    // A real broker ends a rebalance once every member has rejoined.
+    LogWarning("kafka property session.timeout.ms is ", session_ms,
+               ": the embedded broker holds every rebalance for that long less a second, so each "
+               "start or stop of a retry thread takes as long");
+  }
   LogWarning(
       "no kafka.bootstrap_servers: started the EMBEDDED broker (in memory, NOT durable: "
       "everything is lost when retryd stops)");
