@@ -65,7 +65,7 @@ struct ControlServerOptions {
 
   // Health: how often Kafka is probed, and how long a probe may take.
   absl::Duration probe_interval = absl::Seconds(2);
-  absl::Duration probe_timeout = absl::Seconds(2);
+  absl::Duration probe_timeout = absl::Seconds(3);
   // The metrics sampler's tick: the finest interval WatchMetrics sees.
   absl::Duration sample_tick = absl::Milliseconds(100);
   // Engine deadline for a blocking RPC whose call has no deadline.

@@ -140,17 +140,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
       kafka::GroupLagProbe::Create(options.bootstrap_servers, options.kafka_properties,
                                    absl::StrCat(options.group_id, ".retry"), options.retry.topic);
   if (!retry_lag.ok()) return retry_lag.status();
+  absl::StatusOr<std::unique_ptr<kafka::ClusterProbe>> cluster_probe =
+      kafka::ClusterProbe::Create(options.bootstrap_servers, options.kafka_properties);
+  if (!cluster_probe.ok()) return cluster_probe.status();
   return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
-                                            *std::move(producer), *std::move(retry_lag)));
+                                            *std::move(producer), *std::move(retry_lag),
+                                            *std::move(cluster_probe)));
 }
 
 Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                std::unique_ptr<kafka::Producer> producer,
-               std::unique_ptr<kafka::GroupLagProbe> retry_lag)
+               std::unique_ptr<kafka::GroupLagProbe> retry_lag,
+               std::unique_ptr<kafka::ClusterProbe> cluster_probe)
     : options_(std::move(options)),
       processor_(std::move(processor)),
       producer_(std::move(producer)),
       retry_lag_(std::move(retry_lag)),
+      cluster_probe_(std::move(cluster_probe)),
       ordering_(options_.ordering),
       gate_(options_.downstream, processor_.get(),
             absl::Milliseconds(options_.retry.backoff.max_ms)),
@@ -1003,7 +1009,9 @@ absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, ab
       " (it is not in flight here: done already, not read yet, or held by another instance)"));
 }
 
-absl::Status Engine::ProbeKafka(absl::Duration timeout) const { return producer_->Ping(timeout); }
+absl::Status Engine::ProbeKafka(absl::Duration timeout) const {
+  return cluster_probe_->Ping(timeout);
+}
 
 absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
   const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();

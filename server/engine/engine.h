@@ -202,8 +202,9 @@ class Engine {
   EngineState state() const;
   const EngineOptions& options() const { return options_; }
 
-  // Asks the cluster for its broker list; OK if it answered within
-  // `timeout`. Blocks; takes no engine lock.
+  // Asks the cluster for its broker list; OK if a broker answered within
+  // `timeout` (kafka::ClusterProbe: one broker that hangs is not the
+  // cluster). Blocks; takes no engine lock.
   absl::Status ProbeKafka(absl::Duration timeout) const;
 
   // Measures the retry backlog (records on the retry topic whose outcome the
@@ -230,8 +231,8 @@ class Engine {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
-         std::unique_ptr<kafka::Producer> producer,
-         std::unique_ptr<kafka::GroupLagProbe> retry_lag);
+         std::unique_ptr<kafka::Producer> producer, std::unique_ptr<kafka::GroupLagProbe> retry_lag,
+         std::unique_ptr<kafka::ClusterProbe> cluster_probe);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
   // Posts a request `make` makes to every running thread; returns them by
@@ -347,6 +348,7 @@ class Engine {
   const std::unique_ptr<Processor> processor_;
   const std::unique_ptr<kafka::Producer> producer_;
   const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
+  const std::unique_ptr<kafka::ClusterProbe> cluster_probe_;  // ProbeKafka's
   LatestMeasurement measured_retry_backlog_;
   std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};

@@ -200,20 +200,6 @@ void Producer::Close(absl::Duration flush_timeout) {
   rk_.reset();
 }
 
-absl::Status Producer::Ping(absl::Duration timeout) const {
-  if (rk_ == nullptr || closed_.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError("producer is closed");
-  }
-  const rd_kafka_metadata_t* metadata = nullptr;
-  // No topic and all_topics=0: a request for the broker list only.
-  const rd_kafka_resp_err_t err =
-      rd_kafka_metadata(rk_.get(), /*all_topics=*/0, nullptr, &metadata,
-                        static_cast<int>(absl::ToInt64Milliseconds(timeout)));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaError(err, "metadata request");
-  rd_kafka_metadata_destroy(metadata);
-  return absl::OkStatus();
-}
-
 absl::Status Producer::PrepareTopics(const std::vector<std::string>& topics,
                                      absl::Duration timeout) const {
   if (rk_ == nullptr || closed_.load(std::memory_order_acquire)) {

@@ -82,10 +82,6 @@ class Producer {
   // Records accepted and not yet reported.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
-  // Asks the cluster for its brokers; OK if it answered within `timeout`.
-  // Blocks the caller; any thread, but not concurrently with or after Close().
-  absl::Status Ping(absl::Duration timeout) const;
-
   // Fetches the metadata of `topics` now. Without it, the first record to a
   // topic waits for librdkafka's once-a-second scan of unknown topics. Blocks
   // the caller up to `timeout` in all. Not concurrently with or after Close().

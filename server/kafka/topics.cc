@@ -337,4 +337,48 @@ absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
   return lag;
 }
 
+absl::StatusOr<std::unique_ptr<ClusterProbe>> ClusterProbe::Create(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties) {
+  Properties user = properties;
+  // The probe's own timeouts, whatever the operator chose for the engine's
+  // clients: a request that gets no answer in a second on the wire takes
+  // its broker down (socket.max.fails 1), so the next one goes elsewhere;
+  // a connection to every broker, tried again within a second.
+  user.erase("socket.timeout.ms");
+  user.erase("socket.max.fails");
+  user.erase("enable.sparse.connections");
+  user.erase("reconnect.backoff.ms");
+  user.erase("reconnect.backoff.max.ms");
+  user.insert_or_assign("client.id", "retryd-cluster-probe");
+  absl::StatusOr<ConfPtr> conf = MakeConf(bootstrap_servers, user,
+                                          {{"socket.timeout.ms", "1000"},
+                                           {"socket.max.fails", "1"},
+                                           {"enable.sparse.connections", "false"},
+                                           // Back within a second of the brokers.
+                                           {"reconnect.backoff.ms", "100"},
+                                           {"reconnect.backoff.max.ms", "1000"}});
+  if (!conf.ok()) return conf.status();
+  absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, *std::move(conf));
+  if (!rk.ok()) return rk.status();
+  return std::unique_ptr<ClusterProbe>(new ClusterProbe(*std::move(rk)));
+}
+
+absl::Status ClusterProbe::Ping(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  // Bounded: an attempt either answers, fails when its broker is taken
+  // down (then the next goes to another), or waits out the deadline.
+  constexpr int kAttempts = 4;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+  for (int attempt = 0; attempt < kAttempts && absl::Now() < deadline; ++attempt) {
+    const rd_kafka_metadata_t* metadata = nullptr;
+    // No topic and all_topics=0: a request for the broker list only.
+    err = rd_kafka_metadata(rk_.get(), /*all_topics=*/0, nullptr, &metadata, RemainingMs(deadline));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_metadata_destroy(metadata);
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnavailableError(absl::StrCat("metadata request: ", rd_kafka_err2str(err)));
+}
+
 }  // namespace retryd::kafka

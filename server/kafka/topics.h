@@ -88,6 +88,35 @@ class GroupLagProbe {
   const std::string topic_;
 };
 
+// Whether the cluster answers: a metadata request for its brokers, over a
+// client of its own. That client keeps a connection to every broker and
+// gives a request up after a second on the wire (disconnecting from that
+// broker), and Ping() asks again while its time lasts, so one broker that
+// stops answering (a paused process, a lost network path) costs one
+// attempt, not the verdict: the next one goes to a broker that is up. The
+// engine's producer cannot be asked instead: librdkafka sends an
+// application's metadata request to its least idle broker, which is the one
+// its stuck produce requests go to, and leaves the request in flight for
+// socket.timeout.ms (60 s by default).
+//
+// Thread-safe.
+class ClusterProbe {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClusterProbe>> Create(
+      const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties);
+
+  ClusterProbe(const ClusterProbe&) = delete;
+  ClusterProbe& operator=(const ClusterProbe&) = delete;
+
+  // OK if a broker answered within `timeout`; blocks up to `timeout`.
+  absl::Status Ping(absl::Duration timeout) const;
+
+ private:
+  explicit ClusterProbe(HandlePtr rk) : rk_(std::move(rk)) {}
+
+  const HandlePtr rk_;
+};
+
 }  // namespace retryd::kafka
 
 #endif  // RETRYD_SERVER_KAFKA_TOPICS_H_
