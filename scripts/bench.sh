@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
-# Builds and runs every benchmark, writes their CSVs and PNG charts to
+# Builds and runs the benchmarks B1-B5, writes their CSVs and PNG charts to
 # bench/results/. A few minutes on 2 cores with the defaults.
 #
-#   scripts/bench.sh [bench ...]        (default: every bench in BENCHES below)
+#   scripts/bench.sh [--kafka] [--only NAME[,NAME...]] [--out DIR] [-- BENCH_FLAG...]
+#
+#   --kafka        on a real Apache Kafka instead of the embedded broker (the
+#                  mock cluster in each bench's process): the cluster at
+#                  RETRYD_TEST_KAFKA=host:port if that is set, else one KRaft
+#                  node on loopback (scripts/kafka.sh, fetched on first use),
+#                  started here and stopped when the script ends, Ctrl-C or
+#                  failure included. Results go to bench/results/kafka/.
+#   --only NAMES   the benches to run, comma-separated, in the order given
+#                  (default, in this order: relay_bench, head_of_line_bench,
+#                  retry_drain_bench, control_plane_bench, memory_bench)
+#   --out DIR      where CSVs and charts go (default: bench/results, or
+#                  bench/results/kafka with --kafka)
+#   -h, --help     this text
+#   --             everything after it goes to every bench run (after
+#                  BENCH_ARGS and <NAME>_ARGS, so it wins); each bench's
+#                  --help lists its flags, and rejects one it does not know
 #
 # As root on Debian 12 it installs what is missing (scripts/setup.sh's
 # packages, plus gnuplot-nox for the charts); as another user it says what
@@ -12,24 +28,72 @@
 #   BENCH_ARGS            flags given to every bench (e.g. --repeat=5)
 #   <NAME>_ARGS           flags for one bench, upper case: RELAY_BENCH_ARGS,
 #                         HEAD_OF_LINE_BENCH_ARGS, ... (after BENCH_ARGS)
-#   BENCH_OUT             where CSVs and charts go (default: bench/results)
+#   BENCH_OUT             where CSVs and charts go (--out wins)
 #   BUILD_DIR             build directory (default: build-bench)
+#   RETRYD_TEST_KAFKA     with --kafka: the cluster to use instead of starting
+#                         one (RETRYD_TEST_KAFKA_PROPERTIES as for the tests,
+#                         docs/testing.md)
 #
-# A bench listed here but not (yet) declared in bench/CMakeLists.txt is
-# skipped with a message; one that fails is reported and the others still
-# run; the script exits non-zero if any failed.
+# A bench listed but not (yet) declared in bench/CMakeLists.txt is skipped
+# with a message; one that fails is reported and the others still run; the
+# script exits non-zero if any failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
-OUT="${BENCH_OUT:-$ROOT/bench/results}"
 
 # In the order they run, with the figures docs/performance.md shows.
-BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench)
+ALL_BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench)
 
-say() { printf 'bench.sh: %s\n' "$*"; }
+say() { printf 'bench.sh: %s\n' "$*" >&2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
 
-if (($# > 0)); then BENCHES=("$@"); fi
+kafka=0
+only=""
+out="${BENCH_OUT:-}"
+extra=()
+while (($# > 0)); do
+  case "$1" in
+    --kafka) kafka=1; shift ;;
+    --only)
+      (($# >= 2)) || { say "--only needs bench names"; usage; }
+      only="$2"
+      shift 2
+      ;;
+    --only=*) only="${1#--only=}"; shift ;;
+    --out)
+      (($# >= 2)) || { say "--out needs a directory"; usage; }
+      out="$2"
+      shift 2
+      ;;
+    --out=*) out="${1#--out=}"; shift ;;
+    -h | --help) usage 0 ;;
+    --) shift; extra+=("$@"); break ;;
+    -*) say "unknown option '$1' (a bench's own flags go after --)"; usage ;;
+    *) say "unknown argument '$1' (to run some benches: --only NAME[,NAME...])"; usage ;;
+  esac
+done
+
+BENCHES=("${ALL_BENCHES[@]}")
+if [[ -n "$only" ]]; then
+  BENCHES=()
+  IFS=',' read -r -a names <<<"$only"
+  for name in "${names[@]}"; do
+    [[ -z "$name" ]] && continue
+    if [[ " ${ALL_BENCHES[*]} " != *" $name "* ]]; then
+      say "unknown bench '$name'; the benches: ${ALL_BENCHES[*]}"
+      exit 2
+    fi
+    BENCHES+=("$name")
+  done
+  ((${#BENCHES[@]} > 0)) || { say "--only names no bench; the benches: ${ALL_BENCHES[*]}"; exit 2; }
+fi
+if [[ -z "$out" ]]; then
+  out="$ROOT/bench/results"
+  if ((kafka == 1)); then out="$ROOT/bench/results/kafka"; fi
+fi
+mkdir -p "$out"
+OUT="$(cd "$out" && pwd)"
 
 # ---- packages and build --------------------------------------------------------
 if ! command -v gnuplot >/dev/null 2>&1; then
@@ -44,8 +108,30 @@ fi
 BUILD_DIR="$BUILD_DIR" BUILD_TARGETS=benches \
   bash "$ROOT/scripts/setup.sh" -DRETRYD_BUILD_BENCH=ON
 
+# ---- the broker ----------------------------------------------------------------
+# The benches read RETRYD_TEST_BROKER and RETRYD_TEST_KAFKA through
+# tests/support/test_cluster.h. Without --kafka it is the embedded broker,
+# whatever the environment says, so bench/results/ holds only its figures.
+if ((kafka == 0)); then
+  export RETRYD_TEST_BROKER=mock
+elif [[ -n "${RETRYD_TEST_KAFKA:-}" ]]; then
+  export RETRYD_TEST_BROKER=kafka RETRYD_TEST_KAFKA
+  say "on the Kafka cluster at $RETRYD_TEST_KAFKA (RETRYD_TEST_KAFKA)"
+else
+  # shellcheck source=scripts/local_kafka.sh
+  source "$ROOT/scripts/local_kafka.sh"
+  dir="$(mktemp -d)"
+  trap 'stop_local_kafka; rm -rf "$dir"' EXIT
+  # Ctrl-C or a kill: exit, so the EXIT trap stops the broker.
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  start_local_kafka "$dir" || exit 1
+  RETRYD_TEST_KAFKA="$LOCAL_KAFKA_BOOTSTRAP"
+  export RETRYD_TEST_BROKER=kafka RETRYD_TEST_KAFKA
+  say "Kafka 4.1 at $RETRYD_TEST_KAFKA, one node (stopped when the benches end)"
+fi
+
 # ---- run -----------------------------------------------------------------------
-mkdir -p "$OUT"
 read -r -a common <<<"${BENCH_ARGS:-}"
 failed=()
 for bench in "${BENCHES[@]}"; do
@@ -56,10 +142,9 @@ for bench in "${BENCHES[@]}"; do
   fi
   var="$(printf '%s' "$bench" | tr '[:lower:]' '[:upper:]')_ARGS"
   read -r -a own <<<"${!var:-}"
-  say "running $bench ${common[*]} ${own[*]}"
+  say "running $bench ${common[*]} ${own[*]} ${extra[*]}"
   start=$SECONDS
-  # The embedded broker runs inside each bench; nothing else is started.
-  if (cd "$ROOT" && "$binary" --out="$OUT" "${common[@]}" "${own[@]}"); then
+  if (cd "$ROOT" && "$binary" --out="$OUT" "${common[@]}" "${own[@]}" "${extra[@]}"); then
     say "$bench done in $((SECONDS - start)) s"
   else
     say "$bench FAILED (exit $?) after $((SECONDS - start)) s"

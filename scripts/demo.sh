@@ -57,30 +57,12 @@ if ((kafka == 0)); then
 fi
 
 # ---- on a real broker ------------------------------------------------------------
+# shellcheck source=scripts/local_kafka.sh
+source "$ROOT/scripts/local_kafka.sh"
 dir="$(mktemp -d)"
-kafka_pid=""
-stop_kafka() {
-  if [[ -n "$kafka_pid" ]]; then
-    kill -TERM "$kafka_pid" 2>/dev/null || true
-    wait "$kafka_pid" 2>/dev/null || true
-  fi
-  rm -rf "$dir"
-}
-trap stop_kafka EXIT
-bash "$ROOT/scripts/kafka.sh" fetch >/dev/null
-bash "$ROOT/scripts/kafka.sh" run --nodes 1 --dir "$dir/cluster" --owner-pid $$ \
-  </dev/null >"$dir/run.out" 2>"$dir/run.log" &
-kafka_pid=$!
-deadline=$((SECONDS + 180))
-until grep -q '^bootstrap: ' "$dir/run.out" 2>/dev/null; do
-  if ! kill -0 "$kafka_pid" 2>/dev/null || ((SECONDS > deadline)); then
-    say "Kafka did not start:"
-    cat "$dir/run.log" >&2
-    exit 1
-  fi
-  sleep 0.2  # Another process's output: polled, nothing to wait on.
-done
-bootstrap="$(sed -n 's/^bootstrap: //p' "$dir/run.out")"
+trap 'stop_local_kafka; rm -rf "$dir"' EXIT
+start_local_kafka "$dir" || exit 1
+bootstrap="$LOCAL_KAFKA_BOOTSTRAP"
 say "Kafka 4.1 at $bootstrap (stopped when the demo ends)"
 
 # The topics the config names, three partitions each (the embedded broker's
