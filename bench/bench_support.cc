@@ -107,13 +107,35 @@ void Flags::Finish() {
   }
 }
 
+kafka::ConfPtr ClientConf(const kafka::Properties& properties) {
+  kafka::Properties all = testing::ClientProperties();
+  for (const auto& [key, value] : properties) all[key] = value;
+  absl::StatusOr<kafka::ConfPtr> conf = kafka::MakeConf(testing::BootstrapServers(), all, {});
+  if (!conf.ok()) {
+    std::fprintf(stderr, "kafka client settings: %s\n", conf.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(conf);
+}
+
+kafka::HandlePtr NewClient(rd_kafka_type_t type, kafka::ConfPtr conf) {
+  if (conf == nullptr) return nullptr;
+  absl::StatusOr<kafka::HandlePtr> client = kafka::NewHandle(type, std::move(conf));
+  if (!client.ok()) {
+    std::fprintf(stderr, "kafka client: %s\n", client.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
 testing::TestTopics Topics(const std::string& name, int partitions) {
   return testing::CreateTopics(name, partitions);
 }
 
 bool ProduceEach(int64_t count, const std::function<OutgoingRecord(int64_t)>& make) {
   kafka::ProducerOptions options;
-  options.bootstrap_servers = testing::Broker().bootstrap_servers();
+  options.bootstrap_servers = testing::BootstrapServers();
+  options.properties = testing::ClientProperties();
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
   if (!producer.ok()) {
     std::fprintf(stderr, "producer: %s\n", producer.status().ToString().c_str());
@@ -157,20 +179,8 @@ bool Produce(const std::string& topic, int64_t count, int partitions,
 }
 
 bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions) {
-  char error[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  if (rd_kafka_conf_set(conf, "bootstrap.servers", testing::Broker().bootstrap_servers().c_str(),
-                        error, sizeof error) != RD_KAFKA_CONF_OK) {
-    rd_kafka_conf_destroy(conf);
-    std::fprintf(stderr, "check %s: %s\n", topic.c_str(), error);
-    return false;
-  }
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
-      rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error), &rd_kafka_destroy);
-  if (rk == nullptr) {
-    std::fprintf(stderr, "check %s: %s\n", topic.c_str(), error);
-    return false;
-  }
+  const kafka::HandlePtr rk = NewClient(RD_KAFKA_PRODUCER);
+  if (rk == nullptr) return false;
   int64_t total = 0;
   bool ok = true;
   for (int p = 0; p < partitions; ++p) {

@@ -1,11 +1,18 @@
-// What every program in bench/ shares: flags, topics spread over enough
-// partitions for the embedded broker's retention, a check that the broker
-// dropped nothing, and a result table printed and written as CSV.
+// What every program in bench/ shares: flags, clients of the bench's broker,
+// topics spread over enough partitions for the embedded broker's retention,
+// a check that the broker dropped nothing, and a result table printed and
+// written as CSV.
 //
-// The embedded broker (librdkafka's mock cluster) keeps at most ~100,000
-// batches or 5 MiB per partition and silently drops the oldest; a bench that
-// lost records to that would measure nothing. Records are spread over
-// kPartitions partitions, and CheckNothingDropped() says so if any were lost.
+// The broker is tests/support/test_cluster.h's: the embedded one (librdkafka's
+// mock cluster, in process) unless RETRYD_TEST_BROKER=kafka names a real
+// cluster (scripts/bench.sh --kafka). Every client a bench makes goes through
+// testing::BootstrapServers() and testing::ClientProperties().
+//
+// The embedded broker keeps at most ~100,000 batches or 5 MiB per partition
+// and silently drops the oldest; a bench that lost records to that would
+// measure nothing. Records are spread over kPartitions partitions, and
+// CheckNothingDropped() says so if any were lost. A real broker keeps them
+// (retention by time, a week by default); the check still counts them.
 #ifndef RETRYD_BENCH_BENCH_SUPPORT_H_
 #define RETRYD_BENCH_BENCH_SUPPORT_H_
 
@@ -15,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "server/kafka/handle.h"
+#include "server/kafka/properties.h"
 #include "server/model/record.h"
 #include "tests/support/test_cluster.h"
 
@@ -54,6 +63,16 @@ class Flags {
   bool help_ = false;
   bool bad_ = false;
 };
+
+// A librdkafka configuration for the bench's broker: its bootstrap servers
+// and client properties, then `properties`. Null, after saying why, if
+// librdkafka refused a setting.
+kafka::ConfPtr ClientConf(const kafka::Properties& properties = {});
+
+// A librdkafka client of `type` made from `conf` (ClientConf()'s by
+// default). Null, after saying why, if it could not be made or `conf` is
+// null.
+kafka::HandlePtr NewClient(rd_kafka_type_t type, kafka::ConfPtr conf = ClientConf());
 
 // Fresh input, retry, dead-letter and output topics, `partitions` each.
 testing::TestTopics Topics(const std::string& name, int partitions = kPartitions);

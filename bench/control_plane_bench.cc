@@ -144,7 +144,9 @@ bool WaitProcessed(const Engine& engine, int64_t target, int64_t available, absl
 // Where the process's CPU goes, by thread name: the engine's threads and
 // its Kafka clients', the embedded broker's, and everything else (the
 // control server's gRPC threads and the metrics sampler, the bench's own
-// gRPC clients sharing gRPC's threads, this bench's main thread).
+// gRPC clients sharing gRPC's threads, this bench's main thread). A real
+// broker runs in a process of its own: its part reads 0, and "cores busy"
+// counts only this process.
 enum Part { kEngine, kBroker, kControl, kParts };
 using CpuTicks = std::array<int64_t, kParts>;
 

@@ -94,7 +94,8 @@ class InputProducer {
  public:
   static std::unique_ptr<InputProducer> Create(const std::string& topic) {
     kafka::ProducerOptions options;
-    options.bootstrap_servers = testing::Broker().bootstrap_servers();
+    options.bootstrap_servers = testing::BootstrapServers();
+    options.properties = testing::ClientProperties();
     absl::StatusOr<std::unique_ptr<kafka::Producer>> producer = kafka::Producer::Create(options);
     absl::Status s =
         producer.ok() ? (*producer)->PrepareTopics({topic}, absl::Seconds(30)) : producer.status();
@@ -171,11 +172,11 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
   options.retry.max_attempts = 5;
   options.retry.backoff = {.initial_ms = w.backoff_ms, .multiplier = 1.0, .max_ms = w.backoff_ms};
   options.commit_interval_ms = 1000;
-  // A broker answers a fetch as soon as records arrive; the embedded one
-  // waits out fetch.wait.max.ms (500 ms by default) on an empty partition,
-  // which stalls a consumer that keeps up with its producer by up to that
-  // much every time it catches up. 10 ms in every run, with or without
-  // failures.
+  // A real broker answers a fetch as soon as records arrive; the embedded
+  // one waits out fetch.wait.max.ms (500 ms by default) on an empty
+  // partition, which stalls a consumer that keeps up with its producer by up
+  // to that much every time it catches up. 10 ms in every run, with or
+  // without failures, on either broker, so both run the same clients.
   options.kafka_properties["fetch.wait.max.ms"] = absl::StrCat(kFetchWaitMs);
   retryd::v1::SimulateConfig config;
   config.set_latency_ms(0);
@@ -223,8 +224,8 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
 
   // Input timestamps by partition and offset.
   std::vector<std::vector<int64_t>> produced_ms(kPartitions);
-  absl::Status s = kafka::ScanTopic(testing::Broker().bootstrap_servers(), {}, topics.input, {},
-                                    absl::Seconds(120), [&](const Record& r) {
+  absl::Status s = kafka::ScanTopic(testing::BootstrapServers(), testing::ClientProperties(),
+                                    topics.input, {}, absl::Seconds(120), [&](const Record& r) {
                                       auto& p = produced_ms[r.partition];
                                       if (p.size() <= static_cast<size_t>(r.offset)) {
                                         p.resize(r.offset + 1, -1);
@@ -239,8 +240,8 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
   int64_t last_healthy_ms = start_ms, last_ms = start_ms;
   bool headers_ok = true;
   s = kafka::ScanTopic(
-      testing::Broker().bootstrap_servers(), {}, topics.output, {}, absl::Seconds(120),
-      [&](const Record& r) {
+      testing::BootstrapServers(), testing::ClientProperties(), topics.output, {},
+      absl::Seconds(120), [&](const Record& r) {
         last_ms = std::max(last_ms, r.timestamp_ms);
         if (!absl::StartsWith(r.key.value_or(""), "ok-")) return;
         int partition = -1;

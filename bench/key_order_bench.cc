@@ -107,7 +107,7 @@ class OutputCounter {
 
   absl::Status Scan() {
     return kafka::ScanTopic(
-        testing::Broker().bootstrap_servers(), {}, topic_, next_, absl::Seconds(30),
+        testing::BootstrapServers(), testing::ClientProperties(), topic_, next_, absl::Seconds(30),
         [&](const Record& r) {
           next_[r.partition] = r.offset + 1;
           int partition = 0;

@@ -1,6 +1,9 @@
 // What memory the engine takes, on the embedded broker (librdkafka's mock
-// cluster, in process). Not a test: prints figures against a baseline
-// measured in the same run, and writes memory_bench.csv.
+// cluster, in process) or a real Kafka (bench_support.h). Not a test: prints
+// figures against a baseline measured in the same run, and writes
+// memory_bench.csv. The embedded broker's memory, the produced records
+// included, is in the baseline; a real broker's is in its own process, so
+// there the baseline is smaller and the growth over it alike.
 //
 //   build/bench/memory_bench [--records=50000] [--value_bytes=2048]
 //                            [--partitions=64] [--out=bench/results]
@@ -17,8 +20,8 @@
 //    the engine starts; the peak is the highest RSS until the retry thread
 //    holds all the records, or as many as its budget lets in.
 //  * idle: the engine with 1 and with 16 idle retry threads, nothing to read.
-//    Baseline: the process's RSS with the broker up and the engine not yet
-//    started.
+//    Baseline: the process's RSS with the broker up (the embedded one) or
+//    its topics made (a real one) and the engine not yet started.
 #include <unistd.h>
 
 #include <atomic>

@@ -1,7 +1,8 @@
 // B1, the primary path: retryd's engine relaying records that all succeed
 // (a no-op processor) to an output topic, against a bare librdkafka
-// consume -> produce loop in the same process, on the same embedded broker,
-// over the same input records. Not a test: prints a table with the bare
+// consume -> produce loop in the same process, on the same broker (the
+// embedded one, or a real Kafka: bench_support.h), over the same input
+// records. Not a test: prints a table with the bare
 // loop beside retryd and the ratio, and writes relay_bench.csv.
 //
 //   build-bench/bench/relay_bench [--records=200000] [--repeat=3]
@@ -66,16 +67,11 @@ constexpr absl::Duration kRunLimit = absl::Seconds(300);
 // Sums a topic's high watermarks, as seen from outside.
 class Watermarks {
  public:
-  Watermarks() {
-    char error[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", testing::Broker().bootstrap_servers().c_str(),
-                      error, sizeof error);
-    rk_.reset(rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof error));
-  }
+  Watermarks() : rk_(NewClient(RD_KAFKA_PRODUCER)) {}
 
   // -1 if the broker did not answer.
   int64_t Total(const std::string& topic, int partitions) {
+    if (rk_ == nullptr) return -1;
     int64_t total = 0;
     for (int p = 0; p < partitions; ++p) {
       int64_t low = -1, high = -1;
@@ -89,7 +85,7 @@ class Watermarks {
   }
 
  private:
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk_{nullptr, &rd_kafka_destroy};
+  const kafka::HandlePtr rk_;
 };
 
 struct Setup {
@@ -120,7 +116,6 @@ double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_top
   *output_topic = topics.output;
   EngineOptions options = testing::TestEngineOptions(topics);
   options.input_topics = {s.input};
-  options.group_id = absl::StrCat(topics.output, "-group");
   options.retry.threads = s.retry_threads;
   options.commit_interval_ms = 1000;  // The default.
   retryd::v1::SimulateConfig noop;
@@ -148,39 +143,28 @@ double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_top
 class BareRelay {
  public:
   // Returns nullptr (after saying why) if a client could not be made.
-  // `properties`: the consumer settings retryd's engine is given here.
+  // `group` and `properties`: the group and the consumer settings retryd's
+  // engine would be given here.
   static std::unique_ptr<BareRelay> Create(const std::string& input, const std::string& output,
                                            const std::string& group,
                                            const std::map<std::string, std::string>& properties) {
     auto relay = std::unique_ptr<BareRelay>(new BareRelay(input, output));
-    char error[512];
-    const std::string bootstrap = testing::Broker().bootstrap_servers();
-    auto set = [&](rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {
-      if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), error, sizeof error) !=
-          RD_KAFKA_CONF_OK) {
-        std::fprintf(stderr, "bare relay: %s\n", error);
-        return false;
-      }
-      return true;
-    };
-    rd_kafka_conf_t* pconf = rd_kafka_conf_new();
-    bool ok = set(pconf, "bootstrap.servers", bootstrap) &&
-              set(pconf, "client.id", "bare-producer") &&
-              set(pconf, "topic.metadata.refresh.interval.ms", "1000") &&
-              set(pconf, "linger.ms", "5") && set(pconf, "enable.idempotence", "true") &&
-              set(pconf, "acks", "all") && set(pconf, "queue.buffering.max.messages", "1000000");
-    rd_kafka_conf_set_dr_msg_cb(pconf, [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-      if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        static_cast<BareRelay*>(opaque)->failed_.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
-    rd_kafka_conf_set_opaque(pconf, relay.get());
-    if (ok) relay->producer_.reset(rd_kafka_new(RD_KAFKA_PRODUCER, pconf, error, sizeof error));
-    if (!ok || relay->producer_ == nullptr) {
-      if (!ok) rd_kafka_conf_destroy(pconf);
-      std::fprintf(stderr, "bare relay producer: %s\n", error);
-      return nullptr;
-    }
+    kafka::ConfPtr pconf = ClientConf({{"client.id", "bare-producer"},
+                                       {"topic.metadata.refresh.interval.ms", "1000"},
+                                       {"linger.ms", "5"},
+                                       {"enable.idempotence", "true"},
+                                       {"acks", "all"},
+                                       {"queue.buffering.max.messages", "1000000"}});
+    if (pconf == nullptr) return nullptr;
+    rd_kafka_conf_set_dr_msg_cb(
+        pconf.get(), [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+          if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            static_cast<BareRelay*>(opaque)->failed_.fetch_add(1, std::memory_order_relaxed);
+          }
+        });
+    rd_kafka_conf_set_opaque(pconf.get(), relay.get());
+    relay->producer_ = NewClient(RD_KAFKA_PRODUCER, std::move(pconf));
+    if (relay->producer_ == nullptr) return nullptr;
     // Learn the output topic's partitions before the first record, as
     // retryd's engine does when it starts (Producer::PrepareTopics).
     if (absl::StatusOr<int> n =
@@ -189,17 +173,13 @@ class BareRelay {
       std::fprintf(stderr, "bare relay: %s\n", n.status().ToString().c_str());
       return nullptr;
     }
-    rd_kafka_conf_t* cconf = rd_kafka_conf_new();
-    ok = set(cconf, "bootstrap.servers", bootstrap) && set(cconf, "client.id", "bare-consumer") &&
-         set(cconf, "group.id", group) && set(cconf, "auto.offset.reset", "earliest") &&
-         set(cconf, "enable.partition.eof", "false");
-    for (const auto& [key, value] : properties) ok = ok && set(cconf, key, value);
-    if (ok) relay->consumer_.reset(rd_kafka_new(RD_KAFKA_CONSUMER, cconf, error, sizeof error));
-    if (!ok || relay->consumer_ == nullptr) {
-      if (!ok) rd_kafka_conf_destroy(cconf);
-      std::fprintf(stderr, "bare relay consumer: %s\n", error);
-      return nullptr;
-    }
+    kafka::Properties consumer = {{"client.id", "bare-consumer"},
+                                  {"group.id", group},
+                                  {"auto.offset.reset", "earliest"},
+                                  {"enable.partition.eof", "false"}};
+    for (const auto& [key, value] : properties) consumer[key] = value;
+    relay->consumer_ = NewClient(RD_KAFKA_CONSUMER, ClientConf(consumer));
+    if (relay->consumer_ == nullptr) return nullptr;
     rd_kafka_poll_set_consumer(relay->consumer_.get());
     std::unique_ptr<rd_kafka_topic_partition_list_t,
                     decltype(&rd_kafka_topic_partition_list_destroy)>
@@ -280,8 +260,8 @@ class BareRelay {
   }
 
   const std::string input_, output_;
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> producer_{nullptr, &rd_kafka_destroy};
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> consumer_{nullptr, &rd_kafka_destroy};
+  kafka::HandlePtr producer_;
+  kafka::HandlePtr consumer_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> reached_{false};
   std::atomic<int64_t> failed_{0};
@@ -292,9 +272,10 @@ class BareRelay {
 double RunBare(const Setup& s, Watermarks& watermarks, std::string* output_topic) {
   const testing::TestTopics topics = Topics("relay-bare");
   *output_topic = topics.output;
+  // The group retryd would be given (on a real broker it is deleted at exit).
+  const EngineOptions options = testing::TestEngineOptions(topics);
   std::unique_ptr<BareRelay> relay =
-      BareRelay::Create(s.input, topics.output, absl::StrCat(topics.output, "-group"),
-                        testing::TestEngineOptions(topics).kafka_properties);
+      BareRelay::Create(s.input, topics.output, options.group_id, options.kafka_properties);
   if (relay == nullptr) return -1;
   // One member in the group: its first record comes after its whole assignment.
   const bool ready = testing::WaitFor([&] { return relay->reached(); }, absl::Seconds(60));
@@ -312,7 +293,7 @@ double RunBare(const Setup& s, Watermarks& watermarks, std::string* output_topic
 std::vector<std::string> Contents(const std::string& topic) {
   std::vector<std::string> out;
   const absl::Status s = kafka::ScanTopic(
-      testing::Broker().bootstrap_servers(), {}, topic, {}, absl::Seconds(120),
+      testing::BootstrapServers(), testing::ClientProperties(), topic, {}, absl::Seconds(120),
       [&](const Record& r) {
         std::string line = absl::StrCat(r.key.value_or("<null>"), "|", r.value.value_or("<null>"));
         for (const Header& h : r.headers) {
