@@ -108,6 +108,22 @@ fi
 BUILD_DIR="$BUILD_DIR" BUILD_TARGETS=benches \
   bash "$ROOT/scripts/setup.sh" -DRETRYD_BUILD_BENCH=ON
 
+# ---- signals -------------------------------------------------------------------
+# Ctrl-C or a kill stops the bench running and exits, which runs the EXIT
+# trap (with --kafka, it stops the broker). Each bench runs in the
+# background and is waited for, so that a signal is handled at once rather
+# than when the bench ends.
+bench_pid=""
+on_signal() {
+  if [[ -n "$bench_pid" ]]; then
+    kill -TERM "$bench_pid" 2>/dev/null || true
+    wait "$bench_pid" 2>/dev/null || true
+  fi
+  exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
 # ---- the broker ----------------------------------------------------------------
 # The benches read RETRYD_TEST_BROKER and RETRYD_TEST_KAFKA through
 # tests/support/test_cluster.h. Without --kafka it is the embedded broker,
@@ -122,9 +138,6 @@ else
   source "$ROOT/scripts/local_kafka.sh"
   dir="$(mktemp -d)"
   trap 'stop_local_kafka; rm -rf "$dir"' EXIT
-  # Ctrl-C or a kill: exit, so the EXIT trap stops the broker.
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
   start_local_kafka "$dir" || exit 1
   RETRYD_TEST_KAFKA="$LOCAL_KAFKA_BOOTSTRAP"
   export RETRYD_TEST_BROKER=kafka RETRYD_TEST_KAFKA
@@ -144,10 +157,15 @@ for bench in "${BENCHES[@]}"; do
   read -r -a own <<<"${!var:-}"
   say "running $bench ${common[*]} ${own[*]} ${extra[*]}"
   start=$SECONDS
-  if (cd "$ROOT" && "$binary" --out="$OUT" "${common[@]}" "${own[@]}" "${extra[@]}"); then
+  (cd "$ROOT" && exec "$binary" --out="$OUT" "${common[@]}" "${own[@]}" "${extra[@]}") &
+  bench_pid=$!
+  status=0
+  wait "$bench_pid" || status=$?
+  bench_pid=""
+  if ((status == 0)); then
     say "$bench done in $((SECONDS - start)) s"
   else
-    say "$bench FAILED (exit $?) after $((SECONDS - start)) s"
+    say "$bench FAILED (exit $status) after $((SECONDS - start)) s"
     failed+=("$bench")
   fi
 done
