@@ -21,6 +21,18 @@
 #       ctest fixture passes ctest's pid, so a killed ctest leaves no broker).
 #       Logs: D/node-<id>/server.log; a failure prints the tail.
 #
+#   scripts/kafka.sh prepare --nodes N --dir D
+#   scripts/kafka.sh node --dir D --id ID
+#       The same cluster in pieces, for a test that stops and starts nodes
+#       itself (tests/kafka/broker_faults.py). `prepare` picks the ports,
+#       writes the configs and formats the log dirs as `run` does, starts
+#       nothing, and prints `bootstrap: ...` and one `node ID port PORT` line
+#       a node. `node` then replaces itself with node ID's JVM (the caller's
+#       child, killed by the kernel when the caller dies), logging to
+#       D/node-<ID>/server.log; it may be started again after it stopped, on
+#       the same data. A port taken between `prepare` and the start makes
+#       the node exit with a BindException: prepare again.
+#
 # Settings are a test cluster's: group.initial.rebalance.delay.ms=0, no topic
 # auto-creation (tests create their topics), sessions down to 1 s allowed; one
 # node has replication factor 1; three or more have RF 3,
@@ -341,12 +353,14 @@ on_exit() {
   [[ -z "$watcher_pid" ]] || kill "$watcher_pid" 2>/dev/null || true
 }
 
-run() {
+node_id=""
+parse_args() {  # the options of run, prepare and node
   while (($# > 0)); do
     case "$1" in
       --nodes) nodes="${2:?--nodes needs a number}"; shift 2 ;;
       --dir) dir="${2:?--dir needs a directory}"; shift 2 ;;
       --owner-pid) owner_pid="${2:?--owner-pid needs a pid}"; shift 2 ;;
+      --id) node_id="${2:?--id needs a node id}"; shift 2 ;;
       -h | --help) usage ;;
       *) say "unknown argument '$1'"; usage ;;
     esac
@@ -357,6 +371,40 @@ run() {
   fetch >/dev/null
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
+}
+
+print_nodes() {
+  local bootstrap="" i
+  for ((i = 0; i < nodes; i++)); do bootstrap+="${bootstrap:+,}127.0.0.1:${broker_port[i]}"; done
+  echo "bootstrap: $bootstrap"
+  for ((i = 0; i < nodes; i++)); do
+    echo "node $((i + 1))${node_pid[i]:+ pid ${node_pid[i]}} port ${broker_port[i]}"
+  done
+}
+
+prepare() {
+  parse_args "$@"
+  write_log4j
+  cluster_id="$(new_cluster_id)"
+  pick_ports
+  write_configs
+  format_nodes || exit 1
+  print_nodes
+}
+
+node() {
+  parse_args "$@"
+  [[ "$node_id" =~ ^[1-9][0-9]?$ ]] || die "--id must be a node id"
+  local nd="$dir/node-$node_id"
+  [[ -f "$nd/server.properties" && -d "$nd/data" ]] || die "no prepared node $node_id in $dir"
+  # Replaces this shell: the caller's child is the JVM itself.
+  exec setpriv --pdeathsig KILL -- java "${JVM_FLAGS[@]}" -cp "$LIBS/*" \
+    -Dlog4j2.configurationFile="$dir/log4j2.xml" -Dkafka.logs.dir="$nd" \
+    kafka.Kafka "$nd/server.properties"
+}
+
+run() {
+  parse_args "$@"
   write_log4j
   cluster_id="$(new_cluster_id)"
 
@@ -381,12 +429,7 @@ run() {
   ((stopping)) && exit 0
   say "$nodes node(s) serving after $((SECONDS - started))s"
 
-  local bootstrap=""
-  for ((i = 0; i < nodes; i++)); do bootstrap+="${bootstrap:+,}127.0.0.1:${broker_port[i]}"; done
-  echo "bootstrap: $bootstrap"
-  for ((i = 0; i < nodes; i++)); do
-    echo "node $((i + 1)) pid ${node_pid[i]} port ${broker_port[i]}"
-  done
+  print_nodes
 
   # The owner's end stops the nodes like a SIGTERM: tail --pid returns when
   # that process exits.
@@ -424,5 +467,7 @@ run() {
 case "${1:-}" in
   fetch) shift; (($# == 0)) || usage; fetch ;;
   run) shift; run "$@" ;;
+  prepare) shift; prepare "$@" ;;
+  node) shift; node "$@" ;;
   *) usage ;;
 esac

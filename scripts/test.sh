@@ -51,28 +51,17 @@ say() { printf 'test.sh: %s\n' "$*"; }
 # One broker for the whole ctest run: its tests share it through
 # RETRYD_TEST_KAFKA (a broker per test would be a JVM per test case). Its
 # owner is this script, so it stops even if this script is killed.
-kafka_pid=""
+# shellcheck source=scripts/local_kafka.sh
+source "$ROOT/scripts/local_kafka.sh"
 start_kafka() {
   if [[ -n "${RETRYD_TEST_KAFKA:-}" ]]; then
     say "the kafka label runs on RETRYD_TEST_KAFKA=$RETRYD_TEST_KAFKA"
     return 0
   fi
-  local dir="$BUILD_DIR/kafka-run" deadline
-  rm -rf "$dir" && mkdir -p "$dir" && bash "$ROOT/scripts/kafka.sh" fetch >/dev/null || return 1
-  bash "$ROOT/scripts/kafka.sh" run --nodes 1 --dir "$dir/cluster" --owner-pid $$ \
-    </dev/null >"$dir/run.out" 2>"$dir/run.log" &
-  kafka_pid=$!
-  deadline=$((SECONDS + 180))
-  until grep -q '^bootstrap: ' "$dir/run.out" 2>/dev/null; do
-    if ! kill -0 "$kafka_pid" 2>/dev/null || ((SECONDS > deadline)); then
-      say "Kafka did not start:" >&2
-      cat "$dir/run.log" >&2
-      stop_kafka
-      return 1
-    fi
-    sleep 0.2  # Another process's output: polled, nothing to wait on.
-  done
-  RETRYD_TEST_KAFKA="$(sed -n 's/^bootstrap: //p' "$dir/run.out")"
+  local dir="$BUILD_DIR/kafka-run"
+  rm -rf "$dir" && mkdir -p "$dir" || return 1
+  KAFKA_WAIT=180 start_local_kafka "$dir" || return 1
+  RETRYD_TEST_KAFKA="$LOCAL_KAFKA_BOOTSTRAP"
   # The cluster is the project's own: tests that kill brokers may run on it
   # (tests/kafka/real_kafka.py), never on a user's.
   RETRYD_TEST_KAFKA_OWNED=1
@@ -81,10 +70,8 @@ start_kafka() {
 }
 # kafka.sh bounds its own stop (SIGKILL after a minute).
 stop_kafka() {
-  [[ -n "$kafka_pid" ]] || return 0
-  kill -TERM "$kafka_pid" 2>/dev/null || true
-  wait "$kafka_pid" 2>/dev/null || true
-  kafka_pid=""
+  [[ -n "$local_kafka_pid" ]] || return 0
+  stop_local_kafka
   unset RETRYD_TEST_KAFKA RETRYD_TEST_KAFKA_OWNED
 }
 trap stop_kafka EXIT
