@@ -46,7 +46,7 @@
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/common/logging.h"
 #include "server/control/control_server.h"
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

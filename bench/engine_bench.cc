@@ -31,7 +31,7 @@
 #include "absl/time/clock.h"
 #include "retryd/v1/config.pb.h"
 #include "server/common/logging.h"
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

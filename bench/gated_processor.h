@@ -13,7 +13,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 
 namespace retryd::bench {
 

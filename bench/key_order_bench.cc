@@ -45,7 +45,7 @@
 #include "bench/gated_processor.h"
 #include "retryd/v1/config.pb.h"
 #include "server/common/logging.h"
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 #include "server/kafka/topic_reader.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "retryd/v1/config.pb.h"
-#include "server/engine/options.h"
+#include "server/engine/api/options.h"
 
 namespace retryd {
 

@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "retryd/v1/config.pb.h"
 #include "server/control/control_service.h"
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
 
 namespace retryd::control {

@@ -43,8 +43,8 @@
 #include "server/control/auth.h"
 #include "server/control/blocking_executor.h"
 #include "server/control/metrics_watcher.h"
-#include "server/engine/cancellation.h"
-#include "server/engine/engine.h"
+#include "server/engine/api/cancellation.h"
+#include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
 
 namespace retryd::control {

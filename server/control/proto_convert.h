@@ -11,12 +11,12 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/control.pb.h"
-#include "server/engine/counters.h"
-#include "server/engine/engine.h"
-#include "server/engine/key_parking.h"
-#include "server/engine/latency_histogram.h"
-#include "server/engine/options.h"
-#include "server/engine/thread_stats.h"
+#include "server/engine/api/engine.h"
+#include "server/engine/api/options.h"
+#include "server/engine/ordering/key_parking.h"
+#include "server/engine/stats/counters.h"
+#include "server/engine/stats/latency_histogram.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/model/record.h"
 
 namespace retryd::control {

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
-#include "server/engine/engine.h"
 
 namespace retryd {
 namespace {
@@ -84,11 +83,12 @@ ScalingPlan PlanScaling(const ScalingInput& input, const RetryOptions& options) 
   return plan;
 }
 
-Autoscaler::Autoscaler(Engine& engine)
-    : engine_(engine),
-      options_(engine.options().retry),
+Autoscaler::Autoscaler(ScalingTarget& target, RetryOptions options,
+                       absl::Duration operation_timeout)
+    : target_(target),
+      options_(std::move(options)),
       tick_(Tick(options_.autoscale)),
-      operation_timeout_(absl::Milliseconds(engine.options().shutdown_timeout_ms)) {}
+      operation_timeout_(operation_timeout) {}
 
 Autoscaler::~Autoscaler() { Stop(); }
 
@@ -135,11 +135,11 @@ ScalingInput Autoscaler::Observe() const {
   ScalingInput input;
   // Measured here rather than read from the engine: the control server's
   // prober may measure seldom, or not run at all.
-  absl::StatusOr<int64_t> backlog = engine_.MeasureRetryBacklog(kMeasureTimeout);
+  absl::StatusOr<int64_t> backlog = target_.MeasureRetryBacklog(kMeasureTimeout);
   input.backlog = backlog.ok() ? *backlog : -1;
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   std::set<TopicPartition> partitions;
-  for (const auto& s : engine_.Threads()) {
+  for (const auto& s : target_.Threads()) {
     if (s->role() != ThreadRole::kRetry) continue;
     RetryThreadView view;
     view.id = s->id();
@@ -168,11 +168,11 @@ ScalingInput Autoscaler::Observe() const {
 void Autoscaler::Step() {
   // Draining holds the control slot anyway; in order, retry threads are
   // excluded (Engine::StartRetryThreads would refuse).
-  if (engine_.state() != EngineState::kRunning || engine_.in_order()) return;
+  if (!target_.Scalable()) return;
   const ScalingPlan plan = PlanScaling(Observe(), options_);
   if (plan.start > 0) {
     absl::StatusOr<std::vector<int>> started =
-        engine_.StartRetryThreads(plan.start, absl::Now() + operation_timeout_);
+        target_.StartRetryThreads(plan.start, absl::Now() + operation_timeout_);
     if (!started.ok()) {
       NoteFailure(absl::StrCat("could not start ", plan.start, " retry threads (",
                                plan.start_reason, "): ", started.status().message()));
@@ -190,7 +190,7 @@ void Autoscaler::Step() {
     reasons.push_back(stop.reason);
   }
   absl::StatusOr<std::vector<int>> stopped =
-      engine_.StopRetryThreadsById(ids, /*graceful=*/true, absl::Now() + operation_timeout_);
+      target_.StopRetryThreadsById(ids, absl::Now() + operation_timeout_);
   if (!stopped.ok()) {
     // NOT_FOUND: a manual stop took one first; the next look sees that.
     NoteFailure(absl::StrCat("could not stop idle retry threads: ", stopped.status().message()));

@@ -1,8 +1,9 @@
 // Elastic retry threads (retry.autoscale): one thread that, about once a
 // second, measures the retry backlog, looks at the retry threads, and starts
 // or stops retry threads through the engine's own control operations
-// (Engine::StartRetryThreads / StopRetryThreadsById). Those serialise on
-// the engine's control slot and checkpoint the retry group around the
+// (Engine::StartRetryThreads / StopRetryThreadsById, reached through the
+// narrow ScalingTarget below, not Engine itself). Those serialise on the
+// engine's control slot and checkpoint the retry group around the
 // rebalance, so automatic and manual changes never race.
 //
 // The decision itself is PlanScaling(), a pure function of what was
@@ -16,25 +17,37 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/options.h"
+#include "server/engine/api/options.h"
+#include "server/engine/api/scaling_event.h"
+#include "server/engine/stats/thread_stats.h"
 
 namespace retryd {
 
-class Engine;
+// The few engine calls the autoscaler makes. The engine implements it;
+// a test may too.
+class ScalingTarget {
+ public:
+  virtual ~ScalingTarget() = default;
 
-// One automatic start or stop of a retry thread.
-struct ScalingEvent {
-  int64_t time_ms = 0;  // Unix ms, when the operation completed.
-  int thread_id = 0;
-  bool started = false;  // false: stopped.
-  std::string reason;
+  // True while retry threads may be started or stopped: the engine runs
+  // (not draining or stopping) and is not in order.
+  virtual bool Scalable() const = 0;
+  // As Engine::MeasureRetryBacklog, Threads, StartRetryThreads and
+  // StopRetryThreadsById (graceful).
+  virtual absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout) = 0;
+  virtual std::vector<std::shared_ptr<const ThreadStats>> Threads() const = 0;
+  virtual absl::StatusOr<std::vector<int>> StartRetryThreads(int count, absl::Time deadline) = 0;
+  virtual absl::StatusOr<std::vector<int>> StopRetryThreadsById(const std::vector<int>& ids,
+                                                                absl::Time deadline) = 0;
 };
 
 // One running retry thread as a scaling decision sees it.
@@ -80,8 +93,9 @@ class Autoscaler {
   // How many events Events() keeps.
   static constexpr int kMaxEvents = 32;
 
-  // `engine` outlives the autoscaler; its options say how to scale.
-  explicit Autoscaler(Engine& engine);
+  // `target` outlives the autoscaler; `options` say how to scale, and each
+  // start or stop may take `operation_timeout`.
+  Autoscaler(ScalingTarget& target, RetryOptions options, absl::Duration operation_timeout);
   ~Autoscaler();  // Stop()s.
 
   Autoscaler(const Autoscaler&) = delete;
@@ -107,8 +121,8 @@ class Autoscaler {
   // Logs a failed operation, once until the next success or another error.
   void NoteFailure(const std::string& what) ABSL_LOCKS_EXCLUDED(mu_);
 
-  Engine& engine_;
-  const RetryOptions& options_;
+  ScalingTarget& target_;
+  const RetryOptions options_;
   const absl::Duration tick_;
   const absl::Duration operation_timeout_;
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <random>
 
-#include "server/engine/options.h"
+#include "server/engine/api/options.h"
 
 namespace retryd {
 

@@ -50,10 +50,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/api/options.h"
+#include "server/engine/api/processor.h"
 #include "server/engine/byte_charge.h"
-#include "server/engine/options.h"
-#include "server/engine/processor.h"
-#include "server/engine/thread_stats.h"
+#include "server/engine/stats/thread_stats.h"
 
 namespace retryd {
 

@@ -1,4 +1,4 @@
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,7 +10,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/autoscaler.h"
+#include "server/engine/handoff/retry_headers.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 
@@ -148,6 +149,32 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
                                             *std::move(cluster_probe)));
 }
 
+// The engine as the autoscaler sees it: its own control operations.
+class Engine::Scaling : public ScalingTarget {
+ public:
+  explicit Scaling(Engine& engine) : engine_(engine) {}
+
+  bool Scalable() const override {
+    return engine_.state() == EngineState::kRunning && !engine_.in_order();
+  }
+  absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout) override {
+    return engine_.MeasureRetryBacklog(timeout);
+  }
+  std::vector<std::shared_ptr<const ThreadStats>> Threads() const override {
+    return engine_.Threads();
+  }
+  absl::StatusOr<std::vector<int>> StartRetryThreads(int count, absl::Time deadline) override {
+    return engine_.StartRetryThreads(count, deadline);
+  }
+  absl::StatusOr<std::vector<int>> StopRetryThreadsById(const std::vector<int>& ids,
+                                                        absl::Time deadline) override {
+    return engine_.StopRetryThreadsById(ids, /*graceful=*/true, deadline);
+  }
+
+ private:
+  Engine& engine_;
+};
+
 Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                std::unique_ptr<kafka::Producer> producer,
                std::unique_ptr<kafka::GroupLagProbe> retry_lag,
@@ -171,8 +198,12 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                keyed_sends_back_,
                [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
                [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }},
-      autoscaler_(options_.retry.autoscale.enabled ? std::make_unique<Autoscaler>(*this)
-                                                   : nullptr) {}
+      scaling_(std::make_unique<Scaling>(*this)),
+      autoscaler_(
+          options_.retry.autoscale.enabled
+              ? std::make_unique<Autoscaler>(*scaling_, options_.retry,
+                                             absl::Milliseconds(options_.shutdown_timeout_ms))
+              : nullptr) {}
 
 Engine::~Engine() { Stop(); }
 

@@ -24,8 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/cancellation.h"
-#include "server/engine/thread_stats.h"
+#include "server/engine/api/cancellation.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/model/record.h"
 
 namespace retryd {

@@ -20,11 +20,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/engine/counters.h"
+#include "server/engine/api/engine.h"
 #include "server/engine/downstream_gate.h"
-#include "server/engine/engine.h"
-#include "server/engine/latency_histogram.h"
-#include "server/engine/thread_stats.h"
+#include "server/engine/stats/counters.h"
+#include "server/engine/stats/latency_histogram.h"
+#include "server/engine/stats/thread_stats.h"
 
 namespace retryd {
 

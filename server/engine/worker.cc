@@ -7,8 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
-#include "server/engine/partition_state.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/handoff/done_above.h"
+#include "server/engine/handoff/retry_headers.h"
+#include "server/engine/ordering/in_place_retry.h"
 
 namespace retryd {
 namespace {
@@ -783,7 +784,7 @@ Worker::HandOff Worker::RetryHandOff(HeldRecord held, Emission kind) const {
 
 void Worker::HoldInPlace(HeldRecord held) {
   // Retried in place: records behind it wait until it completes, and its
-  // state rides along with every commit (see partition_state.h).
+  // state rides along with every commit (see ordering/in_place_retry.h).
   in_place_[held.source] = {held.source_offset, held.attempt, held.first_failure_ms, held.due_ms};
   scheduler_.Add(std::move(held));
   sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);

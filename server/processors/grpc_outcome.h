@@ -17,7 +17,7 @@
 #include "grpcpp/support/status_code_enum.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/processor.pb.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 
 namespace retryd {
 

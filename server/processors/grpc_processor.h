@@ -29,7 +29,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "retryd/v1/config.pb.h"
 #include "retryd/v1/processor.grpc.pb.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 #include "server/processors/bearer_token.h"
 #include "server/processors/grpc_outcome.h"
 

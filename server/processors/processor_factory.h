@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "retryd/v1/config.pb.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 
 namespace retryd {
 

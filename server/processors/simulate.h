@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "retryd/v1/config.pb.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 #include "server/model/record.h"
 
 namespace retryd {

@@ -19,8 +19,8 @@
 #include "client/retryd_client.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "retryd/v1/control.grpc.pb.h"
-#include "server/engine/engine.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/engine.h"
+#include "server/engine/api/processor.h"
 #include "tests/support/test_cluster.h"
 
 namespace retryd::testing {

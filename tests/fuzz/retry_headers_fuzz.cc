@@ -1,4 +1,4 @@
-// Fuzzes the retryd-* header codec (server/engine/retry_headers.h) with the
+// Fuzzes the retryd-* header codec (server/engine/handoff/retry_headers.h) with the
 // headers of a record read from the retry topic, which anyone who can
 // produce to that topic controls.
 //
@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/handoff/retry_headers.h"
 #include "server/model/record.h"
 #include "tests/fuzz/fuzz_check.h"
 

@@ -1,7 +1,7 @@
 // The engine end to end against the mock cluster over loopback: every record
 // reaches exactly one outcome, retry records carry their headers, in-order
 // mode keeps order, broker faults lose nothing.
-#include "server/engine/engine.h"
+#include "server/engine/api/engine.h"
 
 #include <map>
 #include <optional>
@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/handoff/retry_headers.h"
 #include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"

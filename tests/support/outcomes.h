@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/engine/engine.h"
-#include "server/engine/processor.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/api/engine.h"
+#include "server/engine/api/processor.h"
+#include "server/engine/handoff/retry_headers.h"
 #include "server/model/record.h"
 #include "tests/support/test_cluster.h"
 

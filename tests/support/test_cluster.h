@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "server/engine/engine.h"
-#include "server/engine/options.h"
+#include "server/engine/api/engine.h"
+#include "server/engine/api/options.h"
 #include "server/kafka/embedded_broker.h"
 #include "server/model/record.h"
 

@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/engine/retry_headers.h"
+#include "server/engine/handoff/retry_headers.h"
 
 namespace retryd {
 namespace {

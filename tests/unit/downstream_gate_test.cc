@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/engine/processor.h"
+#include "server/engine/api/processor.h"
 
 namespace retryd {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/engine/latest_measurement.h"
+#include "server/engine/stats/latest_measurement.h"
 
 #include <thread>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/engine/retry_headers.h"
+#include "server/engine/handoff/retry_headers.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -20,8 +20,8 @@
 //
 // Thread-safe: every method takes the one internal mutex, briefly, and
 // never blocks while holding it.
-#ifndef RETRYD_SERVER_ENGINE_KEY_PARKING_H_
-#define RETRYD_SERVER_ENGINE_KEY_PARKING_H_
+#ifndef RETRYD_SERVER_ENGINE_ORDERING_KEY_PARKING_H_
+#define RETRYD_SERVER_ENGINE_ORDERING_KEY_PARKING_H_
 
 #include <cstdint>
 #include <map>
@@ -122,4 +122,4 @@ class KeyParking {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_KEY_PARKING_H_
+#endif  // RETRYD_SERVER_ENGINE_ORDERING_KEY_PARKING_H_

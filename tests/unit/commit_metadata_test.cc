@@ -1,10 +1,10 @@
-#include "server/engine/partition_state.h"
-
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/engine/handoff/done_above.h"
+#include "server/engine/ordering/in_place_retry.h"
 
 namespace retryd {
 namespace {

@@ -4,8 +4,8 @@
 // Thread-safe. Counters are relaxed atomics, so readers never take a lock a
 // worker holds; the only lock, `mu_`, guards the last error (and when) and
 // the partition list, and is never held across anything that blocks.
-#ifndef RETRYD_SERVER_ENGINE_THREAD_STATS_H_
-#define RETRYD_SERVER_ENGINE_THREAD_STATS_H_
+#ifndef RETRYD_SERVER_ENGINE_STATS_THREAD_STATS_H_
+#define RETRYD_SERVER_ENGINE_STATS_THREAD_STATS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -17,8 +17,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/engine/counters.h"
-#include "server/engine/latency_histogram.h"
+#include "server/engine/stats/counters.h"
+#include "server/engine/stats/latency_histogram.h"
 #include "server/model/record.h"
 
 namespace retryd {
@@ -125,4 +125,4 @@ class ThreadStats {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_THREAD_STATS_H_
+#endif  // RETRYD_SERVER_ENGINE_STATS_THREAD_STATS_H_

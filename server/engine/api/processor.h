@@ -10,8 +10,8 @@
 // Implementations must be thread-safe: every primary and retry thread uses
 // the same instance concurrently. A call must end within a bounded time
 // (a deadline) so that a graceful stop can finish.
-#ifndef RETRYD_SERVER_ENGINE_PROCESSOR_H_
-#define RETRYD_SERVER_ENGINE_PROCESSOR_H_
+#ifndef RETRYD_SERVER_ENGINE_API_PROCESSOR_H_
+#define RETRYD_SERVER_ENGINE_API_PROCESSOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "absl/functional/any_invocable.h"
-#include "server/engine/cancellation.h"
+#include "server/engine/api/cancellation.h"
 #include "server/model/record.h"
 
 namespace retryd {
@@ -131,4 +131,4 @@ class Processor {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_PROCESSOR_H_
+#endif  // RETRYD_SERVER_ENGINE_API_PROCESSOR_H_

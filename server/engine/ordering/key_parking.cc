@@ -1,4 +1,4 @@
-#include "server/engine/key_parking.h"
+#include "server/engine/ordering/key_parking.h"
 
 #include <algorithm>
 

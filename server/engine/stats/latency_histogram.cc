@@ -1,4 +1,4 @@
-#include "server/engine/latency_histogram.h"
+#include "server/engine/stats/latency_histogram.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "server/engine/completion_tracker.h"
+#include "server/engine/handoff/completion_tracker.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
 // Engine options: the validated, typed form of retryd.v1.Config that the
 // engine runs on. Kept free of protobuf so the engine can be embedded as a
 // library. Defaults here are the defaults documented in config.proto.
-#ifndef RETRYD_SERVER_ENGINE_OPTIONS_H_
-#define RETRYD_SERVER_ENGINE_OPTIONS_H_
+#ifndef RETRYD_SERVER_ENGINE_API_OPTIONS_H_
+#define RETRYD_SERVER_ENGINE_API_OPTIONS_H_
 
 #include <cstdint>
 #include <map>
@@ -79,4 +79,4 @@ struct EngineOptions {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_OPTIONS_H_
+#endif  // RETRYD_SERVER_ENGINE_API_OPTIONS_H_

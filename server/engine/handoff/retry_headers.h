@@ -10,8 +10,8 @@
 //
 // Thread-safety: every function here is pure and may be called from any
 // thread.
-#ifndef RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_
-#define RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_
+#ifndef RETRYD_SERVER_ENGINE_HANDOFF_RETRY_HEADERS_H_
+#define RETRYD_SERVER_ENGINE_HANDOFF_RETRY_HEADERS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -114,4 +114,4 @@ OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_RETRY_HEADERS_H_
+#endif  // RETRYD_SERVER_ENGINE_HANDOFF_RETRY_HEADERS_H_

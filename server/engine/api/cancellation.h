@@ -4,8 +4,8 @@
 //
 // Thread-safe. Cancel() may be called from any thread, any number of times;
 // the first call runs the registered wake-ups, on the cancelling thread.
-#ifndef RETRYD_SERVER_ENGINE_CANCELLATION_H_
-#define RETRYD_SERVER_ENGINE_CANCELLATION_H_
+#ifndef RETRYD_SERVER_ENGINE_API_CANCELLATION_H_
+#define RETRYD_SERVER_ENGINE_API_CANCELLATION_H_
 
 #include <atomic>
 #include <cstdint>
@@ -79,4 +79,4 @@ class Cancellation {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_CANCELLATION_H_
+#endif  // RETRYD_SERVER_ENGINE_API_CANCELLATION_H_

@@ -5,8 +5,8 @@
 // Thread-safe: Record() from any thread (the owning worker), Read() from
 // any thread. TakeMax() resets, so exactly one reader (the metrics sampler)
 // may call it.
-#ifndef RETRYD_SERVER_ENGINE_LATENCY_HISTOGRAM_H_
-#define RETRYD_SERVER_ENGINE_LATENCY_HISTOGRAM_H_
+#ifndef RETRYD_SERVER_ENGINE_STATS_LATENCY_HISTOGRAM_H_
+#define RETRYD_SERVER_ENGINE_STATS_LATENCY_HISTOGRAM_H_
 
 #include <array>
 #include <atomic>
@@ -52,4 +52,4 @@ class LatencyHistogram {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_LATENCY_HISTOGRAM_H_
+#endif  // RETRYD_SERVER_ENGINE_STATS_LATENCY_HISTOGRAM_H_

@@ -9,8 +9,8 @@
 // Thread-safety: thread-safe. Methods may be called from any thread; the
 // control methods serialise on an internal mutex that is never held across a
 // Kafka call or a thread join.
-#ifndef RETRYD_SERVER_ENGINE_ENGINE_H_
-#define RETRYD_SERVER_ENGINE_ENGINE_H_
+#ifndef RETRYD_SERVER_ENGINE_API_ENGINE_H_
+#define RETRYD_SERVER_ENGINE_API_ENGINE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -26,21 +26,23 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/engine/autoscaler.h"
-#include "server/engine/cancellation.h"
-#include "server/engine/counters.h"
+#include "server/engine/api/cancellation.h"
+#include "server/engine/api/options.h"
+#include "server/engine/api/processor.h"
+#include "server/engine/api/scaling_event.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/in_flight.h"
-#include "server/engine/key_parking.h"
-#include "server/engine/latest_measurement.h"
-#include "server/engine/options.h"
-#include "server/engine/processor.h"
-#include "server/engine/thread_stats.h"
+#include "server/engine/ordering/key_parking.h"
+#include "server/engine/stats/counters.h"
+#include "server/engine/stats/latest_measurement.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/engine/worker.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 
 namespace retryd {
+
+class Autoscaler;
 
 // Sums over every thread the engine ran, stopped ones included.
 struct EngineTotals : Counters {
@@ -380,11 +382,14 @@ class Engine {
   // Runs StartInOrder(); started by Start(), joined by Stop().
   std::thread start_in_order_thread_ ABSL_GUARDED_BY(mu_);
 
-  // Null while retry.autoscale is off. Started by Start(), stopped by Stop()
+  // What the autoscaler sees of the engine (engine.cc), and the autoscaler:
+  // null while retry.autoscale is off. Started by Start(), stopped by Stop()
   // before the workers; last, so that it goes first.
+  class Scaling;
+  const std::unique_ptr<Scaling> scaling_;
   const std::unique_ptr<Autoscaler> autoscaler_;
 };
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_ENGINE_H_
+#endif  // RETRYD_SERVER_ENGINE_API_ENGINE_H_

@@ -6,8 +6,8 @@
 // had already seen emptied.
 //
 // Thread-safety: any thread may call any method.
-#ifndef RETRYD_SERVER_ENGINE_LATEST_MEASUREMENT_H_
-#define RETRYD_SERVER_ENGINE_LATEST_MEASUREMENT_H_
+#ifndef RETRYD_SERVER_ENGINE_STATS_LATEST_MEASUREMENT_H_
+#define RETRYD_SERVER_ENGINE_STATS_LATEST_MEASUREMENT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -52,4 +52,4 @@ class LatestMeasurement {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_LATEST_MEASUREMENT_H_
+#endif  // RETRYD_SERVER_ENGINE_STATS_LATEST_MEASUREMENT_H_

@@ -12,8 +12,8 @@
 //
 // Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
 // readers never wait for a worker).
-#ifndef RETRYD_SERVER_ENGINE_COUNTERS_H_
-#define RETRYD_SERVER_ENGINE_COUNTERS_H_
+#ifndef RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_
+#define RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_
 
 #include <array>
 #include <atomic>
@@ -122,4 +122,4 @@ class AtomicCounters {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_COUNTERS_H_
+#endif  // RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_

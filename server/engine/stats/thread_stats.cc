@@ -1,4 +1,4 @@
-#include "server/engine/thread_stats.h"
+#include "server/engine/stats/thread_stats.h"
 
 namespace retryd {
 

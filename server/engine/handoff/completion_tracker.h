@@ -10,8 +10,8 @@
 // Thread-safety: thread-safe. The owning worker thread calls Begin() and
 // CommitOffset(); Complete() is called from librdkafka delivery-report
 // threads; any thread may call the other methods.
-#ifndef RETRYD_SERVER_ENGINE_COMPLETION_TRACKER_H_
-#define RETRYD_SERVER_ENGINE_COMPLETION_TRACKER_H_
+#ifndef RETRYD_SERVER_ENGINE_HANDOFF_COMPLETION_TRACKER_H_
+#define RETRYD_SERVER_ENGINE_HANDOFF_COMPLETION_TRACKER_H_
 
 #include <cstdint>
 #include <deque>
@@ -48,7 +48,7 @@ class CompletionTracker {
   // offsets in increasing order, the lowest `max_ranges` of them. An offset
   // inside a range that was never begun holds no record (compaction,
   // transaction markers). The next owner of the partition need not process
-  // them again (partition_state.h).
+  // them again (done_above.h).
   std::vector<std::pair<int64_t, int64_t>> DoneAbove(size_t max_ranges) const;
 
   // Records begun and not yet complete.
@@ -94,4 +94,4 @@ class CompletionTracker {
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_ENGINE_COMPLETION_TRACKER_H_
+#endif  // RETRYD_SERVER_ENGINE_HANDOFF_COMPLETION_TRACKER_H_
