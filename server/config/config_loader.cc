@@ -38,14 +38,24 @@ using google::protobuf::Reflection;
 using google::protobuf::TextFormat;
 using ParseInfoTree = TextFormat::ParseInfoTree;
 
+// A number field's (bounds) option (config.proto): its default and range,
+// declared there once. Every field Number() reads has one with all three
+// (ConfigBoundsTest checks), and max_ms-like fields at least a max.
+const v1::NumberBounds& BoundsOf(const FieldDescriptor* field) {
+  return field->options().GetExtension(v1::bounds);
+}
+
+bool InBounds(const FieldDescriptor* field, uint64_t value) {
+  const v1::NumberBounds& bounds = BoundsOf(field);
+  return value >= bounds.min() && value <= bounds.max();
+}
+
 // A config file is hand-written text; far past this it is the wrong file.
 constexpr size_t kMaxConfigBytes = 16 << 20;
 // A secret from kafka.properties_from_file: a password or a PEM key.
 constexpr size_t kMaxSecretBytes = 1 << 20;
 constexpr size_t kMaxTopicLength = 249;
-constexpr uint64_t kMaxBackoffMs = 86'400'000;  // One day.
 constexpr uint64_t kMaxLatencyMs = 60'000;
-constexpr uint64_t kMaxGrpcDelayMs = 3'600'000;  // One hour.
 constexpr uint64_t kDefaultMaxHeldBytes = uint64_t{64} << 20;
 constexpr uint64_t kMinHeldBytes = 1024;
 constexpr uint64_t kMaxHeldBytes = uint64_t{1} << 40;  // 1 TiB.
@@ -329,15 +339,15 @@ class Validator {
     CheckListenAddress(config);
     std::map<std::string, std::string> properties = CheckKafka(*config.mutable_kafka());
     CheckTopics(config);
-    Number(config, root_, "primary_threads", 1, 1, 64);
+    Number(config, root_, "primary_threads");
     CheckOrdering(config);
     CheckRetry(config);
     CheckProcessor(config);
-    Number(config, root_, "commit_interval_ms", 1000, 10, 60'000);
-    Number(config, root_, "max_in_flight", 10'000, 1, 100'000);
+    Number(config, root_, "commit_interval_ms");
+    Number(config, root_, "max_in_flight");
     CheckMaxHeldBytes(config);
-    Number(config, root_, "shutdown_timeout_ms", 30'000, 1, 3'600'000);
-    Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions", 3, 1, 64);
+    Number(config, root_, "shutdown_timeout_ms");
+    Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions");
     if (!errors_.empty()) return errors_.ToStatus();
     return properties;
   }
@@ -347,12 +357,17 @@ class Validator {
     errors_.Add(node.Line(field, index), node.Path(field, index), what);
   }
 
-  // A number field: if the file leaves it out it takes `fallback`, otherwise
-  // it must lie in [low, high]. A plain proto3 0 cannot be told apart from
-  // "not set", but the parse tree can tell whether the file wrote it.
-  void Number(Message& message, const Node& node, absl::string_view name, uint64_t fallback,
-              uint64_t low, uint64_t high) {
+  // A number field with its default and range in its (bounds) option
+  // (config.proto): if the file leaves it out it takes the default,
+  // otherwise it must lie in [min, max]. A plain proto3 0 cannot be told
+  // apart from "not set", but the parse tree can tell whether the file
+  // wrote it.
+  void Number(Message& message, const Node& node, absl::string_view name) {
     const FieldDescriptor* field = node.Field(name);
+    const v1::NumberBounds& bounds = BoundsOf(field);
+    const uint64_t fallback = bounds.default_value();
+    const uint64_t low = bounds.min();
+    const uint64_t high = bounds.max();
     const uint64_t value = GetUnsigned(message, field);
     const bool set = field->has_presence() ? message.GetReflection()->HasField(message, field)
                                            : value != 0 || node.Written(name);
@@ -642,7 +657,7 @@ class Validator {
   void CheckRetry(v1::Config& config) {
     v1::RetryConfig& retry = *config.mutable_retry();
     const Node node = root_.Child("retry");
-    Number(retry, node, "max_threads", 16, 1, 256);
+    Number(retry, node, "max_threads");
     const bool in_order = config.ordering() == v1::IN_ORDER;
     const bool min_ok = CheckMinThreads(config, retry, node);
     if (!retry.has_threads()) {
@@ -668,15 +683,15 @@ class Validator {
     if (retry.has_autoscale()) {
       v1::AutoscaleConfig& autoscale = *retry.mutable_autoscale();
       const Node autoscale_node = node.Child("autoscale");
-      Number(autoscale, autoscale_node, "backlog_per_thread", 1000, 1, 10'000'000);
-      Number(autoscale, autoscale_node, "idle_exit_ms", 60'000, 100, 86'400'000);
+      Number(autoscale, autoscale_node, "backlog_per_thread");
+      Number(autoscale, autoscale_node, "idle_exit_ms");
     }
-    Number(retry, node, "max_attempts", 5, 1, 1000);
-    Number(retry, node, "lookahead", 1000, 1, 100'000);
+    Number(retry, node, "max_attempts");
+    Number(retry, node, "lookahead");
 
     v1::BackoffConfig& backoff = *retry.mutable_backoff();
     const Node backoff_node = node.Child("backoff");
-    Number(backoff, backoff_node, "initial_ms", 100, 1, kMaxBackoffMs);
+    Number(backoff, backoff_node, "initial_ms");
     if (backoff.multiplier() == 0 && !backoff_node.Written("multiplier")) {
       backoff.set_multiplier(2.0);
     } else if (!(backoff.multiplier() >= 1 && backoff.multiplier() <= 100)) {
@@ -684,12 +699,13 @@ class Validator {
             absl::StrCat("must be between 1 and 100, got ", backoff.multiplier()));
     }
     const uint64_t initial = backoff.initial_ms();
-    const bool initial_ok = initial >= 1 && initial <= kMaxBackoffMs;
+    const bool initial_ok = InBounds(backoff_node.Field("initial_ms"), initial);
+    const uint64_t max_max_ms = BoundsOf(backoff_node.Field("max_ms")).max();
     if (backoff.max_ms() == 0 && !backoff_node.Written("max_ms")) {
       backoff.set_max_ms(initial_ok ? std::max<uint64_t>(60'000, initial) : 60'000);
-    } else if (backoff.max_ms() < 1 || backoff.max_ms() > kMaxBackoffMs) {
+    } else if (backoff.max_ms() < 1 || backoff.max_ms() > max_max_ms) {
       Error(backoff_node, "max_ms",
-            absl::StrCat("must be between 1 and ", kMaxBackoffMs, ", got ", backoff.max_ms()));
+            absl::StrCat("must be between 1 and ", max_max_ms, ", got ", backoff.max_ms()));
     } else if (initial_ok && backoff.max_ms() < initial) {
       Error(backoff_node, "max_ms",
             absl::StrCat("must be at least initial_ms (", initial, "), got ", backoff.max_ms()));
@@ -743,25 +759,27 @@ class Validator {
       Error(node, "target",
             "required: the downstream's gRPC address, e.g. target: \"localhost:50061\"");
     }
-    Number(grpc, node, "deadline_ms", 10'000, 1, kMaxGrpcDelayMs);
-    Number(grpc, node, "max_concurrent_calls", 1, 1, 1024);
-    Number(grpc, node, "outage_after", 5, 1, 1000);
-    Number(grpc, node, "probe_initial_ms", 500, 1, kMaxGrpcDelayMs);
+    Number(grpc, node, "deadline_ms");
+    Number(grpc, node, "max_concurrent_calls");
+    Number(grpc, node, "outage_after");
+    Number(grpc, node, "probe_initial_ms");
     const uint64_t initial = grpc.probe_initial_ms();
-    const bool initial_ok = initial >= 1 && initial <= kMaxGrpcDelayMs;
+    const bool initial_ok = InBounds(node.Field("probe_initial_ms"), initial);
+    const uint64_t max_probe_max_ms = BoundsOf(node.Field("probe_max_ms")).max();
     if (grpc.probe_max_ms() == 0 && !node.Written("probe_max_ms")) {
       grpc.set_probe_max_ms(initial_ok ? std::max<uint32_t>(30'000, grpc.probe_initial_ms())
                                        : 30'000);
-    } else if (grpc.probe_max_ms() < 1 || grpc.probe_max_ms() > kMaxGrpcDelayMs) {
-      Error(node, "probe_max_ms",
-            absl::StrCat("must be between 1 and ", kMaxGrpcDelayMs, ", got ", grpc.probe_max_ms()));
+    } else if (grpc.probe_max_ms() < 1 || grpc.probe_max_ms() > max_probe_max_ms) {
+      Error(
+          node, "probe_max_ms",
+          absl::StrCat("must be between 1 and ", max_probe_max_ms, ", got ", grpc.probe_max_ms()));
     } else if (initial_ok && grpc.probe_max_ms() < initial) {
       Error(node, "probe_max_ms",
             absl::StrCat("must be at least probe_initial_ms (", initial, "), got ",
                          grpc.probe_max_ms()));
     }
-    Number(grpc, node, "max_response_bytes", 4 << 20, 1024, 64 << 20);
-    Number(grpc, node, "health_check_interval_ms", 1000, 100, kMaxGrpcDelayMs);
+    Number(grpc, node, "max_response_bytes");
+    Number(grpc, node, "health_check_interval_ms");
     if (!grpc.token_file().empty() && !grpc.token_env().empty()) {
       Error(node, "token_env", "set either token_file or token_env, not both");
     }
