@@ -226,9 +226,10 @@ int RunUntilSignal(const sigset_t& stop_signals, const Engine& engine, const Dem
   }
 }
 
-int Main(int argc, char** argv) {
-  // --help lists the flags of this file (Abseil's default looks for a file
-  // named after the binary); --version prints the release.
+// Parses the command line: --help lists the flags of this file (Abseil's
+// default looks for a file named after the binary); --version prints the
+// release.
+void ParseFlags(int argc, char** argv) {
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view path) {
     return absl::EndsWith(path, "server/main.cc");
@@ -244,6 +245,25 @@ int Main(int argc, char** argv) {
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
+}
+
+// With --demo, starts the demo load into the first input topic; null
+// without it.
+absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const EngineOptions& options) {
+  if (!absl::GetFlag(FLAGS_demo)) return nullptr;
+  DemoLoadOptions demo_options;
+  demo_options.bootstrap_servers = options.bootstrap_servers;
+  demo_options.kafka_properties = options.kafka_properties;
+  demo_options.topic = options.input_topics.front();
+  demo_options.records_per_second = absl::GetFlag(FLAGS_demo_rate);
+  auto demo = std::make_unique<DemoLoad>(demo_options);
+  if (absl::Status s = demo->Start(); !s.ok()) return s;
+  LogInfo("demo load: ", demo_options.records_per_second, " records/s to ", demo_options.topic);
+  return demo;
+}
+
+int Main(int argc, char** argv) {
+  ParseFlags(argc, argv);
   absl::StatusOr<Configuration> configuration = LoadConfiguration();
   if (!configuration.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(configuration.status().message()).c_str());
@@ -295,22 +315,15 @@ int Main(int argc, char** argv) {
   std::printf("control API listening on %s\n", control_server.address().c_str());
   std::fflush(stdout);
 
-  std::unique_ptr<DemoLoad> demo;
-  if (absl::GetFlag(FLAGS_demo)) {
-    DemoLoadOptions demo_options;
-    demo_options.bootstrap_servers = options.bootstrap_servers;
-    demo_options.kafka_properties = options.kafka_properties;
-    demo_options.topic = options.input_topics.front();
-    demo_options.records_per_second = absl::GetFlag(FLAGS_demo_rate);
-    demo = std::make_unique<DemoLoad>(demo_options);
-    if (absl::Status s = demo->Start(); !s.ok()) {
-      std::fprintf(stderr, "retryd: demo load: %s\n", std::string(s.message()).c_str());
-      control_server.Stop();
-      (*engine)->Stop();
-      return kExitUsage;
-    }
-    LogInfo("demo load: ", demo_options.records_per_second, " records/s to ", demo_options.topic);
+  absl::StatusOr<std::unique_ptr<DemoLoad>> started_demo = StartDemo(options);
+  if (!started_demo.ok()) {
+    std::fprintf(stderr, "retryd: demo load: %s\n",
+                 std::string(started_demo.status().message()).c_str());
+    control_server.Stop();
+    (*engine)->Stop();
+    return kExitUsage;
   }
+  const std::unique_ptr<DemoLoad> demo = *std::move(started_demo);
   LogInfo("retryd running; Ctrl-C or SIGTERM stops it gracefully");
 
   const int exit_code = RunUntilSignal(stop_signals, **engine, demo.get());
