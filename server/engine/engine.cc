@@ -141,12 +141,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
       kafka::GroupLagProbe::Create(options.bootstrap_servers, options.kafka_properties,
                                    absl::StrCat(options.group_id, ".retry"), options.retry.topic);
   if (!retry_lag.ok()) return retry_lag.status();
-  absl::StatusOr<std::unique_ptr<kafka::ClusterProbe>> cluster_probe =
-      kafka::ClusterProbe::Create(options.bootstrap_servers, options.kafka_properties);
-  if (!cluster_probe.ok()) return cluster_probe.status();
   return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
-                                            *std::move(producer), *std::move(retry_lag),
-                                            *std::move(cluster_probe)));
+                                            *std::move(producer), *std::move(retry_lag)));
 }
 
 // The engine as the autoscaler sees it: its own control operations.
@@ -177,13 +173,11 @@ class Engine::Scaling : public ScalingTarget {
 
 Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                std::unique_ptr<kafka::Producer> producer,
-               std::unique_ptr<kafka::GroupLagProbe> retry_lag,
-               std::unique_ptr<kafka::ClusterProbe> cluster_probe)
+               std::unique_ptr<kafka::GroupLagProbe> retry_lag)
     : options_(std::move(options)),
       processor_(std::move(processor)),
       producer_(std::move(producer)),
       retry_lag_(std::move(retry_lag)),
-      cluster_probe_(std::move(cluster_probe)),
       ordering_(options_.ordering),
       gate_(options_.downstream, processor_.get(),
             absl::Milliseconds(options_.retry.backoff.max_ms)),
@@ -1041,7 +1035,20 @@ absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, ab
 }
 
 absl::Status Engine::ProbeKafka(absl::Duration timeout) const {
-  return cluster_probe_->Ping(timeout);
+  kafka::ClusterProbe* probe = nullptr;
+  {
+    // Made on first use: an engine nobody probes (no control server)
+    // keeps no connection to every broker.
+    absl::MutexLock lock(&cluster_probe_mu_);
+    if (cluster_probe_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<kafka::ClusterProbe>> made =
+          kafka::ClusterProbe::Create(options_.bootstrap_servers, options_.kafka_properties);
+      if (!made.ok()) return made.status();
+      cluster_probe_ = *std::move(made);
+    }
+    probe = cluster_probe_.get();
+  }
+  return probe->Ping(timeout);  // Blocks: outside the lock.
 }
 
 absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {

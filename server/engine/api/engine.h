@@ -233,8 +233,8 @@ class Engine {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<Processor> processor,
-         std::unique_ptr<kafka::Producer> producer, std::unique_ptr<kafka::GroupLagProbe> retry_lag,
-         std::unique_ptr<kafka::ClusterProbe> cluster_probe);
+         std::unique_ptr<kafka::Producer> producer,
+         std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
   // Posts a request `make` makes to every running thread; returns them by
@@ -350,7 +350,10 @@ class Engine {
   const std::unique_ptr<Processor> processor_;
   const std::unique_ptr<kafka::Producer> producer_;
   const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
-  const std::unique_ptr<kafka::ClusterProbe> cluster_probe_;  // ProbeKafka's
+  // ProbeKafka's client, made on its first call; the lock guards only the
+  // pointer, never held across the probe itself.
+  mutable absl::Mutex cluster_probe_mu_;
+  mutable std::unique_ptr<kafka::ClusterProbe> cluster_probe_ ABSL_GUARDED_BY(cluster_probe_mu_);
   LatestMeasurement measured_retry_backlog_;
   std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};
