@@ -46,7 +46,7 @@ import threading
 import time
 
 import grpc
-from kafka import KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -255,53 +255,6 @@ def wait_health(address, want, timeout, check):
     return time.monotonic() - began
 
 
-# ---- Offsets, partition by partition -------------------------------------------
-
-
-def uncommitted(cluster, pairs):
-    """[(group, partition, committed, end)] for every partition of each
-    (group, topic, partitions) that its group has not committed to the
-    end; committed offsets are read before end offsets."""
-    reader = cluster.consumer()
-    try:
-        behind = []
-        for group, topic, n in pairs:
-            tps = [TopicPartition(topic, p) for p in range(n)]
-            offsets = cluster.admin.list_consumer_group_offsets(group, partitions=tps)
-            ends = reader.end_offsets(tps)
-            for tp in tps:
-                c = offsets[tp].offset if tp in offsets else -1
-                if c < ends[tp]:
-                    behind.append((group, tp.partition, c, ends[tp]))
-        return behind
-    finally:
-        reader.close()
-
-
-def wait_settled(cluster, pairs, timeout, check):
-    """Until every partition is committed to its end twice in a row, a
-    second apart (a retry thread may still write what it then reads)."""
-    state = {"before": False, "last": None}
-
-    def settled():
-        try:
-            behind = uncommitted(cluster, pairs)
-        except KafkaError as e:
-            state["last"] = repr(e)
-            state["before"] = False
-            return False
-        state["last"] = behind
-        now = not behind
-        done = now and state["before"]
-        state["before"] = now
-        return done
-
-    try:
-        real_kafka.wait_until(settled, timeout, "every partition committed", poll=1.0, check=check)
-    except Failure as e:
-        raise Failure(f"{e}; behind (group, partition, committed, end): {state['last']}")
-
-
 def produce(cluster, topic, records, seconds):
     """Starts producing `records` to `topic` over `seconds`."""
     producer = real_kafka.PacedProducer(cluster, topic, records, seconds)
@@ -363,8 +316,14 @@ max_in_flight: 500
             nodes.check()
 
         def settle(what):
+            # A reader of its own each time: one made before all nodes went
+            # down could wait out its request timeout on a dead connection.
             t0 = time.monotonic()
-            wait_settled(cluster, pairs, args.settle_timeout, check)
+            groups = real_kafka.Groups(cluster, pairs)
+            try:
+                groups.wait_done(args.settle_timeout, check)
+            finally:
+                groups.close()
             took = time.monotonic() - t0
             say(f"{what}: every partition of both groups committed to its end ({took:.1f} s)")
             return took

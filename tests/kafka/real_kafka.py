@@ -532,8 +532,23 @@ class Groups:
         return [(group, c, sum(self.reader.end_offsets(tps).values()))
                 for (group, tps), c in zip(self.pairs, committed)]
 
+    def behind(self):
+        """[(group, partition, committed, end)] for every partition its group
+        has not committed to the end (committed -1: nothing); committed
+        offsets are read before end offsets."""
+        out = []
+        for group, tps in self.pairs:
+            offsets = self.cluster.admin.list_consumer_group_offsets(group, partitions=tps)
+            ends = self.reader.end_offsets(tps)
+            for tp in tps:
+                c = offsets[tp].offset if tp in offsets else -1
+                if c < ends[tp]:
+                    out.append((group, tp.partition, c, ends[tp]))
+        return out
+
     def done(self):
-        return all(c == e for _, c, e in self.state())
+        """Every partition committed to its end (so none is left paused)."""
+        return not self.behind()
 
     def describe(self):
         try:
@@ -557,8 +572,13 @@ class Groups:
                 return
             before = now
             if time.monotonic() > deadline:
+                try:
+                    behind = self.behind()
+                except KafkaError as e:
+                    behind = repr(e)
                 raise Failure(f"HANG: the groups had not committed everything after "
-                              f"{timeout:.0f} s: {self.describe()}")
+                              f"{timeout:.0f} s: {self.describe()}; behind (group, partition, "
+                              f"committed, end): {behind}")
             time.sleep(0.5)  # Offsets in the broker: polled, nothing to wait on.
 
     def close(self):
