@@ -534,15 +534,18 @@ class Groups:
 
     def behind(self):
         """[(group, partition, committed, end)] for every partition its group
-        has not committed to the end (committed -1: nothing); committed
-        offsets are read before end offsets."""
+        has not committed to the end (committed -1: nothing, which is behind
+        only when the partition holds records); committed offsets are read
+        before end offsets."""
         out = []
         for group, tps in self.pairs:
             offsets = self.cluster.admin.list_consumer_group_offsets(group, partitions=tps)
             ends = self.reader.end_offsets(tps)
             for tp in tps:
                 c = offsets[tp].offset if tp in offsets else -1
-                if c < ends[tp]:
+                # No commit on an empty partition is not behind: there is
+                # nothing to commit.
+                if max(c, 0) < ends[tp]:
                     out.append((group, tp.partition, c, ends[tp]))
         return out
 
