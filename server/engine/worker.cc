@@ -44,15 +44,6 @@ constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-// The answer to an operator's dead-letter request whose hand-off was
-// dropped because its partition moved.
-absl::Status PartitionGivenUp(int thread_id) {
-  return absl::AbortedError(absl::StrCat(
-      "thread ", thread_id,
-      " gave up the record's partition before the dead-letter topic acknowledged it; its next "
-      "owner reads it again"));
-}
-
 uint64_t BackoffSeed(const EngineOptions& options, int id) {
   if (options.retry.seed != 0) return options.retry.seed * 1000003u + static_cast<uint64_t>(id);
   return std::random_device{}();
@@ -79,8 +70,9 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),
       context_(context),
-      sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1,
-                                   context.parking)),
+      mailbox_(std::make_shared<Mailbox>(id, role, context.options->max_in_flight / 2 + 1,
+                                         context.parking)),
+      hand_offs_(*context.options, *context.producer, mailbox_),
       backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)),
       max_calls_(context.processor->asynchronous()
                      ? std::max(1, context.processor->max_concurrent_calls())
@@ -97,14 +89,14 @@ absl::Status Worker::Start() {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
       kafka::Consumer::Create(ConsumerOptionsFor(*context_.options, id_, role_), this);
   if (!consumer.ok()) {
-    sink_->SetState(ThreadState::kFailed);
-    sink_->SetLastError(consumer.status().ToString());
+    mailbox_->SetState(ThreadState::kFailed);
+    mailbox_->SetLastError(consumer.status().ToString());
     return consumer.status();
   }
   consumer_ = *std::move(consumer);
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    sink_->wake = consumer_.get();
+    absl::MutexLock lock(&mailbox_->call_mu);
+    mailbox_->wake = consumer_.get();
   }
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -115,7 +107,7 @@ void Worker::RequestStop(bool graceful, absl::Time deadline) {
   stop_deadline_ns_.store(absl::ToUnixNanos(deadline), std::memory_order_relaxed);
   stop_requested_.store(true, std::memory_order_release);
   // Wakes a WaitForAcks in progress, which re-checks stop_requested_.
-  absl::MutexLock lock(&sink_->flight_mu);
+  absl::MutexLock lock(&mailbox_->flight_mu);
 }
 
 void Worker::Join() {
@@ -147,7 +139,8 @@ int64_t Worker::HeldRecords(const TopicPartition& tp) const {
 int64_t Worker::HeldCount(const TopicPartition& tp) const {
   int64_t n = QueuedRecords(tp);
   if (InOrder()) {
-    if (auto it = trackers_.find(tp); it != trackers_.end()) n += sink_->FailedHandOffs(it->second);
+    if (auto it = trackers_.find(tp); it != trackers_.end())
+      n += mailbox_->FailedHandOffs(it->second);
     if (auto it = calling_.find(tp); it != calling_.end()) n += it->second;
   }
   return n;
@@ -170,8 +163,8 @@ void Worker::Run() {
       failed = true;
       break;
     }
-    DrainRedo(/*force=*/false);
-    FreeDoneHandOffs();
+    hand_offs_.DrainRedo(/*force=*/false, InOrder());
+    hand_offs_.FreeDone();
     if (role_ == ThreadRole::kPrimary && KeyOrder()) {
       if (!keys_unknown_.empty() && absl::Now() >= next_learn_) LearnParkedKeys();
       if (absl::Now() >= next_sweep_) SweepParkedKeys();
@@ -200,35 +193,35 @@ void Worker::Run() {
     // Cut short by the round's deadline: the lanes go on at once.
     if (!lanes_ready_.empty() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
     absl::StatusOr<int> polled = PollBatch(wait);
-    sink_->counters.Add(&Counters::polls);
+    mailbox_->counters.Add(&Counters::polls);
     if (!polled.ok()) {
       LogError("thread ", id_, " stops: ", polled.status().message());
-      sink_->SetLastError(std::string(polled.status().message()));
+      mailbox_->SetLastError(std::string(polled.status().message()));
       failed = true;
       break;
     }
     if (*polled > 0) {
-      sink_->SetState(ThreadState::kRunning);
-    } else if (!sink_->joined.HasBeenNotified()) {
+      mailbox_->SetState(ThreadState::kRunning);
+    } else if (!mailbox_->joined.HasBeenNotified()) {
       // Still joining the group: stays STARTING.
     } else if (context_.gate->down(role_)) {
       // Its partitions paused while records wait for a probe; open while
       // none does, so that one comes to be the probe.
-      sink_->SetState(ThreadState::kWaitingDownstream);
+      mailbox_->SetState(ThreadState::kWaitingDownstream);
     } else if (scheduler_.size() > 0) {
-      sink_->SetState(ThreadState::kWaitingBackoff);
+      mailbox_->SetState(ThreadState::kWaitingBackoff);
     } else if (!paused_.empty() && paused_.size() == trackers_.size()) {
-      sink_->SetState(ThreadState::kPaused);
+      mailbox_->SetState(ThreadState::kPaused);
     } else {
-      sink_->SetState(ThreadState::kIdle);
+      mailbox_->SetState(ThreadState::kIdle);
     }
   }
-  sink_->SetState(ThreadState::kStopping);
+  mailbox_->SetState(ThreadState::kStopping);
   {
     // Close() gives up the queue that Wake() signals; OnRevoked waits for
     // calls on call_mu itself.
-    absl::MutexLock lock(&sink_->call_mu);
-    sink_->wake = nullptr;
+    absl::MutexLock lock(&mailbox_->call_mu);
+    mailbox_->wake = nullptr;
   }
   ServeRequests(/*serving=*/false);
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
@@ -247,8 +240,8 @@ void Worker::Run() {
     LogWarning("thread ", id_, ": ", calls_.size(), " processor calls did not end when cancelled");
   }
   UpdateGauges();
-  sink_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
-  if (!sink_->joined.HasBeenNotified()) sink_->joined.Notify();
+  mailbox_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
+  if (!mailbox_->joined.HasBeenNotified()) mailbox_->joined.Notify();
 }
 
 absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
@@ -267,7 +260,7 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
     // slot to free, a stop.
     if (taken >= kMaxBatch || stop_requested_.load(std::memory_order_relaxed) || quiesced_ ||
         AtCallLimit() || LookaheadFull(tp) || OverBudget() ||
-        sink_->in_flight.load(std::memory_order_relaxed) >= context_.options->max_in_flight ||
+        mailbox_->in_flight.load(std::memory_order_relaxed) >= context_.options->max_in_flight ||
         absl::Now() >= deadline) {
       break;
     }
@@ -297,7 +290,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
     tracker->Complete(record.offset);
     return;
   }
-  ByteCharge charge = Charge(RecordBytes(record));
+  ByteCharge charge = hand_offs_.Charge(RecordBytes(record));
   if (role_ == ThreadRole::kPrimary) {
     // In order it waits behind the held record of its partition; in any
     // mode behind those already waiting for a call slot. Not behind a
@@ -368,7 +361,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
     Attempt(std::move(held));
   } else {
     scheduler_.Add(std::move(held));
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
   }
 }
 
@@ -380,7 +373,7 @@ void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
   if (held.due_ms <= latest) return;
   const int64_t was = held.due_ms;
   held.due_ms = latest;
-  sink_->counters.Add(&Counters::due_clamped);
+  mailbox_->counters.Add(&Counters::due_clamped);
   if (int64_t held_back = 0; clamp_log_.Allow(absl::Now(), &held_back)) {
     LogWarning("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
                held.source_offset, " was due at ", was, " ms, more than retry.backoff.max_ms (",
@@ -391,7 +384,7 @@ void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
 
 void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
   if (held.record.timestamp_ms < 0) return;
-  sink_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
+  mailbox_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
 }
 
 void Worker::Attempt(HeldRecord held) {
@@ -411,7 +404,7 @@ void Worker::Attempt(HeldRecord held) {
     return;
   }
   const bool probe = admission == DownstreamGate::Admission::kProbe;
-  sink_->counters.Add(&Counters::processed);
+  mailbox_->counters.Add(&Counters::processed);
   if (!context_.processor->asynchronous()) {
     Outcome outcome = context_.processor->Process(held.record, held.attempt);
     Conclude(std::move(held), std::move(outcome), now, probe);
@@ -425,8 +418,8 @@ void Worker::Attempt(HeldRecord held) {
   call.probe = probe;
   call.held = std::move(held);
   ++calling_[call.held.source];
-  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
-  std::shared_ptr<Sink> sink = sink_;
+  mailbox_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
+  std::shared_ptr<Mailbox> sink = mailbox_;
   context_.processor->Start(call.held.record, {call.held.attempt, call.held.first_failure_ms},
                             call.cancel, [sink, id](Outcome outcome) {
                               absl::MutexLock lock(&sink->call_mu);
@@ -438,8 +431,8 @@ void Worker::Attempt(HeldRecord held) {
 void Worker::TakeFinishedCalls() {
   std::vector<std::pair<int64_t, Outcome>> finished;
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    finished.swap(sink_->finished_calls);
+    absl::MutexLock lock(&mailbox_->call_mu);
+    finished.swap(mailbox_->finished_calls);
   }
   for (auto& [id, outcome] : finished) {
     auto it = calls_.find(id);
@@ -457,7 +450,7 @@ void Worker::TakeFinishedCalls() {
     Conclude(std::move(call.held), std::move(outcome), call.started, call.probe);
     if (waiting_.contains(tp)) ready_.insert(tp);
   }
-  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
+  mailbox_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
 }
 
 bool Worker::CallsInFlight(const std::vector<TopicPartition>* tps) const {
@@ -468,14 +461,14 @@ bool Worker::CallsInFlight(const std::vector<TopicPartition>* tps) const {
 
 void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
                         bool cancel_rest) {
-  Sink* sink = sink_.get();
+  Mailbox* sink = mailbox_.get();
   auto finished = [sink]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sink->call_mu) {
     return !sink->finished_calls.empty();
   };
   while (CallsInFlight(tps) && absl::Now() < deadline) {
     {
-      absl::MutexLock lock(&sink_->call_mu);
-      sink_->call_mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
+      absl::MutexLock lock(&mailbox_->call_mu);
+      mailbox_->call_mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
     }
     TakeFinishedCalls();
   }
@@ -496,12 +489,12 @@ void Worker::Defer(HeldRecord held, absl::Time now) {
     return;
   }
   scheduler_.Add(std::move(held));
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe) {
   const absl::Time finished = absl::Now();  // One clock read for both latencies.
-  sink_->processing_latency.Record(finished - started);
+  mailbox_->processing_latency.Record(finished - started);
   DownstreamGate& gate = *context_.gate;
   if (outcome.kind == Outcome::Kind::kUnavailable) {
     if (held.refused_at_answers < 0) held.refused_at_answers = gate.answers();
@@ -518,8 +511,8 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
       held.refused_epoch = verdict.epoch;
     }
     if (!verdict.own) {
-      sink_->counters.Add(&Counters::unavailable);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::unavailable);
+      mailbox_->SetLastError(outcome.reason);
       Defer(std::move(held), finished);
       return;
     }
@@ -532,83 +525,23 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
   }
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
-      sink_->counters.Add(&Counters::succeeded);
+      mailbox_->counters.Add(&Counters::succeeded);
       RecordEndToEnd(held, finished);
       OnSuccess(held, outcome);
       return;
     case Outcome::Kind::kPermanent:
     case Outcome::Kind::kUnavailable:  // As a fallback it means nothing: permanent.
-      sink_->counters.Add(&Counters::failed_attempts);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::failed_attempts);
+      mailbox_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
-      sink_->counters.Add(&Counters::failed_attempts);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::failed_attempts);
+      mailbox_->SetLastError(outcome.reason);
       OnRetriableFailure(std::move(held), std::move(outcome.reason));
       return;
   }
-}
-
-namespace {
-
-// The smallest dead-letter record tried when a fitted one is refused too:
-// below any broker's limit, room for the retryd headers, the key and a
-// glimpse of the value.
-constexpr size_t kMinimalDeadLetterBytes = 16 * 1024;
-
-RetryMetadata OriginOf(const HeldRecord& held) {
-  RetryMetadata m;
-  m.attempt = held.attempt;
-  m.first_failure_ms = held.first_failure_ms;
-  m.original_topic = held.record.topic;
-  m.original_partition = held.record.partition;
-  m.original_offset = held.record.offset;
-  m.original_timestamp_ms = held.record.timestamp_ms;
-  m.error = held.last_error;
-  return m;
-}
-
-// Key order: the parked record a retry thread's `held` is (any keyed
-// record read from the retry topic may be one), to release once its outcome
-// is acknowledged.
-std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& held) {
-  if (role != ThreadRole::kRetry || !held.record.key.has_value()) return std::nullopt;
-  return ParkedRecord{KeyOf(held.record), held.record.offset, absl::InfinitePast()};
-}
-
-// The retryd-* headers of an output record, in place of any of the same
-// names (as SetHeader would, in one pass).
-void AppendOutputHeaders(const HeldRecord& held, Headers& headers) {
-  std::erase_if(headers, [](const Header& h) {
-    return h.key == kOriginalTopicHeader || h.key == kOriginalPartitionHeader ||
-           h.key == kOriginalOffsetHeader || h.key == kAttemptHeader;
-  });
-  headers.reserve(headers.size() + 4);
-  headers.push_back(Header{std::string(kOriginalTopicHeader), held.record.topic});
-  headers.push_back(
-      Header{std::string(kOriginalPartitionHeader), absl::StrCat(held.record.partition)});
-  headers.push_back(Header{std::string(kOriginalOffsetHeader), absl::StrCat(held.record.offset)});
-  headers.push_back(Header{std::string(kAttemptHeader), absl::StrCat(held.attempt)});
-}
-
-}  // namespace
-
-const char* Worker::EmissionName(Emission kind) {
-  switch (kind) {
-    case Emission::kOutput:
-      return "output";
-    case Emission::kRetry:
-      return "retry";
-    case Emission::kDeadLetter:
-      return "dead-letter";
-    case Emission::kHandBack:
-      return "hand-back";
-    case Emission::kFollow:
-      return "follow";
-  }
-  return "unknown";
 }
 
 void Worker::OnSuccess(HeldRecord& held, Outcome& outcome) {
@@ -622,20 +555,8 @@ void Worker::OnSuccess(HeldRecord& held, Outcome& outcome) {
     tracker->Complete(held.source_offset);
     return;
   }
-  HandOff h;
-  h.kind = Emission::kOutput;
+  HandOff h = OutputHandOff(role_, held, outcome, output_topic);
   h.tracker = tracker;
-  h.offset = held.source_offset;
-  h.origin = OriginOf(held);
-  h.release = ParkedRecordOf(role_, held);
-  // The record is done with once it is handed off: its fields move into
-  // the output record rather than being copied.
-  h.record.topic = output_topic;
-  h.record.key = std::move(held.record.key);
-  // What the processor made of it, else the input as it was.
-  h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
-  h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
-  AppendOutputHeaders(held, h.record.headers);
   Emit(std::move(h));
 }
 
@@ -666,7 +587,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     // In place, so the retry topic keeps the key's records in input order;
     // the records of its key wait behind it in its lane.
     scheduler_.Add(std::move(held));
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
     return;
   }
   std::optional<ParkedRecord> parks;
@@ -677,7 +598,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     context_.parking->Park(parks->key, parks->offset, parks->since);
   }
   EndOfLane(held);
-  HandOff h = RetryHandOff(std::move(held), Emission::kRetry);
+  HandOff h = ToRetryTopic(std::move(held), HandOffKind::kRetry);
   h.parks = std::move(parks);
   h.sent_back = std::move(sent_back);
   Emit(std::move(h));
@@ -719,7 +640,7 @@ void Worker::Follow(HeldRecord held) {
   held.due_ms = NowMs();
   held.last_error = "follows an earlier record of its key (key order)";
   const ParkedRecord parks{KeyOf(held.record), held.record.offset, absl::Now()};
-  HandOff h = RetryHandOff(std::move(held), Emission::kFollow);
+  HandOff h = ToRetryTopic(std::move(held), HandOffKind::kFollow);
   h.parks = parks;
   Emit(std::move(h));
 }
@@ -768,17 +689,10 @@ bool Worker::DrainLanes(absl::Time deadline) {
   return progressed;
 }
 
-Worker::HandOff Worker::RetryHandOff(HeldRecord held, Emission kind) const {
-  HandOff h;
-  h.origin = OriginOf(held);
-  h.origin.due_ms = held.due_ms;
-  h.record.topic = context_.options->retry.topic;
-  h.record.key = std::move(held.record.key);
-  h.record.value = std::move(held.record.value);
-  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
-  h.kind = kind;
-  h.tracker = trackers_.at(held.source);
-  h.offset = held.source_offset;
+HandOff Worker::ToRetryTopic(HeldRecord held, HandOffKind kind) const {
+  const TopicPartition source = held.source;
+  HandOff h = RetryHandOff(std::move(held), kind, context_.options->retry.topic);
+  h.tracker = trackers_.at(source);
   return h;
 }
 
@@ -787,7 +701,7 @@ void Worker::HoldInPlace(HeldRecord held) {
   // state rides along with every commit (see ordering/in_place_retry.h).
   in_place_[held.source] = {held.source_offset, held.attempt, held.first_failure_ms, held.due_ms};
   scheduler_.Add(std::move(held));
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
@@ -873,19 +787,9 @@ void Worker::SweepParkedKeys() {
 void Worker::DeadLetter(const HeldRecord& held, std::string reason,
                         std::shared_ptr<WorkerRequest> requested_by) {
   EndOfLane(held);
-  HandOff h;
-  h.release = ParkedRecordOf(role_, held);
-  h.origin = OriginOf(held);
-  h.origin.due_ms = NowMs();
-  if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
-  h.origin.error = std::move(reason);
-  h.record.topic = context_.options->dead_letter_topic;
-  h.record.key = held.record.key;
-  h.record.value = held.record.value;
-  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
-  h.kind = Emission::kDeadLetter;
+  HandOff h = DeadLetterHandOff(role_, held, std::move(reason), context_.options->dead_letter_topic,
+                                NowMs());
   h.tracker = trackers_.at(held.source);
-  h.offset = held.source_offset;
   h.requested_by = std::move(requested_by);
   Emit(std::move(h));
 }
@@ -896,248 +800,17 @@ void Worker::DeadLetterMalformed(const Record& record,
   const std::string error = absl::StrCat("malformed retry record ", record.topic, "/",
                                          record.partition, "@", record.offset, ": ", why.message());
   LogWarning("thread ", id_, ": ", error, "; dead-lettering it");
-  sink_->SetLastError(error);
-  HandOff h;
-  h.record.topic = context_.options->dead_letter_topic;
-  h.record.key = record.key;
-  h.record.value = record.value;
-  h.record.headers = record.headers;  // Kept as found, for whoever investigates.
-  SetHeader(h.record.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
-  h.kind = Emission::kDeadLetter;
+  mailbox_->SetLastError(error);
+  HandOff h =
+      MalformedDeadLetterHandOff(record, error, context_.options->dead_letter_topic, NowMs());
   h.tracker = tracker;
-  h.offset = record.offset;
-  // Its own retry headers cannot be trusted: it is described by where it was read.
-  h.origin.due_ms = NowMs();
-  h.origin.first_failure_ms = h.origin.due_ms;
-  h.origin.original_topic = record.topic;
-  h.origin.original_partition = record.partition;
-  h.origin.original_offset = record.offset;
-  h.origin.original_timestamp_ms = record.timestamp_ms;
-  h.origin.error = error;
   Emit(std::move(h));
 }
 
-void Worker::Emit(HandOff hand_off) {
-  sink_->in_flight.fetch_add(1, std::memory_order_relaxed);
-  hand_off.in_order = InOrder();
-  hand_off.charge = Charge(RecordBytes(hand_off.record));
-  auto shared = std::make_shared<HandOff>(std::move(hand_off));
-  std::shared_ptr<Sink> sink = sink_;
-  // The callback owns the hand-off, so its value outlives the delivery
-  // report: Kafka reads it in place rather than holding a copy.
-  absl::Status status = context_.producer->ProduceInPlace(
-      shared->record, kafka::PlacedCallback([sink, shared](absl::Status delivery, int32_t partition,
-                                                           int64_t offset) mutable {
-        if (!delivery.ok()) {
-          OnHandOffFailed(sink, std::move(*shared), delivery);
-        } else {
-          if (shared->parks) {
-            sink->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
-          }
-          OnHandOffDelivered(sink, *shared);
-        }
-        sink->Done(std::move(shared));
-      }));
-  if (!status.ok()) OnHandOffFailed(sink_, std::move(*shared), status);
-}
-
-void Worker::FreeDoneHandOffs() {
-  {
-    absl::MutexLock lock(&sink_->done_mu);
-    if (sink_->done.empty()) return;
-    freeing_.swap(sink_->done);
-  }
-  freeing_.clear();
-}
-
-void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off) {
-  // Only a hand-off that failed before, or one emitted in order (which may
-  // have overtaken a failed one), has anything to do with the redo state.
-  if (hand_off.failed_before || hand_off.in_order) {
-    absl::MutexLock lock(&sink->redo_mu);
-    auto it = sink->failed_hand_offs.find(hand_off.tracker);
-    // In order, an earlier record of the partition waits to be sent again:
-    // this one got in ahead of it. It is sent again after it, so the output
-    // reads as a replay from the failed record on, as after a restart,
-    // rather than with the failed record moved behind later ones.
-    if (hand_off.in_order && it != sink->failed_hand_offs.end() && !it->second.empty() &&
-        *it->second.begin() < hand_off.offset && !hand_off.tracker->abandoned()) {
-      if (!hand_off.failed_before) {
-        hand_off.failed_before = true;
-        it->second.insert(hand_off.offset);
-      }
-      sink->redo.push_back({std::move(hand_off), absl::Now(), {}});
-      return;
-    }
-    sink->ForgetFailedHandOff(hand_off);
-  }
-  if (hand_off.release) sink->parking->Release(hand_off.release->key, hand_off.release->offset);
-  hand_off.tracker->Complete(hand_off.offset);
-  if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kFollow) {
-    sink->counters.Add(&Counters::sent_to_retry);
-  }
-  if (hand_off.kind == Emission::kFollow) sink->counters.Add(&Counters::followed);
-  if (hand_off.kind == Emission::kDeadLetter) {
-    sink->counters.Add(&Counters::dead_lettered);
-  }
-  if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::OkStatus());
-  sink->HandOffDone();
-}
-
-void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
-                             const absl::Status& status) {
-  const Emission kind = hand_off.kind;
-  const std::string topic = hand_off.record.topic;
-  // Purged at shutdown, or the partition moved: the next owner reads the
-  // source record again, so there is nothing to re-send.
-  const bool fatal = absl::IsInternal(status);
-  if (!fatal && (hand_off.tracker->abandoned() || absl::IsCancelled(status))) {
-    {
-      absl::MutexLock lock(&sink->redo_mu);
-      sink->ForgetFailedHandOff(hand_off);
-    }
-    if (hand_off.requested_by != nullptr) {
-      hand_off.requested_by->Answer(PartitionGivenUp(sink->id()));
-    }
-    sink->HandOffDone();
-    return;
-  }
-  // The producer is unusable, or the topic is gone or forbidden (after
-  // librdkafka's own retries): no record can get through, so waiting would
-  // only hide it. The thread fails; its partitions go to another member
-  // from the last committed offset, which is below this record.
-  if (fatal || absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
-      (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
-    const std::string reason =
-        absl::StrCat(EmissionName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
-                     hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
-                     " to ", topic, " failed for good: ", status.message());
-    if (!sink->has_failed()) LogError("thread ", sink->id(), ": ", reason, "; the thread fails");
-    if (hand_off.requested_by != nullptr)
-      hand_off.requested_by->Answer(absl::InternalError(reason));
-    sink->Fail(reason);
-    sink->HandOffDone();
-    return;
-  }
-  const absl::Time now = absl::Now();
-  Redo redo;
-  redo.not_before = now + kRedoDelay;
-  if (absl::IsInvalidArgument(status)) {
-    redo.refused = std::string(status.message());
-    redo.not_before = now;  // Nothing to wait for: the record changes.
-  }
-  if (!sink->has_failed()) sink->SetLastError(std::string(status.message()));
-  size_t waiting = 0;
-  {
-    absl::MutexLock lock(&sink->redo_mu);
-    if (!hand_off.failed_before) {
-      hand_off.failed_before = true;
-      sink->failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
-    }
-    redo.hand_off = std::move(hand_off);
-    sink->redo.push_back(std::move(redo));
-    waiting = sink->redo.size();
-  }
-  // A refused record is logged when it is replaced (DrainRedo).
-  if (int64_t held_back = 0;
-      !absl::IsInvalidArgument(status) && sink->redo_log.Allow(now, &held_back)) {
-    LogWarning("thread ", sink->id(), ": ", EmissionName(kind), " hand-off to ", topic, " failed (",
-               status.message(), "); sending it again (", waiting, " waiting to be sent again)",
-               LogThrottle::HeldBackNote(held_back));
-  }
-}
-
-Worker::HandOff Worker::FittedDeadLetter(HandOff hand_off, const std::string& why) const {
-  const size_t refused_size = RecordWireSize(hand_off.record);
-  if (hand_off.unfitted == nullptr) {
-    // The first refusal: the record to fit is the dead-letter record the
-    // source deserves, with the refusal added to why it got there.
-    RetryMetadata meta = hand_off.origin;
-    // A retry record carries the attempt to make next; the DLQ, those made.
-    if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kHandBack ||
-        hand_off.kind == Emission::kFollow) {
-      meta.attempt -= 1;
-    }
-    meta.due_ms = NowMs();
-    if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
-    const std::string refused =
-        absl::StrCat(EmissionName(hand_off.kind), " record refused by Kafka (", why, ")");
-    meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
-    auto unfitted = std::make_shared<OutgoingRecord>();
-    unfitted->topic = context_.options->dead_letter_topic;
-    unfitted->key = std::move(hand_off.record.key);
-    unfitted->value = std::move(hand_off.record.value);
-    unfitted->headers = WithRetryHeaders(hand_off.record.headers, meta);
-    hand_off.unfitted = std::move(unfitted);
-  }
-  hand_off.fit += 1;
-  hand_off.record = FitDeadLetter(*hand_off.unfitted,
-                                  static_cast<size_t>(context_.producer->max_message_bytes()));
-  // Under the client's limit already, yet refused (the broker's limit is
-  // lower): only the smallest form can help.
-  if (hand_off.fit < 2 && RecordWireSize(hand_off.record) >= refused_size) hand_off.fit = 2;
-  if (hand_off.fit >= 2) {
-    hand_off.record = FitDeadLetter(*hand_off.unfitted, kMinimalDeadLetterBytes);
-  }
-  hand_off.kind = Emission::kDeadLetter;
-  return hand_off;
-}
-
-void Worker::DrainRedo(bool force) {
-  std::vector<Redo> ready;
-  {
-    absl::MutexLock lock(&sink_->redo_mu);
-    const absl::Time now = absl::Now();
-    // In order, once one of a partition's hand-offs is due, all of that
-    // partition's go, in offset order: a replay must follow the re-send of
-    // the record it overtook.
-    std::set<CompletionTracker*> due_in_order;
-    for (const Redo& redo : sink_->redo) {
-      if (redo.hand_off.in_order && (force || redo.not_before <= now)) {
-        due_in_order.insert(redo.hand_off.tracker.get());
-      }
-    }
-    for (auto it = sink_->redo.begin(); it != sink_->redo.end();) {
-      if (force || it->not_before <= now || due_in_order.contains(it->hand_off.tracker.get())) {
-        ready.push_back(std::move(*it));
-        it = sink_->redo.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  std::stable_sort(ready.begin(), ready.end(), [](const Redo& a, const Redo& b) {
-    return std::make_pair(a.hand_off.tracker.get(), a.hand_off.offset) <
-           std::make_pair(b.hand_off.tracker.get(), b.hand_off.offset);
-  });
-  for (Redo& redo : ready) {
-    sink_->HandOffDone();
-    HandOff& h = redo.hand_off;
-    if (h.tracker->abandoned()) {
-      if (h.requested_by != nullptr) {
-        h.requested_by->Answer(PartitionGivenUp(id_));
-      }
-      absl::MutexLock lock(&sink_->redo_mu);
-      sink_->ForgetFailedHandOff(h);
-      continue;
-    }
-    if (!redo.refused.empty()) {
-      LogWarning("thread ", id_, ": ", h.origin.original_topic, "/", h.origin.original_partition,
-                 "@", h.origin.original_offset, ": Kafka refused its ", EmissionName(h.kind),
-                 " record (", redo.refused, "); dead-lettering it cut to fit");
-      Emit(FittedDeadLetter(std::move(h), redo.refused));
-      continue;
-    }
-    Emit(std::move(h));
-  }
-}
+void Worker::Emit(HandOff hand_off) { hand_offs_.Emit(std::move(hand_off), InOrder()); }
 
 bool Worker::HandOffsBroken() {
-  if (absl::Status fatal = context_.producer->FatalError(); !fatal.ok() && !sink_->has_failed()) {
-    LogError("thread ", id_, ": ", fatal.message(), "; the thread fails");
-    sink_->Fail(std::string(fatal.message()));
-  }
-  if (!sink_->has_failed()) return false;
+  if (!hand_offs_.Broken()) return false;
   // Waiting for hand-offs at the revoke would wait for the one that failed.
   graceful_.store(false, std::memory_order_relaxed);
   return true;
@@ -1150,7 +823,7 @@ void Worker::ReleaseRecovered() {
     if ((InOrder() && scheduler_.CountFor(tp) > 0) || !CanCall(tp) || keys_unknown_.contains(tp))
       continue;
     auto it = trackers_.find(tp);
-    if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
+    if (it != trackers_.end() && mailbox_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
   }
   ready_.insert(ready.begin(), ready.end());
 }
@@ -1172,7 +845,7 @@ void Worker::ProcessDue(absl::Time deadline) {
     progressed = DrainWaiting(deadline) || progressed;
     progressed = DrainLanes(deadline) || progressed;
   }
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 bool Worker::DrainWaiting(absl::Time deadline) {
@@ -1214,16 +887,16 @@ bool Worker::DrainWaiting(absl::Time deadline) {
 
 void Worker::WaitForAcks() {
   constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
-  if (sink_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
-  sink_->counters.Add(&Counters::backpressure_waits);
-  const Sink* sink = sink_.get();
+  if (mailbox_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
+  mailbox_->counters.Add(&Counters::backpressure_waits);
+  const Mailbox* sink = mailbox_.get();
   const std::atomic<bool>* stop = &stop_requested_;
   auto relieved = [sink, stop] {
     return sink->in_flight.load(std::memory_order_relaxed) < sink->resume_below ||
            stop->load(std::memory_order_relaxed);
   };
-  absl::MutexLock lock(&sink_->flight_mu);
-  sink_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
+  absl::MutexLock lock(&mailbox_->flight_mu);
+  mailbox_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
 }
 
 bool Worker::LookaheadFull(const TopicPartition& tp) const {
@@ -1234,10 +907,10 @@ bool Worker::LookaheadFull(const TopicPartition& tp) const {
 }
 
 void Worker::ReconcilePauses() {
-  const int64_t in_flight = sink_->in_flight.load(std::memory_order_relaxed);
+  const int64_t in_flight = mailbox_->in_flight.load(std::memory_order_relaxed);
   if (in_flight >= context_.options->max_in_flight) {
     backpressure_ = true;
-  } else if (in_flight < sink_->resume_below) {
+  } else if (in_flight < mailbox_->resume_below) {
     backpressure_ = false;
   }
   std::vector<TopicPartition> pause, resume;
@@ -1274,19 +947,14 @@ void Worker::ReconcilePauses() {
 bool Worker::OverBudget() {
   const int64_t budget = context_.options->max_held_bytes;
   if (budget <= 0) return false;
-  const int64_t held = sink_->held_bytes.load(std::memory_order_relaxed);
+  const int64_t held = mailbox_->held_bytes.load(std::memory_order_relaxed);
   if (!over_budget_ && held > budget) {
     over_budget_ = true;
-    sink_->counters.Add(&Counters::budget_pauses);
+    mailbox_->counters.Add(&Counters::budget_pauses);
   } else if (over_budget_ && held < budget / 4 * 3) {
     over_budget_ = false;
   }
   return over_budget_;
-}
-
-ByteCharge Worker::Charge(int64_t bytes) const {
-  // Aliasing the sink: a charge in a delivery report keeps it alive.
-  return ByteCharge(std::shared_ptr<std::atomic<int64_t>>(sink_, &sink_->held_bytes), bytes);
 }
 
 kafka::CommitOffsets Worker::CommitPoints(const std::vector<TopicPartition>& partitions) const {
@@ -1322,7 +990,7 @@ absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time d
 
 void Worker::NoteCommitted(const kafka::CommitOffsets& offsets) {
   for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
-  sink_->counters.Add(&Counters::commits);
+  mailbox_->counters.Add(&Counters::commits);
 }
 
 void Worker::Commit() {
@@ -1362,12 +1030,12 @@ void Worker::UpdateGauges() {
     assigned.push_back({tp, committed != committed_.end() ? committed->second.offset : -1, ""});
   }
   for (const auto& [tp, queue] : waiting_) waiting += static_cast<int64_t>(queue.size());
-  sink_->lag.store(consumer_->Lag(assigned), std::memory_order_relaxed);
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + waiting,
-                         std::memory_order_relaxed);
+  mailbox_->lag.store(consumer_->Lag(assigned), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + waiting,
+                            std::memory_order_relaxed);
   int64_t parked = 0;
   for (const auto& [tp, n] : lane_held_) parked += n;
-  sink_->parked.store(parked, std::memory_order_relaxed);
+  mailbox_->parked.store(parked, std::memory_order_relaxed);
 }
 
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
@@ -1404,12 +1072,12 @@ void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   // waits for has joined, which may take more than one rebalance.
   if (quiesced_ && revoked_while_quiesced_) NoteRebalanced();
   LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", trackers_.size());
-  sink_->SetPartitions(Assigned());
-  sink_->rebalancing.store(false, std::memory_order_relaxed);
-  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
-  if (!sink_->joined.HasBeenNotified()) {
-    sink_->SetState(ThreadState::kRunning);
-    sink_->joined.Notify();
+  mailbox_->SetPartitions(Assigned());
+  mailbox_->rebalancing.store(false, std::memory_order_relaxed);
+  mailbox_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
+  if (!mailbox_->joined.HasBeenNotified()) {
+    mailbox_->SetState(ThreadState::kRunning);
+    mailbox_->joined.Notify();
   }
 }
 
@@ -1426,7 +1094,7 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
                    it->second->pending() - held, " hand-offs; they will be processed again");
         break;
       }
-      DrainRedo(/*force=*/true);
+      hand_offs_.DrainRedo(/*force=*/true, InOrder());
     }
   }
 }
@@ -1500,10 +1168,10 @@ void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost)
       trackers_.erase(it);
     }
   }
-  sink_->SetPartitions(Assigned());
+  mailbox_->SetPartitions(Assigned());
   // An assignment follows, in both rebalance protocols.
-  sink_->rebalancing.store(true, std::memory_order_relaxed);
-  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
+  mailbox_->rebalancing.store(true, std::memory_order_relaxed);
+  mailbox_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
   UpdateGauges();
 }
 
@@ -1522,14 +1190,14 @@ void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time 
       }
       // Unchanged, due when it was due, to the same partition (so a key's
       // records stay in one partition), behind everything read so far.
-      HandOff h = RetryHandOff(std::move(held), Emission::kHandBack);
+      HandOff h = ToRetryTopic(std::move(held), HandOffKind::kHandBack);
       h.record.partition = tp.partition;
       h.sent_back = std::move(sent_back);
       Emit(std::move(h));
       ++handed_back;
     }
   }
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
   AwaitHandOffs(partitions, deadline);
   if (handed_back > 0) {
     LogInfo("thread ", id_, ": handed ", handed_back, " held records back to the retry topic");

@@ -20,7 +20,7 @@
 // With an asynchronous processor a worker keeps up to max_concurrent_calls()
 // calls in flight: in order, at most one per partition; in key order, at
 // most one per key; otherwise any. The
-// outcomes come back through the Sink and are handled on the worker's
+// outcomes come back through the Mailbox and are handled on the worker's
 // thread, which the consumer's Wake() brings out of its poll.
 //
 // An input offset is committed only below the lowest record whose outcome is
@@ -56,6 +56,7 @@
 #include "server/engine/byte_charge.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
+#include "server/engine/hand_offs.h"
 #include "server/engine/handoff/completion_tracker.h"
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -148,7 +149,7 @@ class Worker : public kafka::ConsumerListener {
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
   // Shared so readers may keep it after the worker is gone.
-  std::shared_ptr<const ThreadStats> stats() const { return sink_; }
+  std::shared_ptr<const ThreadStats> stats() const { return mailbox_; }
 
   // kafka::ConsumerListener; called on the worker's thread.
   void OnAssigned(const std::vector<TopicPartition>& partitions) override;
@@ -156,133 +157,15 @@ class Worker : public kafka::ConsumerListener {
   void OnCommitFailed(const kafka::CommitOffsets& offsets) override;
 
  private:
-  // kHandBack: a held retry record returned unchanged to the retry topic.
-  // kFollow: a record sent unprocessed behind its parked key (key order).
-  enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack, kFollow };
   // kRequested -> kQuiesced (served) -> kRebalanced (through a rebalance);
   // kReleased (any time) -> kNone once the thread resumes.
   enum class Checkpoint { kNone, kRequested, kQuiesced, kRebalanced, kReleased };
-  static const char* EmissionName(Emission kind);
 
-  // One record handed to Kafka for a source record's outcome.
-  struct HandOff {
-    OutgoingRecord record;
-    Emission kind = Emission::kOutput;
-    std::shared_ptr<CompletionTracker> tracker;
-    int64_t offset = 0;  // The source record's.
-    // The source record's coordinates, attempts and last error, for the
-    // dead-letter record that replaces a hand-off Kafka refuses for good.
-    RetryMetadata origin;
-    // 0: as made; 1: a dead-letter record fitted under message.max.bytes;
-    // 2: the smallest form (FitDeadLetter to kMinimalDeadLetterBytes).
-    int fit = 0;
-    // The first form of the record when it was replaced by a fitted one, so
-    // each fitting starts from the original sizes.
-    std::shared_ptr<const OutgoingRecord> unfitted;
-    // Failed once (or replayed): counted in its partition's failed
-    // hand-offs until it is acknowledged or dropped.
-    bool failed_before = false;
-    // Emitted in in-order mode: an acknowledgement that overtook the re-send
-    // of an earlier record of its partition is replayed after it.
-    bool in_order = false;
-    // Key order: the parked record whose outcome this is; its key is
-    // released from it once Kafka acknowledges the outcome.
-    std::optional<ParkedRecord> release;
-    // Key order: the parked record this hand-off puts in the retry topic;
-    // its place there is noted once Kafka acknowledges it.
-    std::optional<ParkedRecord> parks;
-    // Set for an operator's DeadLetterRecord: answered when the hand-off
-    // is acknowledged or given up.
-    std::shared_ptr<WorkerRequest> requested_by;
-    // The record's bytes, charged to the thread until it is acknowledged or
-    // given up (set by Emit()).
-    ByteCharge charge;
-    // A retry thread's keyed record sent back to the retry topic: counts
-    // one in keyed_sends_back until acknowledged or given up.
-    ByteCharge sent_back;
-  };
-
-  // A hand-off whose produce failed, to be sent again by the worker.
-  struct Redo {
-    HandOff hand_off;
-    absl::Time not_before;
-    // Set when Kafka refused the record itself: it is replaced by a fitted
-    // dead-letter record saying why, rather than sent again as it was.
-    std::string refused;
-  };
-
-  // The stats plus what delivery reports hand back to the worker. Shared
-  // with in-flight delivery callbacks, which may outlive the worker.
-  struct Sink : ThreadStats {
-    Sink(int id, ThreadRole role, int64_t resume_below, KeyParking* parking)
-        : ThreadStats(id, role), resume_below(resume_below), parking(parking) {}
-
-    // One hand-off acknowledged or given up. The decrement that brings
-    // in_flight below `resume_below` also passes through flight_mu, so a
-    // worker waiting on it (in WaitForAcks) re-checks at once.
-    void HandOffDone() {
-      if (in_flight.fetch_sub(1, std::memory_order_relaxed) == resume_below) {
-        absl::MutexLock lock(&flight_mu);
-      }
-    }
-
-    // Failed hand-offs of the partition `tracker` belongs to that are not
-    // yet acknowledged nor dropped.
-    int FailedHandOffs(const std::shared_ptr<CompletionTracker>& tracker) const
-        ABSL_LOCKS_EXCLUDED(redo_mu) {
-      absl::MutexLock lock(&redo_mu);
-      auto it = failed_hand_offs.find(tracker);
-      return it == failed_hand_offs.end() ? 0 : static_cast<int>(it->second.size());
-    }
-    void ForgetFailedHandOff(const HandOff& hand_off) ABSL_EXCLUSIVE_LOCKS_REQUIRED(redo_mu) {
-      if (!hand_off.failed_before) return;
-      auto it = failed_hand_offs.find(hand_off.tracker);
-      if (it == failed_hand_offs.end()) return;
-      if (auto at = it->second.find(hand_off.offset); at != it->second.end()) it->second.erase(at);
-      if (it->second.empty()) failed_hand_offs.erase(it);
-    }
-
-    // Marks the thread as failed for good, the reason as its last error
-    // (the first reason wins); the worker's loop sees it and stops.
-    void Fail(std::string reason) ABSL_LOCKS_EXCLUDED(redo_mu) {
-      {
-        absl::MutexLock lock(&redo_mu);
-        if (failed) return;
-        failed = true;
-      }
-      SetLastError(std::move(reason));
-    }
-    bool has_failed() const ABSL_LOCKS_EXCLUDED(redo_mu) {
-      absl::MutexLock lock(&redo_mu);
-      return failed;
-    }
-
-    const int64_t resume_below;   // Back-pressure ends below this many in flight.
-    KeyParking* const parking;    // The engine's; outlives every delivery report.
-    absl::Mutex flight_mu;        // Guards nothing; wakes a worker in WaitForAcks.
-    mutable absl::Mutex redo_mu;  // Guards the fields below.
-    std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
-    // Per partition (its tracker), the source offsets of hand-offs that
-    // failed and are not yet acknowledged nor dropped.
-    std::map<std::shared_ptr<CompletionTracker>, std::multiset<int64_t>> failed_hand_offs
-        ABSL_GUARDED_BY(redo_mu);
-    bool failed ABSL_GUARDED_BY(redo_mu) = false;
-    // An outage fails every record in flight at once: one line a second.
-    LogThrottle redo_log{absl::Seconds(1)};
-
-    // Hand-offs done with, for the worker to free (FreeDoneHandOffs):
-    // freed on the producer's delivery thread, their memory would go back
-    // to the worker's malloc arena from another thread, contending for its
-    // lock with every allocation the worker makes.
-    void Done(std::shared_ptr<HandOff> hand_off) ABSL_LOCKS_EXCLUDED(done_mu) {
-      // Released now, as they would be when freed.
-      hand_off->charge = ByteCharge();
-      hand_off->sent_back = ByteCharge();
-      absl::MutexLock lock(&done_mu);
-      done.push_back(std::move(hand_off));
-    }
-    absl::Mutex done_mu;  // Guards the field below.
-    std::vector<std::shared_ptr<HandOff>> done ABSL_GUARDED_BY(done_mu);
+  // The mailbox of the hand-offs plus what processor callbacks and other
+  // threads' requests hand to the worker. Shared with those callbacks,
+  // which may outlive the worker.
+  struct Mailbox : HandOffMailbox {
+    using HandOffMailbox::HandOffMailbox;
 
     // Processor calls that ended, by call id, for the worker to take.
     absl::Mutex call_mu;  // Guards the fields below.
@@ -383,21 +266,13 @@ class Worker : public kafka::ConsumerListener {
                   std::shared_ptr<WorkerRequest> requested_by = nullptr);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
+  // Gives `hand_off` to Kafka (HandOffs::Emit).
   void Emit(HandOff hand_off);
-  // Called by a delivery report or a refused Produce(): decides between
-  // dropping, sending again, dead-lettering in a fitting form and failing.
-  static void OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
-                              const absl::Status& status);
-  static void OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off);
-  // The dead-letter record that replaces `hand_off`, refused by Kafka
-  // because of `why`, in the next smaller form.
-  HandOff FittedDeadLetter(HandOff hand_off, const std::string& why) const;
   // Processes held records that are due, and in-order records queued behind
   // a held record that completed, until `deadline`.
   void ProcessDue(absl::Time deadline);
-  // `held` as a hand-off of `kind` to the retry topic, with its retryd-*
-  // headers.
-  HandOff RetryHandOff(HeldRecord held, Emission kind) const;
+  // `held` as a hand-off of `kind` to the retry topic (RetryHandOff).
+  HandOff ToRetryTopic(HeldRecord held, HandOffKind kind) const;
   // In order: holds `held` until its due time, its state in the commits.
   void HoldInPlace(HeldRecord held);
   // If `held` is the record the committed metadata of its partition
@@ -418,7 +293,6 @@ class Worker : public kafka::ConsumerListener {
   bool DrainWaiting(absl::Time deadline);
   // Brings a due time later than the longest backoff forward to it.
   void ClampDue(HeldRecord& held, int64_t now_ms);
-  void DrainRedo(bool force);
   // True once a hand-off failed beyond recovery or the producer hit a fatal
   // error: the thread then stops without waiting for its hand-offs, and
   // commits nothing past the record whose outcome was lost.
@@ -436,10 +310,6 @@ class Worker : public kafka::ConsumerListener {
   // larger than the whole budget is read like any other and lets the
   // partitions resume once done. Counts budget_pauses on each crossing.
   bool OverBudget();
-  // Frees the hand-offs delivery reports are done with (Sink::Done).
-  void FreeDoneHandOffs();
-  // Charges `bytes` to this thread's held_bytes until the charge is gone.
-  ByteCharge Charge(int64_t bytes) const;
   // Whether retry.lookahead records of `tp` are held: it is paused then.
   bool LookaheadFull(const TopicPartition& tp) const;
   // Commits, asynchronously, the partitions whose commit point moved.
@@ -471,7 +341,9 @@ class Worker : public kafka::ConsumerListener {
   const int id_;
   const ThreadRole role_;
   const WorkerContext context_;
-  const std::shared_ptr<Sink> sink_;
+  const std::shared_ptr<Mailbox> mailbox_;
+  // Used by the worker's thread only; its delivery reports touch mailbox_.
+  HandOffs hand_offs_;
 
   std::atomic<bool> stop_requested_{false};
   absl::Mutex checkpoint_mu_;  // Guards checkpoint_ and checkpoint_deadline_.
@@ -487,9 +359,6 @@ class Worker : public kafka::ConsumerListener {
   std::unique_ptr<kafka::Consumer> consumer_;
   Backoff backoff_;
   DueScheduler scheduler_;
-  // Swapped with Sink::done, emptied, and swapped back next time: the two
-  // vectors keep their capacity, so a delivery report never grows one.
-  std::vector<std::shared_ptr<HandOff>> freeing_;
   // In-order mode: records that arrived behind a held record of their
   // partition, in offset order, with when they were read (Unix ms).
   struct Waiting {

@@ -35,10 +35,10 @@ InFlightRecord Base(int thread_id, ThreadRole role, const Record& record,
 
 void Worker::Post(std::shared_ptr<WorkerRequest> request) {
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    if (!sink_->requests_closed) {
-      sink_->requests.push_back(std::move(request));
-      if (sink_->wake != nullptr) sink_->wake->Wake();
+    absl::MutexLock lock(&mailbox_->call_mu);
+    if (!mailbox_->requests_closed) {
+      mailbox_->requests.push_back(std::move(request));
+      if (mailbox_->wake != nullptr) mailbox_->wake->Wake();
       return;
     }
   }
@@ -48,9 +48,9 @@ void Worker::Post(std::shared_ptr<WorkerRequest> request) {
 void Worker::ServeRequests(bool serving) {
   std::vector<std::shared_ptr<WorkerRequest>> requests;
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    requests.swap(sink_->requests);
-    if (!serving) sink_->requests_closed = true;
+    absl::MutexLock lock(&mailbox_->call_mu);
+    requests.swap(mailbox_->requests);
+    if (!serving) mailbox_->requests_closed = true;
   }
   for (const std::shared_ptr<WorkerRequest>& request : requests) {
     if (!serving) {
@@ -120,7 +120,7 @@ std::optional<HeldRecord> Worker::TakeHeld(const RecordCoordinates& record) {
   std::optional<HeldRecord> held =
       scheduler_.TakeFirst([&record](const HeldRecord& h) { return record.Names(h.record); });
   if (held.has_value()) {
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
     return held;
   }
   // Behind an earlier record of its key (key order): the key's lane goes on
