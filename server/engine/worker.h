@@ -54,6 +54,7 @@
 #include "server/engine/api/processor.h"
 #include "server/engine/backoff.h"
 #include "server/engine/byte_charge.h"
+#include "server/engine/calls.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
 #include "server/engine/hand_offs.h"
@@ -61,8 +62,12 @@
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/in_flight.h"
+#include "server/engine/in_order_queue.h"
+#include "server/engine/key_lanes.h"
 #include "server/engine/ordering/in_place_retry.h"
 #include "server/engine/ordering/key_parking.h"
+#include "server/engine/partitions.h"
+#include "server/engine/rebalance_checkpoint.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
@@ -132,14 +137,14 @@ class Worker : public kafka::ConsumerListener {
   // mock cluster does; Kafka takes them while a rebalance is prepared), and
   // the next owner of a partition repeats nothing. The hand-backs and the
   // commit end by `deadline`. Returns at once; any thread.
-  void RequestCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void RequestCheckpoint(absl::Time deadline);
   // Waits until the requested checkpoint is done (true) or `deadline`.
-  bool AwaitCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  bool AwaitCheckpoint(absl::Time deadline);
   // Waits until the thread, checkpointed, has been through a rebalance:
   // given up what it had and been assigned anew (true), or `deadline`.
-  bool AwaitRebalanced(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  bool AwaitRebalanced(absl::Time deadline);
   // Ends the checkpoint: the thread processes again. Any thread.
-  void ReleaseCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void ReleaseCheckpoint();
 
   // Hands `request` to the worker's thread, which answers it at the top of
   // its loop (woken from its poll at once); a worker that has stopped
@@ -157,38 +162,23 @@ class Worker : public kafka::ConsumerListener {
   void OnCommitFailed(const kafka::CommitOffsets& offsets) override;
 
  private:
-  // kRequested -> kQuiesced (served) -> kRebalanced (through a rebalance);
-  // kReleased (any time) -> kNone once the thread resumes.
-  enum class Checkpoint { kNone, kRequested, kQuiesced, kRebalanced, kReleased };
-
-  // The mailbox of the hand-offs plus what processor callbacks and other
-  // threads' requests hand to the worker. Shared with those callbacks,
-  // which may outlive the worker.
-  struct Mailbox : HandOffMailbox {
-    using HandOffMailbox::HandOffMailbox;
-
-    // Processor calls that ended, by call id, for the worker to take.
-    absl::Mutex call_mu;  // Guards the fields below.
-    std::vector<std::pair<int64_t, Outcome>> finished_calls ABSL_GUARDED_BY(call_mu);
-    // Woken when a call ends or a request comes; cleared before the
-    // consumer closes.
-    kafka::Consumer* wake ABSL_GUARDED_BY(call_mu) = nullptr;
-    // Requests posted to the worker's thread (Post), served in order; none
-    // is taken once the thread stops serving them.
-    std::vector<std::shared_ptr<WorkerRequest>> requests ABSL_GUARDED_BY(call_mu);
-    bool requests_closed ABSL_GUARDED_BY(call_mu) = false;
-  };
-
-  // A processor call in flight (asynchronous processors).
-  struct Call {
-    HeldRecord held;
-    std::shared_ptr<CompletionTracker> tracker;
-    std::shared_ptr<Cancellation> cancel;
-    absl::Time started;
-    bool probe = false;  // The DownstreamGate's probe.
-  };
+  using Mailbox = WorkerMailbox;
+  // How far past its stop deadline a worker may go to commit what its
+  // hand-offs completed (kStopGrace / 2) and then leave its group.
+  static constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
   void Run();
+  // The loop's work between two polls: requests, calls ended, re-sends,
+  // records due, commits (every `commit_interval`), pauses. False once the
+  // thread's hand-offs are broken (it stops).
+  bool Housekeep(absl::Duration commit_interval);
+  // How long the next poll may wait for records.
+  absl::Duration PollWait() const;
+  // The thread's state after a poll that took `polled` records.
+  void NoteState(int polled);
+  // After the loop: closes the consumer (leaving the group, committing what
+  // is done), ends the calls, and reports the thread stopped or `failed`.
+  void Shutdown(bool failed);
   // Answers the requests posted since the last time (see Post); `serving`
   // false: the thread stops, each is answered UNAVAILABLE.
   void ServeRequests(bool serving);
@@ -208,12 +198,19 @@ class Worker : public kafka::ConsumerListener {
   absl::StatusOr<int> PollBatch(absl::Duration wait);
   // `record`, read from `tp`.
   void HandleConsumed(const TopicPartition& tp, Record record);
+  // A primary's `record`, read from `tp` at `read_ms`, its bytes `charge`d.
+  void HandleInput(const TopicPartition& tp, Record record, int64_t read_ms, ByteCharge charge);
+  // A retry thread's `record`, read from `tp`; `done_before`: the previous
+  // owner completed it.
+  void HandleRetryRecord(const TopicPartition& tp,
+                         const std::shared_ptr<CompletionTracker>& tracker, Record record,
+                         int64_t read_ms, bool done_before, ByteCharge charge);
   // Runs `held` through the processor (the caller checked CanCall()), or
   // defers it while the downstream is down.
   void Attempt(HeldRecord held);
   // Whether a call for a record of `tp` may start now.
   bool CanCall(const TopicPartition& tp) const;
-  bool AtCallLimit() const { return static_cast<int>(calls_.size()) >= max_calls_; }
+  bool AtCallLimit() const { return calls_.at_limit(); }
   // Key order: if a record of `held`'s key is in progress on this thread,
   // queues `held` behind it; else if a primary's key is parked, sends it to
   // the retry topic behind the parked records (Follow). Returns true then,
@@ -257,7 +254,6 @@ class Worker : public kafka::ConsumerListener {
   // `tps`: every call.
   void AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
                   bool cancel_rest = true);
-  bool CallsInFlight(const std::vector<TopicPartition>* tps) const;
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
   // Moves `held`'s key, value and headers into its output record.
   void OnSuccess(HeldRecord& held, Outcome& outcome);
@@ -278,17 +274,13 @@ class Worker : public kafka::ConsumerListener {
   // If `held` is the record the committed metadata of its partition
   // describes, takes its attempt, first failure and due time from there.
   bool RestoreInPlaceRetry(HeldRecord& held);
-  // Whether the committed metadata of `tp` at assignment listed `offset` as
-  // complete (its outcome is durable): skipped, not processed again.
-  // Offsets must come in increasing order.
-  bool DoneBefore(const TopicPartition& tp, int64_t offset);
   // Returns the held retry records of `partitions` to the retry topic and
   // waits (until `deadline`) for every hand-off of those partitions.
   void HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline);
-  void ServeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
-  void NoteRebalanced() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // Serves a checkpoint requested, ends one released (or kept too long).
+  void ServeCheckpoint();
   void EndQuiesce(const char* why);
-  // Runs queued records of the partitions in `ready_` until one is held
+  // Runs queued records of the partitions in queue_ that are ready until one is held
   // again or `deadline` passes; returns whether it ran any.
   bool DrainWaiting(absl::Time deadline);
   // Brings a due time later than the longest backoff forward to it.
@@ -314,26 +306,23 @@ class Worker : public kafka::ConsumerListener {
   bool LookaheadFull(const TopicPartition& tp) const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
-  // What to commit for `partitions`: each one's commit offset, with the
-  // metadata of a record retried in place there.
-  kafka::CommitOffsets CommitPoints(const std::vector<TopicPartition>& partitions) const;
   // Commits `offsets` and waits for the answer until `deadline`.
   absl::Status CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline);
   void NoteCommitted(const kafka::CommitOffsets& offsets);
-  std::vector<TopicPartition> Assigned() const;
   void UpdateGauges();
   bool InOrder() const;
   // Records of `tp` held until due or waiting behind a held record of their
   // partition.
-  int64_t QueuedRecords(const TopicPartition& tp) const;
-  // Every record of `tp` held in memory: QueuedRecords() plus those waiting
+  int64_t ScheduledOrWaiting(const TopicPartition& tp) const;
+  // Every record of `tp` held in memory: ScheduledOrWaiting() plus those waiting
   // behind their key (their trackers entries never complete while they are
   // held).
-  int64_t HeldRecords(const TopicPartition& tp) const;
-  // QueuedRecords() plus, in order, the failed hand-offs of `tp` not yet
-  // acknowledged: later records queue behind those too, so a re-sent record
-  // never lands after the ones that followed it.
-  int64_t HeldCount(const TopicPartition& tp) const;
+  int64_t HeldInMemory(const TopicPartition& tp) const;
+  // What a record of `tp` read now would wait behind: ScheduledOrWaiting()
+  // plus, in order, the calls in flight and the failed hand-offs of `tp` not
+  // yet acknowledged (later records queue behind those too, so a re-sent
+  // record never lands after the ones that followed it).
+  int64_t RecordsAhead(const TopicPartition& tp) const;
   // Waits until only held records are pending on every partition in `tps`,
   // re-sending failed hand-offs meanwhile, until `deadline`.
   void AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time deadline);
@@ -344,11 +333,11 @@ class Worker : public kafka::ConsumerListener {
   const std::shared_ptr<Mailbox> mailbox_;
   // Used by the worker's thread only; its delivery reports touch mailbox_.
   HandOffs hand_offs_;
+  // Used by the worker's thread only; its processor callbacks touch mailbox_.
+  Calls calls_;
 
   std::atomic<bool> stop_requested_{false};
-  absl::Mutex checkpoint_mu_;  // Guards checkpoint_ and checkpoint_deadline_.
-  Checkpoint checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = Checkpoint::kNone;
-  absl::Time checkpoint_deadline_ ABSL_GUARDED_BY(checkpoint_mu_);
+  RebalanceCheckpoint checkpoint_;  // Thread-safe.
   std::atomic<bool> graceful_{true};
   // Unix ns; no deadline until RequestStop() sets one.
   std::atomic<int64_t> stop_deadline_ns_{std::numeric_limits<int64_t>::max()};
@@ -359,59 +348,24 @@ class Worker : public kafka::ConsumerListener {
   std::unique_ptr<kafka::Consumer> consumer_;
   Backoff backoff_;
   DueScheduler scheduler_;
-  // In-order mode: records that arrived behind a held record of their
-  // partition, in offset order, with when they were read (Unix ms).
-  struct Waiting {
-    Record record;
-    int64_t read_ms = 0;
-    ByteCharge charge;
-  };
-  std::map<TopicPartition, std::deque<Waiting>> waiting_;
-  // Partitions whose held record completed while records wait behind it.
-  std::set<TopicPartition> ready_;
+  // Each assigned partition's state, and the records that wait for one.
+  Partitions partitions_;
+  // partitions_'s: records waiting for their partition, and in order the
+  // record retried in place per partition.
+  InOrderQueue& queue_ = partitions_.queue();
+  // partitions_'s: key order's lane per key with a record in progress here.
+  KeyLanes& lanes_ = partitions_.lanes();
   LogThrottle clamp_log_{absl::Seconds(1)};
-  std::map<TopicPartition, std::shared_ptr<CompletionTracker>> trackers_;
-  std::map<TopicPartition, kafka::PartitionOffset> committed_;  // Last commit sent.
-  // In order: the record retried in place per partition, and what the
-  // committed metadata said at assignment (until the first record is read).
-  std::map<TopicPartition, InPlaceRetry> in_place_;
-  std::map<TopicPartition, InPlaceRetry> restored_;
-  // Ranges of offsets above the committed one that the previous owner
-  // completed, from the committed metadata at assignment; used up as
-  // records are read.
-  std::map<TopicPartition, std::vector<std::pair<int64_t, int64_t>>> done_before_;
   // Between a checkpoint and the rebalance it prepares (see
   // RequestCheckpoint).
   bool quiesced_ = false;
   bool revoked_while_quiesced_ = false;
   absl::Time quiesced_since_;
-  std::set<TopicPartition> paused_;
-  // Processor calls in flight, by id, and their count per partition (a
-  // partition's count outlives its revoke until its calls end).
-  std::map<int64_t, Call> calls_;
-  std::map<TopicPartition, int> calling_;
-  // Key order: per key with a record in progress here (in a call, deferred
-  // or held until due), the records of the key read after it, in the order
-  // read, and the partition they were read from.
-  struct KeyLane {
-    TopicPartition source;
-    std::deque<HeldRecord> waiting;
-  };
-  std::map<PartitionKey, KeyLane> lanes_;
-  // Lanes whose record in progress ended while records wait in them.
-  std::set<PartitionKey> lanes_ready_;
-  // Records waiting in lanes_, per partition they were read from.
-  std::map<TopicPartition, int64_t> lane_held_;
-  // Key order, a primary: assigned partitions whose parked keys it does not
-  // know yet (LearnParkedKeys failed); paused, their records wait.
-  std::set<TopicPartition> keys_unknown_;
   absl::Time next_learn_;
   // A retry thread: key order was on at its last loop.
   bool key_order_seen_ = false;
   absl::Time next_sweep_;
   LogThrottle learn_log_{absl::Seconds(10)};
-  int64_t next_call_id_ = 0;
-  const int max_calls_;
   bool backpressure_ = false;
   bool over_budget_ = false;  // See OverBudget().
   absl::Time next_commit_;
