@@ -159,7 +159,10 @@ absl::Status ControlServer::Start(ControlServerOptions options) {
   return started;
 }
 
-absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
+namespace {
+
+// What Start() refuses before it starts anything.
+absl::Status CheckOptions(const ControlServerOptions& options) {
   if (absl::Status s = ValidateListenAddress(options.listen_address); !s.ok()) return s;
   if (options.auth_token.has_value() && options.auth_token->empty()) {
     return absl::InvalidArgumentError("auth token: must not be empty");
@@ -171,7 +174,30 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
       (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
     return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
   }
-  if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
+  return CheckAuthenticationForAddress(options);
+}
+
+// Logs a warning for a listener others can reach without authentication, or
+// whose token crosses the network in clear.
+void WarnIfExposed(const ControlServerOptions& options) {
+  if (!AuthenticatesCallers(options) && !IsLoopback(options.listen_address)) {
+    LogWarning("control API: listening on ", options.listen_address,
+               " with no authentication (control.allow_unauthenticated_remote: true): anyone "
+               "who reaches it can stop retry threads and switch the ordering mode");
+  }
+  if (options.auth_token.has_value() && !options.tls.has_value() &&
+      !IsLoopback(options.listen_address)) {
+    LogWarning("control API: a bearer token is configured but the API listens on ",
+               options.listen_address,
+               " without TLS: the token crosses the network in clear; set control.tls_cert_file "
+               "and control.tls_key_file");
+  }
+}
+
+}  // namespace
+
+absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
 
   // Reflection describes grpc.health.v1.Health from the compiled-in
   // descriptor; touching it keeps the linker from dropping that file.
@@ -216,18 +242,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   health->SetServingStatus(v1::Control::service_full_name(), false);
   health->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
 
-  if (!AuthenticatesCallers(options) && !IsLoopback(options.listen_address)) {
-    LogWarning("control API: listening on ", options.listen_address,
-               " with no authentication (control.allow_unauthenticated_remote: true): anyone "
-               "who reaches it can stop retry threads and switch the ordering mode");
-  }
-  if (options.auth_token.has_value() && !options.tls.has_value() &&
-      !IsLoopback(options.listen_address)) {
-    LogWarning("control API: a bearer token is configured but the API listens on ",
-               options.listen_address,
-               " without TLS: the token crosses the network in clear; set control.tls_cert_file "
-               "and control.tls_key_file");
-  }
+  WarnIfExposed(options);
   absl::MutexLock lock(&mu_);
   address_ = unix_socket
                  ? options.listen_address

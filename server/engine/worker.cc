@@ -7,9 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
-#include "server/engine/handoff/done_above.h"
 #include "server/engine/handoff/retry_headers.h"
-#include "server/engine/ordering/in_place_retry.h"
 
 namespace retryd {
 namespace {
@@ -18,22 +16,10 @@ constexpr absl::Duration kMaxPollWait = absl::Milliseconds(200);
 // At most this many records are taken from the consumer per loop turn (see
 // PollBatch), within kMaxRound.
 constexpr int kMaxBatch = 500;
-constexpr absl::Duration kRedoDelay = absl::Seconds(1);
-// How long an assignment may wait for the group's committed metadata.
-constexpr absl::Duration kCommittedTimeout = absl::Seconds(10);
-// The most ranges of complete records above a commit that it carries
-// (EncodeDoneAbove also keeps to kMaxDoneMetadataBytes).
-constexpr size_t kMaxDoneRanges = 128;
-// A quiesced retry thread resumes on its own after this long, should the
-// rebalance it was quiesced for never come.
-constexpr absl::Duration kMaxQuiesce = absl::Seconds(60);
 // How long one round may process held records before the thread polls
 // again (heartbeats and max.poll.interval.ms depend on it). A round may
 // overrun by one processor call.
 constexpr absl::Duration kMaxRound = absl::Milliseconds(200);
-// How far past its stop deadline a worker may go to commit what its
-// hand-offs completed (kStopGrace / 2) and then leave its group.
-constexpr absl::Duration kStopGrace = absl::Seconds(2);
 // Key order: how long a primary may wait, at an assignment, to learn the
 // keys parked in the retry topic, and how often it tries again after a
 // failure; how often it looks for keys released by another process.
@@ -44,13 +30,15 @@ constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-// The answer to an operator's dead-letter request whose hand-off was
-// dropped because its partition moved.
-absl::Status PartitionGivenUp(int thread_id) {
-  return absl::AbortedError(absl::StrCat(
-      "thread ", thread_id,
-      " gave up the record's partition before the dead-letter topic acknowledged it; its next "
-      "owner reads it again"));
+// A record just read from `tp` at `offset`, at `read_ms`, its bytes
+// `charge`d: what every held record starts from (its first attempt).
+HeldRecord ReadFrom(const TopicPartition& tp, int64_t offset, int64_t read_ms, ByteCharge charge) {
+  HeldRecord held;
+  held.charge = std::move(charge);
+  held.source = tp;
+  held.source_offset = offset;
+  held.read_ms = read_ms;
+  return held;
 }
 
 uint64_t BackoffSeed(const EngineOptions& options, int id) {
@@ -79,12 +67,14 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),
       context_(context),
-      sink_(std::make_shared<Sink>(id, role, context.options->max_in_flight / 2 + 1,
-                                   context.parking)),
-      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)),
-      max_calls_(context.processor->asynchronous()
-                     ? std::max(1, context.processor->max_concurrent_calls())
-                     : 1) {}
+      mailbox_(std::make_shared<Mailbox>(id, role, context.options->max_in_flight / 2 + 1,
+                                         context.parking)),
+      hand_offs_(*context.options, *context.producer, mailbox_),
+      calls_(*context.processor, mailbox_,
+             context.processor->asynchronous()
+                 ? std::max(1, context.processor->max_concurrent_calls())
+                 : 1),
+      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {}
 
 Worker::~Worker() {
   if (thread_.joinable()) {
@@ -97,14 +87,14 @@ absl::Status Worker::Start() {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
       kafka::Consumer::Create(ConsumerOptionsFor(*context_.options, id_, role_), this);
   if (!consumer.ok()) {
-    sink_->SetState(ThreadState::kFailed);
-    sink_->SetLastError(consumer.status().ToString());
+    mailbox_->SetState(ThreadState::kFailed);
+    mailbox_->SetLastError(consumer.status().ToString());
     return consumer.status();
   }
   consumer_ = *std::move(consumer);
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    sink_->wake = consumer_.get();
+    absl::MutexLock lock(&mailbox_->call_mu);
+    mailbox_->wake = consumer_.get();
   }
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -115,7 +105,7 @@ void Worker::RequestStop(bool graceful, absl::Time deadline) {
   stop_deadline_ns_.store(absl::ToUnixNanos(deadline), std::memory_order_relaxed);
   stop_requested_.store(true, std::memory_order_release);
   // Wakes a WaitForAcks in progress, which re-checks stop_requested_.
-  absl::MutexLock lock(&sink_->flight_mu);
+  absl::MutexLock lock(&mailbox_->flight_mu);
 }
 
 void Worker::Join() {
@@ -131,30 +121,30 @@ bool Worker::KeyOrder() const {
   return context_.ordering->load(std::memory_order_relaxed) == Ordering::kKey;
 }
 
-int64_t Worker::QueuedRecords(const TopicPartition& tp) const {
+int64_t Worker::ScheduledOrWaiting(const TopicPartition& tp) const {
   int64_t n = static_cast<int64_t>(scheduler_.CountFor(tp));
-  if (auto it = waiting_.find(tp); it != waiting_.end())
-    n += static_cast<int64_t>(it->second.size());
+  n += queue_.WaitingFor(tp);
   return n;
 }
 
-int64_t Worker::HeldRecords(const TopicPartition& tp) const {
-  int64_t n = QueuedRecords(tp);
-  if (auto it = lane_held_.find(tp); it != lane_held_.end()) n += it->second;
+int64_t Worker::HeldInMemory(const TopicPartition& tp) const {
+  int64_t n = ScheduledOrWaiting(tp);
+  n += lanes_.WaitingFrom(tp);
   return n;
 }
 
-int64_t Worker::HeldCount(const TopicPartition& tp) const {
-  int64_t n = QueuedRecords(tp);
+int64_t Worker::RecordsAhead(const TopicPartition& tp) const {
+  int64_t n = ScheduledOrWaiting(tp);
   if (InOrder()) {
-    if (auto it = trackers_.find(tp); it != trackers_.end()) n += sink_->FailedHandOffs(it->second);
-    if (auto it = calling_.find(tp); it != calling_.end()) n += it->second;
+    if (auto tracker = partitions_.Tracker(tp); tracker != nullptr)
+      n += mailbox_->FailedHandOffs(tracker);
+    n += calls_.For(tp);
   }
   return n;
 }
 
 bool Worker::CanCall(const TopicPartition& tp) const {
-  return !AtCallLimit() && !(InOrder() && calling_.contains(tp));
+  return !AtCallLimit() && !(InOrder() && calls_.For(tp) > 0);
 }
 
 void Worker::Run() {
@@ -163,72 +153,88 @@ void Worker::Run() {
   next_commit_ = absl::Now() + commit_interval;
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    ServeCheckpoint();
-    TakeFinishedCalls();
-    ServeRequests(/*serving=*/true);
-    if (HandOffsBroken()) {
+    if (!Housekeep(commit_interval)) {
       failed = true;
       break;
     }
-    DrainRedo(/*force=*/false);
-    FreeDoneHandOffs();
-    if (role_ == ThreadRole::kPrimary && KeyOrder()) {
-      if (!keys_unknown_.empty() && absl::Now() >= next_learn_) LearnParkedKeys();
-      if (absl::Now() >= next_sweep_) SweepParkedKeys();
-    }
-    if (role_ == ThreadRole::kRetry) {
-      if (KeyOrder() && !key_order_seen_) AdoptLanes();
-      key_order_seen_ = KeyOrder();
-    }
-    ReleaseRecovered();
-    WaitForAcks();
-    if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
-    if (absl::Now() >= next_commit_) {
-      Commit();
-      UpdateGauges();
-      next_commit_ = absl::Now() + commit_interval;
-    }
-    ReconcilePauses();
-
-    // A due record shortens the wait only if it can start: at the call
-    // limit it waits for a call to end, whose outcome wakes the poll (see
-    // Attempt); polling at once instead would spin, starving those calls.
-    absl::Duration wait = kMaxPollWait;
-    if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_ && !AtCallLimit()) {
-      wait = std::clamp(absl::Milliseconds(*due - NowMs()), absl::ZeroDuration(), kMaxPollWait);
-    }
-    // Cut short by the round's deadline: the lanes go on at once.
-    if (!lanes_ready_.empty() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
-    absl::StatusOr<int> polled = PollBatch(wait);
-    sink_->counters.Add(&Counters::polls);
+    absl::StatusOr<int> polled = PollBatch(PollWait());
+    mailbox_->counters.Add(&Counters::polls);
     if (!polled.ok()) {
       LogError("thread ", id_, " stops: ", polled.status().message());
-      sink_->SetLastError(std::string(polled.status().message()));
+      mailbox_->SetLastError(std::string(polled.status().message()));
       failed = true;
       break;
     }
-    if (*polled > 0) {
-      sink_->SetState(ThreadState::kRunning);
-    } else if (!sink_->joined.HasBeenNotified()) {
-      // Still joining the group: stays STARTING.
-    } else if (context_.gate->down(role_)) {
-      // Its partitions paused while records wait for a probe; open while
-      // none does, so that one comes to be the probe.
-      sink_->SetState(ThreadState::kWaitingDownstream);
-    } else if (scheduler_.size() > 0) {
-      sink_->SetState(ThreadState::kWaitingBackoff);
-    } else if (!paused_.empty() && paused_.size() == trackers_.size()) {
-      sink_->SetState(ThreadState::kPaused);
-    } else {
-      sink_->SetState(ThreadState::kIdle);
-    }
+    NoteState(*polled);
   }
-  sink_->SetState(ThreadState::kStopping);
+  Shutdown(failed);
+}
+
+bool Worker::Housekeep(absl::Duration commit_interval) {
+  ServeCheckpoint();
+  TakeFinishedCalls();
+  ServeRequests(/*serving=*/true);
+  if (HandOffsBroken()) return false;
+  hand_offs_.DrainRedo(/*force=*/false, InOrder());
+  hand_offs_.FreeDone();
+  if (role_ == ThreadRole::kPrimary && KeyOrder()) {
+    if (absl::Now() >= next_learn_ && !partitions_.KeysUnknown().empty()) LearnParkedKeys();
+    if (absl::Now() >= next_sweep_) SweepParkedKeys();
+  }
+  if (role_ == ThreadRole::kRetry) {
+    if (KeyOrder() && !key_order_seen_) AdoptLanes();
+    key_order_seen_ = KeyOrder();
+  }
+  ReleaseRecovered();
+  WaitForAcks();
+  if (!quiesced_) ProcessDue(absl::Now() + kMaxRound);
+  if (absl::Now() >= next_commit_) {
+    Commit();
+    UpdateGauges();
+    next_commit_ = absl::Now() + commit_interval;
+  }
+  ReconcilePauses();
+  return true;
+}
+
+absl::Duration Worker::PollWait() const {
+  // A due record shortens the wait only if it can start: at the call limit
+  // it waits for a call to end, whose outcome wakes the poll (see Attempt);
+  // polling at once instead would spin, starving those calls.
+  absl::Duration wait = kMaxPollWait;
+  if (std::optional<int64_t> due = scheduler_.NextDueMs(); due && !quiesced_ && !AtCallLimit()) {
+    wait = std::clamp(absl::Milliseconds(*due - NowMs()), absl::ZeroDuration(), kMaxPollWait);
+  }
+  // Cut short by the round's deadline: the lanes go on at once.
+  if (lanes_.any_ready() && !quiesced_ && !AtCallLimit()) wait = absl::ZeroDuration();
+  return wait;
+}
+
+void Worker::NoteState(int polled) {
+  if (polled > 0) {
+    mailbox_->SetState(ThreadState::kRunning);
+  } else if (!mailbox_->joined.HasBeenNotified()) {
+    // Still joining the group: stays STARTING.
+  } else if (context_.gate->down(role_)) {
+    // Its partitions paused while records wait for a probe; open while none
+    // does, so that one comes to be the probe.
+    mailbox_->SetState(ThreadState::kWaitingDownstream);
+  } else if (scheduler_.size() > 0) {
+    mailbox_->SetState(ThreadState::kWaitingBackoff);
+  } else if (partitions_.all_paused()) {
+    mailbox_->SetState(ThreadState::kPaused);
+  } else {
+    mailbox_->SetState(ThreadState::kIdle);
+  }
+}
+
+void Worker::Shutdown(bool failed) {
+  mailbox_->SetState(ThreadState::kStopping);
   {
     // Close() gives up the queue that Wake() signals; OnRevoked waits for
     // calls on call_mu itself.
-    absl::MutexLock lock(&sink_->call_mu);
-    sink_->wake = nullptr;
+    absl::MutexLock lock(&mailbox_->call_mu);
+    mailbox_->wake = nullptr;
   }
   ServeRequests(/*serving=*/false);
   // Close() revokes every partition: OnRevoked waits for the hand-offs (when
@@ -247,8 +253,8 @@ void Worker::Run() {
     LogWarning("thread ", id_, ": ", calls_.size(), " processor calls did not end when cancelled");
   }
   UpdateGauges();
-  sink_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
-  if (!sink_->joined.HasBeenNotified()) sink_->joined.Notify();
+  mailbox_->SetState(failed ? ThreadState::kFailed : ThreadState::kStopped);
+  if (!mailbox_->joined.HasBeenNotified()) mailbox_->joined.Notify();
 }
 
 absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
@@ -267,7 +273,7 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
     // slot to free, a stop.
     if (taken >= kMaxBatch || stop_requested_.load(std::memory_order_relaxed) || quiesced_ ||
         AtCallLimit() || LookaheadFull(tp) || OverBudget() ||
-        sink_->in_flight.load(std::memory_order_relaxed) >= context_.options->max_in_flight ||
+        mailbox_->in_flight.load(std::memory_order_relaxed) >= context_.options->max_in_flight ||
         absl::Now() >= deadline) {
       break;
     }
@@ -279,12 +285,11 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
 }
 
 void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
-  auto it = trackers_.find(tp);
-  if (it == trackers_.end()) {
+  const std::shared_ptr<CompletionTracker> tracker = partitions_.Tracker(tp);
+  if (tracker == nullptr) {
     // Not ours (a record fetched before a revoke): the owner reads it again.
     return;
   }
-  const std::shared_ptr<CompletionTracker>& tracker = it->second;
   if (!tracker->Begin(record.offset)) {
     LogWarning("thread ", id_, ": ignoring ", tp.topic, "/", tp.partition, "@", record.offset,
                ", at or below an offset already taken");
@@ -292,40 +297,46 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   }
   const int64_t read_ms = NowMs();
   // Completed by the previous owner, above its commit: not processed again.
-  const bool done_before = DoneBefore(tp, record.offset);
+  const bool done_before = partitions_.DoneBefore(tp, record.offset);
   if (role_ == ThreadRole::kPrimary && done_before) {
     tracker->Complete(record.offset);
     return;
   }
-  ByteCharge charge = Charge(RecordBytes(record));
+  ByteCharge charge = hand_offs_.Charge(RecordBytes(record));
   if (role_ == ThreadRole::kPrimary) {
-    // In order it waits behind the held record of its partition; in any
-    // mode behind those already waiting for a call slot. Not behind a
-    // record the downstream refused: that one waits alone (in key order,
-    // with the records of its key behind it in its lane).
-    const bool behind = InOrder() ? HeldCount(tp) > 0 : waiting_.contains(tp);
-    if (behind || !CanCall(tp) || keys_unknown_.contains(tp)) {
-      waiting_[tp].push_back({std::move(record), read_ms, std::move(charge)});
-      return;
-    }
-    HeldRecord held;
-    held.charge = std::move(charge);
-    held.source = tp;
-    held.source_offset = record.offset;
-    held.read_ms = read_ms;
-    held.attempt = 1;
-    held.record = std::move(record);
-    if (RestoreInPlaceRetry(held) && InOrder()) {
-      const int64_t now = NowMs();
-      ClampDue(held, now);
-      if (held.due_ms > now) {
-        HoldInPlace(std::move(held));
-        return;
-      }
-    }
-    if (!TakenByItsKey(held)) Attempt(std::move(held));
+    HandleInput(tp, std::move(record), read_ms, std::move(charge));
+  } else {
+    HandleRetryRecord(tp, tracker, std::move(record), read_ms, done_before, std::move(charge));
+  }
+}
+
+void Worker::HandleInput(const TopicPartition& tp, Record record, int64_t read_ms,
+                         ByteCharge charge) {
+  // In order it waits behind the held record of its partition; in any mode
+  // behind those already waiting for a call slot. Not behind a record the
+  // downstream refused: that one waits alone (in key order, with the records
+  // of its key behind it in its lane).
+  const bool behind = InOrder() ? RecordsAhead(tp) > 0 : queue_.HasWaiting(tp);
+  if (behind || !CanCall(tp) || partitions_.keys_unknown(tp)) {
+    queue_.Wait(tp, {std::move(record), read_ms, std::move(charge)});
     return;
   }
+  HeldRecord held = ReadFrom(tp, record.offset, read_ms, std::move(charge));
+  held.record = std::move(record);
+  if (RestoreInPlaceRetry(held) && InOrder()) {
+    const int64_t now = NowMs();
+    ClampDue(held, now);
+    if (held.due_ms > now) {
+      HoldInPlace(std::move(held));
+      return;
+    }
+  }
+  if (!TakenByItsKey(held)) Attempt(std::move(held));
+}
+
+void Worker::HandleRetryRecord(const TopicPartition& tp,
+                               const std::shared_ptr<CompletionTracker>& tracker, Record record,
+                               int64_t read_ms, bool done_before, ByteCharge charge) {
   absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(record.headers);
   if (!meta.ok()) {
     if (done_before) {
@@ -335,11 +346,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
     }
     return;
   }
-  HeldRecord held;
-  held.charge = std::move(charge);
-  held.source = tp;
-  held.source_offset = record.offset;
-  held.read_ms = read_ms;
+  HeldRecord held = ReadFrom(tp, record.offset, read_ms, std::move(charge));
   held.attempt = meta->attempt;
   held.first_failure_ms = meta->first_failure_ms;
   held.due_ms = meta->due_ms;
@@ -368,7 +375,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
     Attempt(std::move(held));
   } else {
     scheduler_.Add(std::move(held));
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
   }
 }
 
@@ -380,7 +387,7 @@ void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
   if (held.due_ms <= latest) return;
   const int64_t was = held.due_ms;
   held.due_ms = latest;
-  sink_->counters.Add(&Counters::due_clamped);
+  mailbox_->counters.Add(&Counters::due_clamped);
   if (int64_t held_back = 0; clamp_log_.Allow(absl::Now(), &held_back)) {
     LogWarning("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
                held.source_offset, " was due at ", was, " ms, more than retry.backoff.max_ms (",
@@ -391,7 +398,7 @@ void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
 
 void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
   if (held.record.timestamp_ms < 0) return;
-  sink_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
+  mailbox_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
 }
 
 void Worker::Attempt(HeldRecord held) {
@@ -411,80 +418,37 @@ void Worker::Attempt(HeldRecord held) {
     return;
   }
   const bool probe = admission == DownstreamGate::Admission::kProbe;
-  sink_->counters.Add(&Counters::processed);
+  mailbox_->counters.Add(&Counters::processed);
   if (!context_.processor->asynchronous()) {
     Outcome outcome = context_.processor->Process(held.record, held.attempt);
     Conclude(std::move(held), std::move(outcome), now, probe);
     return;
   }
-  const int64_t id = next_call_id_++;
-  Call& call = calls_[id];
-  call.tracker = trackers_.at(held.source);
-  call.cancel = std::make_shared<Cancellation>();
-  call.started = now;
-  call.probe = probe;
-  call.held = std::move(held);
-  ++calling_[call.held.source];
-  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
-  std::shared_ptr<Sink> sink = sink_;
-  context_.processor->Start(call.held.record, {call.held.attempt, call.held.first_failure_ms},
-                            call.cancel, [sink, id](Outcome outcome) {
-                              absl::MutexLock lock(&sink->call_mu);
-                              sink->finished_calls.emplace_back(id, std::move(outcome));
-                              if (sink->wake != nullptr) sink->wake->Wake();
-                            });
+  std::shared_ptr<CompletionTracker> tracker = partitions_.Tracker(held.source);
+  calls_.Start(std::move(held), std::move(tracker), now, probe);
 }
 
 void Worker::TakeFinishedCalls() {
-  std::vector<std::pair<int64_t, Outcome>> finished;
-  {
-    absl::MutexLock lock(&sink_->call_mu);
-    finished.swap(sink_->finished_calls);
-  }
-  for (auto& [id, outcome] : finished) {
-    auto it = calls_.find(id);
-    if (it == calls_.end()) continue;
-    Call call = std::move(it->second);
-    calls_.erase(it);
-    const TopicPartition tp = call.held.source;
-    if (auto c = calling_.find(tp); c != calling_.end() && --c->second <= 0) calling_.erase(c);
+  calls_.TakeFinished([this](Calls::Call call, Outcome outcome) {
     // Cancelled by retryd (a stop, a revoke): the record is read again by
     // whoever owns its partition next, and uses up no attempt.
     if (call.cancel->cancelled() || call.tracker->abandoned()) {
       if (call.probe) context_.gate->OnProbeAbandoned(role_);
-      continue;
+      return;
     }
+    const TopicPartition tp = call.held.source;
     Conclude(std::move(call.held), std::move(outcome), call.started, call.probe);
-    if (waiting_.contains(tp)) ready_.insert(tp);
-  }
-  sink_->calls_in_flight.store(static_cast<int64_t>(calls_.size()), std::memory_order_relaxed);
-}
-
-bool Worker::CallsInFlight(const std::vector<TopicPartition>* tps) const {
-  if (tps == nullptr) return !calls_.empty();
-  return std::any_of(tps->begin(), tps->end(),
-                     [this](const TopicPartition& tp) { return calling_.contains(tp); });
+    queue_.MarkReady(tp);
+  });
 }
 
 void Worker::AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
                         bool cancel_rest) {
-  Sink* sink = sink_.get();
-  auto finished = [sink]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sink->call_mu) {
-    return !sink->finished_calls.empty();
-  };
-  while (CallsInFlight(tps) && absl::Now() < deadline) {
-    {
-      absl::MutexLock lock(&sink_->call_mu);
-      sink_->call_mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
-    }
+  while (calls_.InFlight(tps) && absl::Now() < deadline) {
+    calls_.AwaitFinished(deadline);
     TakeFinishedCalls();
   }
-  if (!cancel_rest) return;
-  for (auto& [id, call] : calls_) {
-    if (tps == nullptr || std::find(tps->begin(), tps->end(), call.held.source) != tps->end()) {
-      call.cancel->Cancel();
-    }
-  }
+  if (cancel_rest) calls_.Cancel(tps);
 }
 
 void Worker::Defer(HeldRecord held, absl::Time now) {
@@ -496,12 +460,12 @@ void Worker::Defer(HeldRecord held, absl::Time now) {
     return;
   }
   scheduler_.Add(std::move(held));
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe) {
   const absl::Time finished = absl::Now();  // One clock read for both latencies.
-  sink_->processing_latency.Record(finished - started);
+  mailbox_->processing_latency.Record(finished - started);
   DownstreamGate& gate = *context_.gate;
   if (outcome.kind == Outcome::Kind::kUnavailable) {
     if (held.refused_at_answers < 0) held.refused_at_answers = gate.answers();
@@ -518,8 +482,8 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
       held.refused_epoch = verdict.epoch;
     }
     if (!verdict.own) {
-      sink_->counters.Add(&Counters::unavailable);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::unavailable);
+      mailbox_->SetLastError(outcome.reason);
       Defer(std::move(held), finished);
       return;
     }
@@ -532,87 +496,27 @@ void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool
   }
   switch (outcome.kind) {
     case Outcome::Kind::kOk:
-      sink_->counters.Add(&Counters::succeeded);
+      mailbox_->counters.Add(&Counters::succeeded);
       RecordEndToEnd(held, finished);
       OnSuccess(held, outcome);
       return;
     case Outcome::Kind::kPermanent:
     case Outcome::Kind::kUnavailable:  // As a fallback it means nothing: permanent.
-      sink_->counters.Add(&Counters::failed_attempts);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::failed_attempts);
+      mailbox_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
-      sink_->counters.Add(&Counters::failed_attempts);
-      sink_->SetLastError(outcome.reason);
+      mailbox_->counters.Add(&Counters::failed_attempts);
+      mailbox_->SetLastError(outcome.reason);
       OnRetriableFailure(std::move(held), std::move(outcome.reason));
       return;
   }
 }
 
-namespace {
-
-// The smallest dead-letter record tried when a fitted one is refused too:
-// below any broker's limit, room for the retryd headers, the key and a
-// glimpse of the value.
-constexpr size_t kMinimalDeadLetterBytes = 16 * 1024;
-
-RetryMetadata OriginOf(const HeldRecord& held) {
-  RetryMetadata m;
-  m.attempt = held.attempt;
-  m.first_failure_ms = held.first_failure_ms;
-  m.original_topic = held.record.topic;
-  m.original_partition = held.record.partition;
-  m.original_offset = held.record.offset;
-  m.original_timestamp_ms = held.record.timestamp_ms;
-  m.error = held.last_error;
-  return m;
-}
-
-// Key order: the parked record a retry thread's `held` is (any keyed
-// record read from the retry topic may be one), to release once its outcome
-// is acknowledged.
-std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& held) {
-  if (role != ThreadRole::kRetry || !held.record.key.has_value()) return std::nullopt;
-  return ParkedRecord{KeyOf(held.record), held.record.offset, absl::InfinitePast()};
-}
-
-// The retryd-* headers of an output record, in place of any of the same
-// names (as SetHeader would, in one pass).
-void AppendOutputHeaders(const HeldRecord& held, Headers& headers) {
-  std::erase_if(headers, [](const Header& h) {
-    return h.key == kOriginalTopicHeader || h.key == kOriginalPartitionHeader ||
-           h.key == kOriginalOffsetHeader || h.key == kAttemptHeader;
-  });
-  headers.reserve(headers.size() + 4);
-  headers.push_back(Header{std::string(kOriginalTopicHeader), held.record.topic});
-  headers.push_back(
-      Header{std::string(kOriginalPartitionHeader), absl::StrCat(held.record.partition)});
-  headers.push_back(Header{std::string(kOriginalOffsetHeader), absl::StrCat(held.record.offset)});
-  headers.push_back(Header{std::string(kAttemptHeader), absl::StrCat(held.attempt)});
-}
-
-}  // namespace
-
-const char* Worker::EmissionName(Emission kind) {
-  switch (kind) {
-    case Emission::kOutput:
-      return "output";
-    case Emission::kRetry:
-      return "retry";
-    case Emission::kDeadLetter:
-      return "dead-letter";
-    case Emission::kHandBack:
-      return "hand-back";
-    case Emission::kFollow:
-      return "follow";
-  }
-  return "unknown";
-}
-
 void Worker::OnSuccess(HeldRecord& held, Outcome& outcome) {
-  const std::shared_ptr<CompletionTracker>& tracker = trackers_.at(held.source);
+  const std::shared_ptr<CompletionTracker> tracker = partitions_.Tracker(held.source);
   const std::string& output_topic = context_.options->output_topic;
   EndOfLane(held);
   if (output_topic.empty()) {
@@ -622,20 +526,8 @@ void Worker::OnSuccess(HeldRecord& held, Outcome& outcome) {
     tracker->Complete(held.source_offset);
     return;
   }
-  HandOff h;
-  h.kind = Emission::kOutput;
+  HandOff h = OutputHandOff(role_, held, outcome, output_topic);
   h.tracker = tracker;
-  h.offset = held.source_offset;
-  h.origin = OriginOf(held);
-  h.release = ParkedRecordOf(role_, held);
-  // The record is done with once it is handed off: its fields move into
-  // the output record rather than being copied.
-  h.record.topic = output_topic;
-  h.record.key = std::move(held.record.key);
-  // What the processor made of it, else the input as it was.
-  h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
-  h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
-  AppendOutputHeaders(held, h.record.headers);
   Emit(std::move(h));
 }
 
@@ -666,7 +558,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     // In place, so the retry topic keeps the key's records in input order;
     // the records of its key wait behind it in its lane.
     scheduler_.Add(std::move(held));
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
     return;
   }
   std::optional<ParkedRecord> parks;
@@ -677,7 +569,7 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     context_.parking->Park(parks->key, parks->offset, parks->since);
   }
   EndOfLane(held);
-  HandOff h = RetryHandOff(std::move(held), Emission::kRetry);
+  HandOff h = ToRetryTopic(std::move(held), HandOffKind::kRetry);
   h.parks = std::move(parks);
   h.sent_back = std::move(sent_back);
   Emit(std::move(h));
@@ -699,16 +591,12 @@ bool Worker::MaySendBack(const HeldRecord& held, ByteCharge* counted) const {
 bool Worker::TakenByItsKey(HeldRecord& held) {
   if (!KeyOrder() || !held.record.key.has_value()) return false;
   PartitionKey key = KeyOf(held.record);
-  if (auto it = lanes_.find(key); it != lanes_.end()) {
-    ++lane_held_[held.source];
-    it->second.waiting.push_back(std::move(held));
-    return true;
-  }
+  if (lanes_.QueueBehind(key, held)) return true;
   if (role_ == ThreadRole::kPrimary && context_.parking->FollowIfParked(key, held.record.offset)) {
     Follow(std::move(held));
     return true;
   }
-  lanes_.emplace(std::move(key), KeyLane{held.source, {}});
+  lanes_.Open(std::move(key), held.source);
   held.laned = true;
   return false;
 }
@@ -719,108 +607,61 @@ void Worker::Follow(HeldRecord held) {
   held.due_ms = NowMs();
   held.last_error = "follows an earlier record of its key (key order)";
   const ParkedRecord parks{KeyOf(held.record), held.record.offset, absl::Now()};
-  HandOff h = RetryHandOff(std::move(held), Emission::kFollow);
+  HandOff h = ToRetryTopic(std::move(held), HandOffKind::kFollow);
   h.parks = parks;
   Emit(std::move(h));
 }
 
-void Worker::EndOfLane(const HeldRecord& held) {
-  if (!held.laned) return;
-  auto it = lanes_.find(KeyOf(held.record));
-  if (it == lanes_.end()) return;
-  if (it->second.waiting.empty()) {
-    lanes_.erase(it);
-  } else {
-    lanes_ready_.insert(it->first);
-  }
-}
+void Worker::EndOfLane(const HeldRecord& held) { lanes_.End(held); }
 
 bool Worker::DrainLanes(absl::Time deadline) {
-  bool progressed = false;
-  for (auto key_it = lanes_ready_.begin();
-       key_it != lanes_ready_.end() && !AtCallLimit() && absl::Now() < deadline;) {
-    auto lane = lanes_.find(*key_it);
-    key_it = lanes_ready_.erase(key_it);
-    // Its next record is the key's record in progress, unless (a primary's)
-    // its key was parked meanwhile: then it and all behind it follow.
-    while (lane != lanes_.end() && !lane->second.waiting.empty()) {
-      HeldRecord next = std::move(lane->second.waiting.front());
-      lane->second.waiting.pop_front();
-      if (int64_t& n = lane_held_[next.source]; --n <= 0) lane_held_.erase(next.source);
-      progressed = true;
-      if (role_ == ThreadRole::kPrimary &&
-          context_.parking->FollowIfParked(lane->first, next.record.offset)) {
-        Follow(std::move(next));
-        continue;
-      }
-      next.laned = true;
-      const int64_t now = NowMs();
-      if (role_ == ThreadRole::kRetry) ClampDue(next, now);
-      if (next.due_ms <= now) {
-        Attempt(std::move(next));
-      } else {
-        scheduler_.Add(std::move(next));
-      }
-      lane = lanes_.end();  // In progress again: done with it here.
-    }
-    if (lane != lanes_.end()) lanes_.erase(lane);
-  }
-  return progressed;
+  return lanes_.DrainReady([this, deadline] { return !AtCallLimit() && absl::Now() < deadline; },
+                           [this](const PartitionKey& key, HeldRecord next) {
+                             // Its next record is the key's record in progress, unless (a
+                             // primary's) its key was parked meanwhile: then it and all behind
+                             // it follow.
+                             if (role_ == ThreadRole::kPrimary &&
+                                 context_.parking->FollowIfParked(key, next.record.offset)) {
+                               Follow(std::move(next));
+                               return false;
+                             }
+                             next.laned = true;
+                             const int64_t now = NowMs();
+                             if (role_ == ThreadRole::kRetry) ClampDue(next, now);
+                             if (next.due_ms <= now) {
+                               Attempt(std::move(next));
+                             } else {
+                               scheduler_.Add(std::move(next));
+                             }
+                             return true;
+                           });
 }
 
-Worker::HandOff Worker::RetryHandOff(HeldRecord held, Emission kind) const {
-  HandOff h;
-  h.origin = OriginOf(held);
-  h.origin.due_ms = held.due_ms;
-  h.record.topic = context_.options->retry.topic;
-  h.record.key = std::move(held.record.key);
-  h.record.value = std::move(held.record.value);
-  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
-  h.kind = kind;
-  h.tracker = trackers_.at(held.source);
-  h.offset = held.source_offset;
+HandOff Worker::ToRetryTopic(HeldRecord held, HandOffKind kind) const {
+  const TopicPartition source = held.source;
+  HandOff h = RetryHandOff(std::move(held), kind, context_.options->retry.topic);
+  h.tracker = partitions_.Tracker(source);
   return h;
 }
 
 void Worker::HoldInPlace(HeldRecord held) {
   // Retried in place: records behind it wait until it completes, and its
   // state rides along with every commit (see ordering/in_place_retry.h).
-  in_place_[held.source] = {held.source_offset, held.attempt, held.first_failure_ms, held.due_ms};
+  queue_.HoldInPlace(held.source,
+                     {held.source_offset, held.attempt, held.first_failure_ms, held.due_ms});
   scheduler_.Add(std::move(held));
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
-  auto it = restored_.find(held.source);
-  if (it == restored_.end()) return false;
-  // Only the first record read after the assignment can be the one the
-  // metadata describes.
-  const InPlaceRetry state = it->second;
-  restored_.erase(it);
-  if (state.offset != held.source_offset) return false;
-  held.attempt = state.attempt;
-  held.first_failure_ms = state.first_failure_ms;
-  held.due_ms = state.due_ms;
+  if (!queue_.Restore(held)) return false;
   LogInfo("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
           held.source_offset, " resumes at attempt ", held.attempt, " (from committed metadata)");
   return true;
 }
 
-bool Worker::DoneBefore(const TopicPartition& tp, int64_t offset) {
-  auto it = done_before_.find(tp);
-  if (it == done_before_.end()) return false;
-  std::vector<std::pair<int64_t, int64_t>>& ranges = it->second;
-  // Ranges in increasing order, records too: those passed are used up.
-  auto passed = std::find_if(ranges.begin(), ranges.end(),
-                             [offset](const auto& range) { return range.second >= offset; });
-  ranges.erase(ranges.begin(), passed);
-  const bool done = !ranges.empty() && ranges.front().first <= offset;
-  if (ranges.empty()) done_before_.erase(it);
-  return done;
-}
-
 void Worker::LearnParkedKeys() {
-  const std::vector<TopicPartition> unknown(keys_unknown_.begin(), keys_unknown_.end());
+  const std::vector<TopicPartition> unknown = partitions_.KeysUnknown();
   absl::StatusOr<std::vector<ParkedRecord>> parked = context_.read_parked(kLearnTimeout);
   if (!parked.ok()) {
     next_learn_ = absl::Now() + kLearnRetry;
@@ -832,25 +673,22 @@ void Worker::LearnParkedKeys() {
     return;
   }
   context_.parking->Replace(unknown, *parked);
-  keys_unknown_.clear();
-  // Records that arrived meanwhile wait in waiting_: they go on now.
-  for (const TopicPartition& tp : unknown) {
-    if (waiting_.contains(tp)) ready_.insert(tp);
-  }
+  partitions_.ClearKeysUnknown();
+  // Records that arrived meanwhile wait in queue_: they go on now.
+  for (const TopicPartition& tp : unknown) queue_.MarkReady(tp);
   LogInfo("thread ", id_, ": key order: learned the parked keys of ", unknown.size(),
           " partitions (", context_.parking->summary().keys, " keys parked in all)");
 }
 
 void Worker::AdoptLanes() {
   // A call in flight is its key's record in progress.
-  for (auto& [id, call] : calls_) {
+  calls_.ForEachMutable([this](Calls::Call& call) {
     HeldRecord& held = call.held;
-    if (!held.record.key.has_value() || held.laned) continue;
-    PartitionKey key = KeyOf(held.record);
-    if (lanes_.try_emplace(std::move(key), KeyLane{held.source, {}}).second) held.laned = true;
-  }
+    if (!held.record.key.has_value() || held.laned) return;
+    if (lanes_.Open(KeyOf(held.record), held.source)) held.laned = true;
+  });
   std::vector<HeldRecord> held;
-  for (const auto& [tp, tracker] : trackers_) {
+  for (const TopicPartition& tp : partitions_.Assigned()) {
     for (HeldRecord& h : scheduler_.TakePartition(tp)) held.push_back(std::move(h));
   }
   std::stable_sort(held.begin(), held.end(), [](const HeldRecord& a, const HeldRecord& b) {
@@ -873,19 +711,9 @@ void Worker::SweepParkedKeys() {
 void Worker::DeadLetter(const HeldRecord& held, std::string reason,
                         std::shared_ptr<WorkerRequest> requested_by) {
   EndOfLane(held);
-  HandOff h;
-  h.release = ParkedRecordOf(role_, held);
-  h.origin = OriginOf(held);
-  h.origin.due_ms = NowMs();
-  if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
-  h.origin.error = std::move(reason);
-  h.record.topic = context_.options->dead_letter_topic;
-  h.record.key = held.record.key;
-  h.record.value = held.record.value;
-  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
-  h.kind = Emission::kDeadLetter;
-  h.tracker = trackers_.at(held.source);
-  h.offset = held.source_offset;
+  HandOff h = DeadLetterHandOff(role_, held, std::move(reason), context_.options->dead_letter_topic,
+                                NowMs());
+  h.tracker = partitions_.Tracker(held.source);
   h.requested_by = std::move(requested_by);
   Emit(std::move(h));
 }
@@ -896,263 +724,30 @@ void Worker::DeadLetterMalformed(const Record& record,
   const std::string error = absl::StrCat("malformed retry record ", record.topic, "/",
                                          record.partition, "@", record.offset, ": ", why.message());
   LogWarning("thread ", id_, ": ", error, "; dead-lettering it");
-  sink_->SetLastError(error);
-  HandOff h;
-  h.record.topic = context_.options->dead_letter_topic;
-  h.record.key = record.key;
-  h.record.value = record.value;
-  h.record.headers = record.headers;  // Kept as found, for whoever investigates.
-  SetHeader(h.record.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
-  h.kind = Emission::kDeadLetter;
+  mailbox_->SetLastError(error);
+  HandOff h =
+      MalformedDeadLetterHandOff(record, error, context_.options->dead_letter_topic, NowMs());
   h.tracker = tracker;
-  h.offset = record.offset;
-  // Its own retry headers cannot be trusted: it is described by where it was read.
-  h.origin.due_ms = NowMs();
-  h.origin.first_failure_ms = h.origin.due_ms;
-  h.origin.original_topic = record.topic;
-  h.origin.original_partition = record.partition;
-  h.origin.original_offset = record.offset;
-  h.origin.original_timestamp_ms = record.timestamp_ms;
-  h.origin.error = error;
   Emit(std::move(h));
 }
 
-void Worker::Emit(HandOff hand_off) {
-  sink_->in_flight.fetch_add(1, std::memory_order_relaxed);
-  hand_off.in_order = InOrder();
-  hand_off.charge = Charge(RecordBytes(hand_off.record));
-  auto shared = std::make_shared<HandOff>(std::move(hand_off));
-  std::shared_ptr<Sink> sink = sink_;
-  // The callback owns the hand-off, so its value outlives the delivery
-  // report: Kafka reads it in place rather than holding a copy.
-  absl::Status status = context_.producer->ProduceInPlace(
-      shared->record, kafka::PlacedCallback([sink, shared](absl::Status delivery, int32_t partition,
-                                                           int64_t offset) mutable {
-        if (!delivery.ok()) {
-          OnHandOffFailed(sink, std::move(*shared), delivery);
-        } else {
-          if (shared->parks) {
-            sink->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
-          }
-          OnHandOffDelivered(sink, *shared);
-        }
-        sink->Done(std::move(shared));
-      }));
-  if (!status.ok()) OnHandOffFailed(sink_, std::move(*shared), status);
-}
-
-void Worker::FreeDoneHandOffs() {
-  {
-    absl::MutexLock lock(&sink_->done_mu);
-    if (sink_->done.empty()) return;
-    freeing_.swap(sink_->done);
-  }
-  freeing_.clear();
-}
-
-void Worker::OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off) {
-  // Only a hand-off that failed before, or one emitted in order (which may
-  // have overtaken a failed one), has anything to do with the redo state.
-  if (hand_off.failed_before || hand_off.in_order) {
-    absl::MutexLock lock(&sink->redo_mu);
-    auto it = sink->failed_hand_offs.find(hand_off.tracker);
-    // In order, an earlier record of the partition waits to be sent again:
-    // this one got in ahead of it. It is sent again after it, so the output
-    // reads as a replay from the failed record on, as after a restart,
-    // rather than with the failed record moved behind later ones.
-    if (hand_off.in_order && it != sink->failed_hand_offs.end() && !it->second.empty() &&
-        *it->second.begin() < hand_off.offset && !hand_off.tracker->abandoned()) {
-      if (!hand_off.failed_before) {
-        hand_off.failed_before = true;
-        it->second.insert(hand_off.offset);
-      }
-      sink->redo.push_back({std::move(hand_off), absl::Now(), {}});
-      return;
-    }
-    sink->ForgetFailedHandOff(hand_off);
-  }
-  if (hand_off.release) sink->parking->Release(hand_off.release->key, hand_off.release->offset);
-  hand_off.tracker->Complete(hand_off.offset);
-  if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kFollow) {
-    sink->counters.Add(&Counters::sent_to_retry);
-  }
-  if (hand_off.kind == Emission::kFollow) sink->counters.Add(&Counters::followed);
-  if (hand_off.kind == Emission::kDeadLetter) {
-    sink->counters.Add(&Counters::dead_lettered);
-  }
-  if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::OkStatus());
-  sink->HandOffDone();
-}
-
-void Worker::OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
-                             const absl::Status& status) {
-  const Emission kind = hand_off.kind;
-  const std::string topic = hand_off.record.topic;
-  // Purged at shutdown, or the partition moved: the next owner reads the
-  // source record again, so there is nothing to re-send.
-  const bool fatal = absl::IsInternal(status);
-  if (!fatal && (hand_off.tracker->abandoned() || absl::IsCancelled(status))) {
-    {
-      absl::MutexLock lock(&sink->redo_mu);
-      sink->ForgetFailedHandOff(hand_off);
-    }
-    if (hand_off.requested_by != nullptr) {
-      hand_off.requested_by->Answer(PartitionGivenUp(sink->id()));
-    }
-    sink->HandOffDone();
-    return;
-  }
-  // The producer is unusable, or the topic is gone or forbidden (after
-  // librdkafka's own retries): no record can get through, so waiting would
-  // only hide it. The thread fails; its partitions go to another member
-  // from the last committed offset, which is below this record.
-  if (fatal || absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
-      (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
-    const std::string reason =
-        absl::StrCat(EmissionName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
-                     hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
-                     " to ", topic, " failed for good: ", status.message());
-    if (!sink->has_failed()) LogError("thread ", sink->id(), ": ", reason, "; the thread fails");
-    if (hand_off.requested_by != nullptr)
-      hand_off.requested_by->Answer(absl::InternalError(reason));
-    sink->Fail(reason);
-    sink->HandOffDone();
-    return;
-  }
-  const absl::Time now = absl::Now();
-  Redo redo;
-  redo.not_before = now + kRedoDelay;
-  if (absl::IsInvalidArgument(status)) {
-    redo.refused = std::string(status.message());
-    redo.not_before = now;  // Nothing to wait for: the record changes.
-  }
-  if (!sink->has_failed()) sink->SetLastError(std::string(status.message()));
-  size_t waiting = 0;
-  {
-    absl::MutexLock lock(&sink->redo_mu);
-    if (!hand_off.failed_before) {
-      hand_off.failed_before = true;
-      sink->failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
-    }
-    redo.hand_off = std::move(hand_off);
-    sink->redo.push_back(std::move(redo));
-    waiting = sink->redo.size();
-  }
-  // A refused record is logged when it is replaced (DrainRedo).
-  if (int64_t held_back = 0;
-      !absl::IsInvalidArgument(status) && sink->redo_log.Allow(now, &held_back)) {
-    LogWarning("thread ", sink->id(), ": ", EmissionName(kind), " hand-off to ", topic, " failed (",
-               status.message(), "); sending it again (", waiting, " waiting to be sent again)",
-               LogThrottle::HeldBackNote(held_back));
-  }
-}
-
-Worker::HandOff Worker::FittedDeadLetter(HandOff hand_off, const std::string& why) const {
-  const size_t refused_size = RecordWireSize(hand_off.record);
-  if (hand_off.unfitted == nullptr) {
-    // The first refusal: the record to fit is the dead-letter record the
-    // source deserves, with the refusal added to why it got there.
-    RetryMetadata meta = hand_off.origin;
-    // A retry record carries the attempt to make next; the DLQ, those made.
-    if (hand_off.kind == Emission::kRetry || hand_off.kind == Emission::kHandBack ||
-        hand_off.kind == Emission::kFollow) {
-      meta.attempt -= 1;
-    }
-    meta.due_ms = NowMs();
-    if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
-    const std::string refused =
-        absl::StrCat(EmissionName(hand_off.kind), " record refused by Kafka (", why, ")");
-    meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
-    auto unfitted = std::make_shared<OutgoingRecord>();
-    unfitted->topic = context_.options->dead_letter_topic;
-    unfitted->key = std::move(hand_off.record.key);
-    unfitted->value = std::move(hand_off.record.value);
-    unfitted->headers = WithRetryHeaders(hand_off.record.headers, meta);
-    hand_off.unfitted = std::move(unfitted);
-  }
-  hand_off.fit += 1;
-  hand_off.record = FitDeadLetter(*hand_off.unfitted,
-                                  static_cast<size_t>(context_.producer->max_message_bytes()));
-  // Under the client's limit already, yet refused (the broker's limit is
-  // lower): only the smallest form can help.
-  if (hand_off.fit < 2 && RecordWireSize(hand_off.record) >= refused_size) hand_off.fit = 2;
-  if (hand_off.fit >= 2) {
-    hand_off.record = FitDeadLetter(*hand_off.unfitted, kMinimalDeadLetterBytes);
-  }
-  hand_off.kind = Emission::kDeadLetter;
-  return hand_off;
-}
-
-void Worker::DrainRedo(bool force) {
-  std::vector<Redo> ready;
-  {
-    absl::MutexLock lock(&sink_->redo_mu);
-    const absl::Time now = absl::Now();
-    // In order, once one of a partition's hand-offs is due, all of that
-    // partition's go, in offset order: a replay must follow the re-send of
-    // the record it overtook.
-    std::set<CompletionTracker*> due_in_order;
-    for (const Redo& redo : sink_->redo) {
-      if (redo.hand_off.in_order && (force || redo.not_before <= now)) {
-        due_in_order.insert(redo.hand_off.tracker.get());
-      }
-    }
-    for (auto it = sink_->redo.begin(); it != sink_->redo.end();) {
-      if (force || it->not_before <= now || due_in_order.contains(it->hand_off.tracker.get())) {
-        ready.push_back(std::move(*it));
-        it = sink_->redo.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  std::stable_sort(ready.begin(), ready.end(), [](const Redo& a, const Redo& b) {
-    return std::make_pair(a.hand_off.tracker.get(), a.hand_off.offset) <
-           std::make_pair(b.hand_off.tracker.get(), b.hand_off.offset);
-  });
-  for (Redo& redo : ready) {
-    sink_->HandOffDone();
-    HandOff& h = redo.hand_off;
-    if (h.tracker->abandoned()) {
-      if (h.requested_by != nullptr) {
-        h.requested_by->Answer(PartitionGivenUp(id_));
-      }
-      absl::MutexLock lock(&sink_->redo_mu);
-      sink_->ForgetFailedHandOff(h);
-      continue;
-    }
-    if (!redo.refused.empty()) {
-      LogWarning("thread ", id_, ": ", h.origin.original_topic, "/", h.origin.original_partition,
-                 "@", h.origin.original_offset, ": Kafka refused its ", EmissionName(h.kind),
-                 " record (", redo.refused, "); dead-lettering it cut to fit");
-      Emit(FittedDeadLetter(std::move(h), redo.refused));
-      continue;
-    }
-    Emit(std::move(h));
-  }
-}
+void Worker::Emit(HandOff hand_off) { hand_offs_.Emit(std::move(hand_off), InOrder()); }
 
 bool Worker::HandOffsBroken() {
-  if (absl::Status fatal = context_.producer->FatalError(); !fatal.ok() && !sink_->has_failed()) {
-    LogError("thread ", id_, ": ", fatal.message(), "; the thread fails");
-    sink_->Fail(std::string(fatal.message()));
-  }
-  if (!sink_->has_failed()) return false;
+  if (!hand_offs_.Broken()) return false;
   // Waiting for hand-offs at the revoke would wait for the one that failed.
   graceful_.store(false, std::memory_order_relaxed);
   return true;
 }
 
 void Worker::ReleaseRecovered() {
-  if (waiting_.empty() || AtCallLimit()) return;
-  std::vector<TopicPartition> ready;
-  for (const auto& [tp, queue] : waiting_) {
-    if ((InOrder() && scheduler_.CountFor(tp) > 0) || !CanCall(tp) || keys_unknown_.contains(tp))
+  if (queue_.empty() || AtCallLimit()) return;
+  for (const TopicPartition& tp : queue_.Partitions()) {
+    if ((InOrder() && scheduler_.CountFor(tp) > 0) || !CanCall(tp) || partitions_.keys_unknown(tp))
       continue;
-    auto it = trackers_.find(tp);
-    if (it != trackers_.end() && sink_->FailedHandOffs(it->second) == 0) ready.push_back(tp);
+    auto tracker = partitions_.Tracker(tp);
+    if (tracker != nullptr && mailbox_->FailedHandOffs(tracker) == 0) queue_.MarkReady(tp);
   }
-  ready_.insert(ready.begin(), ready.end());
 }
 
 void Worker::ProcessDue(absl::Time deadline) {
@@ -1164,80 +759,61 @@ void Worker::ProcessDue(absl::Time deadline) {
     std::vector<HeldRecord> due = scheduler_.PopDue(NowMs(), 1);
     if (!due.empty()) {
       const TopicPartition tp = due.front().source;
-      in_place_.erase(tp);
+      queue_.EndInPlace(tp);
       Attempt(std::move(due.front()));
-      if (waiting_.contains(tp)) ready_.insert(tp);
+      queue_.MarkReady(tp);
       progressed = true;
     }
     progressed = DrainWaiting(deadline) || progressed;
     progressed = DrainLanes(deadline) || progressed;
   }
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
 bool Worker::DrainWaiting(absl::Time deadline) {
-  bool progressed = false;
-  for (auto tp_it = ready_.begin(); tp_it != ready_.end() && absl::Now() < deadline;) {
-    const TopicPartition& tp = *tp_it;
-    auto it = waiting_.find(tp);
-    // In order, a record held in place (scheduler_) holds its partition:
-    // asked again after each record, which may be held in place itself.
-    auto held_in_place = [&] { return InOrder() && scheduler_.CountFor(tp) > 0; };
-    while (it != waiting_.end() && !it->second.empty() && !held_in_place() && CanCall(tp) &&
-           absl::Now() < deadline) {
-      std::deque<Waiting>& queue = it->second;
-      HeldRecord held;
-      held.source = tp;
-      held.source_offset = queue.front().record.offset;
-      held.read_ms = queue.front().read_ms;
-      held.record = std::move(queue.front().record);
-      held.charge = std::move(queue.front().charge);
-      queue.pop_front();
-      if (!TakenByItsKey(held)) Attempt(std::move(held));
-      progressed = true;
-    }
-    if (it != waiting_.end() && it->second.empty()) {
-      waiting_.erase(it);
-      it = waiting_.end();
-    }
-    // Done with `tp` unless the deadline or the call limit cut its queue
-    // short; its call's end brings it back.
-    if (it == waiting_.end() || (InOrder() && scheduler_.CountFor(tp) > 0) ||
-        (InOrder() && calling_.contains(tp))) {
-      tp_it = ready_.erase(tp_it);
-    } else {
-      ++tp_it;
-    }
-  }
-  return progressed;
+  // In order, a record held in place (scheduler_) holds its partition:
+  // asked again after each record, which may be held in place itself.
+  auto held_in_place = [this](const TopicPartition& tp) {
+    return InOrder() && scheduler_.CountFor(tp) > 0;
+  };
+  return queue_.DrainReady(
+      deadline, [&](const TopicPartition& tp) { return !held_in_place(tp) && CanCall(tp); },
+      // Done with `tp` unless the deadline or the call limit cut its queue
+      // short; its call's end brings it back.
+      [&](const TopicPartition& tp) {
+        return held_in_place(tp) || (InOrder() && calls_.For(tp) > 0);
+      },
+      [this](HeldRecord held) {
+        if (!TakenByItsKey(held)) Attempt(std::move(held));
+      });
 }
 
 void Worker::WaitForAcks() {
   constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
-  if (sink_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
-  sink_->counters.Add(&Counters::backpressure_waits);
-  const Sink* sink = sink_.get();
+  if (mailbox_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
+  mailbox_->counters.Add(&Counters::backpressure_waits);
+  const Mailbox* sink = mailbox_.get();
   const std::atomic<bool>* stop = &stop_requested_;
   auto relieved = [sink, stop] {
     return sink->in_flight.load(std::memory_order_relaxed) < sink->resume_below ||
            stop->load(std::memory_order_relaxed);
   };
-  absl::MutexLock lock(&sink_->flight_mu);
-  sink_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
+  absl::MutexLock lock(&mailbox_->flight_mu);
+  mailbox_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
 }
 
 bool Worker::LookaheadFull(const TopicPartition& tp) const {
-  int64_t held =
-      role_ == ThreadRole::kPrimary ? HeldCount(tp) : static_cast<int64_t>(scheduler_.CountFor(tp));
-  if (auto it = lane_held_.find(tp); it != lane_held_.end()) held += it->second;
+  int64_t held = role_ == ThreadRole::kPrimary ? RecordsAhead(tp)
+                                               : static_cast<int64_t>(scheduler_.CountFor(tp));
+  held += lanes_.WaitingFrom(tp);
   return held >= context_.options->retry.lookahead;
 }
 
 void Worker::ReconcilePauses() {
-  const int64_t in_flight = sink_->in_flight.load(std::memory_order_relaxed);
+  const int64_t in_flight = mailbox_->in_flight.load(std::memory_order_relaxed);
   if (in_flight >= context_.options->max_in_flight) {
     backpressure_ = true;
-  } else if (in_flight < sink_->resume_below) {
+  } else if (in_flight < mailbox_->resume_below) {
     backpressure_ = false;
   }
   std::vector<TopicPartition> pause, resume;
@@ -1245,26 +821,26 @@ void Worker::ReconcilePauses() {
       role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
   const bool all = backpressure_ || input_paused || quiesced_ ||
                    context_.gate->IntakePaused(role_, absl::Now()) || OverBudget();
-  for (const auto& [tp, tracker] : trackers_) {
-    // In order, records behind a held one wait in `waiting_` rather than
+  for (const TopicPartition& tp : partitions_.Assigned()) {
+    // In order, records behind a held one wait in `queue_` rather than
     // pausing at once: a pause drops what was fetched and costs a fetch
     // round trip, far more than a short backoff. Both roles stop fetching
     // once `lookahead` records of a partition are held.
-    const bool is = paused_.contains(tp);
-    const bool want = all || keys_unknown_.contains(tp) || LookaheadFull(tp);
+    const bool is = partitions_.paused(tp);
+    const bool want = all || partitions_.keys_unknown(tp) || LookaheadFull(tp);
     if (want && !is) pause.push_back(tp);
     if (!want && is) resume.push_back(tp);
   }
   if (!pause.empty()) {
     if (absl::Status s = consumer_->Pause(pause); s.ok()) {
-      paused_.insert(pause.begin(), pause.end());
+      partitions_.NotePaused(pause, true);
     } else {
       LogWarning("thread ", id_, ": ", s.message());
     }
   }
   if (!resume.empty()) {
     if (absl::Status s = consumer_->Resume(resume); s.ok()) {
-      for (const TopicPartition& tp : resume) paused_.erase(tp);
+      partitions_.NotePaused(resume, false);
     } else {
       LogWarning("thread ", id_, ": ", s.message());
     }
@@ -1274,43 +850,14 @@ void Worker::ReconcilePauses() {
 bool Worker::OverBudget() {
   const int64_t budget = context_.options->max_held_bytes;
   if (budget <= 0) return false;
-  const int64_t held = sink_->held_bytes.load(std::memory_order_relaxed);
+  const int64_t held = mailbox_->held_bytes.load(std::memory_order_relaxed);
   if (!over_budget_ && held > budget) {
     over_budget_ = true;
-    sink_->counters.Add(&Counters::budget_pauses);
+    mailbox_->counters.Add(&Counters::budget_pauses);
   } else if (over_budget_ && held < budget / 4 * 3) {
     over_budget_ = false;
   }
   return over_budget_;
-}
-
-ByteCharge Worker::Charge(int64_t bytes) const {
-  // Aliasing the sink: a charge in a delivery report keeps it alive.
-  return ByteCharge(std::shared_ptr<std::atomic<int64_t>>(sink_, &sink_->held_bytes), bytes);
-}
-
-kafka::CommitOffsets Worker::CommitPoints(const std::vector<TopicPartition>& partitions) const {
-  kafka::CommitOffsets points;
-  for (const TopicPartition& tp : partitions) {
-    auto it = trackers_.find(tp);
-    if (it == trackers_.end()) continue;
-    const int64_t offset = it->second->CommitOffset();
-    if (offset < 0) continue;
-    std::string metadata;
-    if (auto held = in_place_.find(tp); held != in_place_.end() && held->second.offset == offset) {
-      metadata = EncodeInPlaceRetry(held->second);
-    } else {
-      metadata = EncodeDoneAbove(offset, it->second->DoneAbove(kMaxDoneRanges));
-    }
-    points.push_back({tp, offset, std::move(metadata)});
-  }
-  return points;
-}
-
-std::vector<TopicPartition> Worker::Assigned() const {
-  std::vector<TopicPartition> all;
-  for (const auto& [tp, tracker] : trackers_) all.push_back(tp);
-  return all;
 }
 
 absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline) {
@@ -1321,20 +868,12 @@ absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time d
 }
 
 void Worker::NoteCommitted(const kafka::CommitOffsets& offsets) {
-  for (const kafka::PartitionOffset& o : offsets) committed_[o.tp] = o;
-  sink_->counters.Add(&Counters::commits);
+  partitions_.NoteCommitted(offsets);
+  mailbox_->counters.Add(&Counters::commits);
 }
 
 void Worker::Commit() {
-  kafka::CommitOffsets offsets;
-  for (kafka::PartitionOffset& point : CommitPoints(Assigned())) {
-    // The metadata must be sent again with every commit, so a change of it
-    // alone is worth one.
-    const kafka::PartitionOffset& last = committed_[point.tp];
-    if (point.offset > last.offset || point.metadata != last.metadata) {
-      offsets.push_back(std::move(point));
-    }
-  }
+  kafka::CommitOffsets offsets = partitions_.Moved();
   if (offsets.empty()) return;
   if (absl::Status s = consumer_->Commit(offsets, /*async=*/true); !s.ok()) {
     LogWarning("thread ", id_, ": ", s.message());
@@ -1344,276 +883,16 @@ void Worker::Commit() {
 }
 
 void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
-  for (const kafka::PartitionOffset& o : offsets) {
-    // Forget it was committed, unless a later commit already went out.
-    if (auto it = committed_.find(o.tp); it != committed_.end() && it->second.offset == o.offset) {
-      it->second.offset = -1;
-    }
-  }
+  partitions_.OnCommitFailed(offsets);
 }
 
 void Worker::UpdateGauges() {
   // Where each partition's reading began, as far as this thread knows: the
   // offset committed (by it, or before its assignment for a primary).
-  kafka::CommitOffsets assigned;
-  int64_t waiting = 0;
-  for (const auto& [tp, tracker] : trackers_) {
-    auto committed = committed_.find(tp);
-    assigned.push_back({tp, committed != committed_.end() ? committed->second.offset : -1, ""});
-  }
-  for (const auto& [tp, queue] : waiting_) waiting += static_cast<int64_t>(queue.size());
-  sink_->lag.store(consumer_->Lag(assigned), std::memory_order_relaxed);
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + waiting,
-                         std::memory_order_relaxed);
-  int64_t parked = 0;
-  for (const auto& [tp, n] : lane_held_) parked += n;
-  sink_->parked.store(parked, std::memory_order_relaxed);
-}
-
-void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
-  for (const TopicPartition& tp : partitions) {
-    trackers_[tp] = std::make_shared<CompletionTracker>();
-    committed_[tp] = {tp, -1, ""};
-  }
-  if (!partitions.empty()) {
-    // A record retried in place by the previous owner resumes where it was;
-    // the records it completed above its commit are not processed again.
-    absl::StatusOr<kafka::CommitOffsets> committed =
-        consumer_->Committed(partitions, kCommittedTimeout);
-    if (!committed.ok()) {
-      LogWarning("thread ", id_, ": ", committed.status().message(),
-                 "; records retried in place start again at attempt 1, and records complete "
-                 "above the committed offsets are processed again");
-    } else {
-      for (const kafka::PartitionOffset& c : *committed) {
-        if (auto done = DecodeDoneAbove(c.metadata, c.offset); !done.empty()) {
-          done_before_[c.tp] = std::move(done);
-        }
-        if (role_ != ThreadRole::kPrimary) continue;
-        std::optional<InPlaceRetry> state = DecodeInPlaceRetry(c.metadata);
-        if (state && state->offset == c.offset) restored_[c.tp] = *state;
-        committed_[c.tp] = c;
-      }
-    }
-  }
-  if (role_ == ThreadRole::kPrimary && KeyOrder() && !partitions.empty()) {
-    keys_unknown_.insert(partitions.begin(), partitions.end());
-    LearnParkedKeys();
-  }
-  // Still quiesced: the engine releases the thread once every member it
-  // waits for has joined, which may take more than one rebalance.
-  if (quiesced_ && revoked_while_quiesced_) NoteRebalanced();
-  LogInfo("thread ", id_, ": assigned ", partitions.size(), " partitions, now ", trackers_.size());
-  sink_->SetPartitions(Assigned());
-  sink_->rebalancing.store(false, std::memory_order_relaxed);
-  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
-  if (!sink_->joined.HasBeenNotified()) {
-    sink_->SetState(ThreadState::kRunning);
-    sink_->joined.Notify();
-  }
-}
-
-void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time deadline) {
-  for (const TopicPartition& tp : tps) {
-    auto it = trackers_.find(tp);
-    if (it == trackers_.end()) continue;
-    // Held records were dropped but stay pending in the tracker (they are
-    // not complete); everything else pending is a hand-off awaiting its ack.
-    const int64_t held = HeldRecords(tp);
-    while (!it->second->AwaitPendingAtMost(held, std::min(deadline, absl::Now() + kRedoDelay))) {
-      if (absl::Now() >= deadline) {
-        LogWarning("thread ", id_, ": ", tp.topic, "/", tp.partition, ": gave up waiting for ",
-                   it->second->pending() - held, " hand-offs; they will be processed again");
-        break;
-      }
-      DrainRedo(/*force=*/true);
-    }
-  }
-}
-
-void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) {
-  LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
-  const bool graceful = graceful_.load(std::memory_order_relaxed);
-  absl::Time deadline = absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms);
-  if (stop_requested_.load(std::memory_order_acquire)) {
-    const int64_t stop_ns = stop_deadline_ns_.load(std::memory_order_relaxed);
-    deadline = std::min(deadline, absl::FromUnixNanos(stop_ns));
-  }
-  // Calls of these partitions end first: graceful, they finish (their
-  // outcomes handed off) until the deadline; otherwise, or after it, they
-  // are cancelled and the next owner processes their records again.
-  AwaitCalls(&partitions, graceful && !lost ? deadline : absl::Now());
-  if (!lost) {
-    if (graceful && role_ == ThreadRole::kRetry && scheduler_.size() > 0) {
-      // An unannounced rebalance (another instance came or went): hand the
-      // held records back if the group still takes commits, else leave them
-      // where they are, rather than leave two live copies behind.
-      if (absl::Status s = CommitNow(CommitPoints(partitions), deadline); s.ok()) {
-        HandBack(partitions, deadline);
-      } else {
-        LogWarning("thread ", id_, ": the group refuses commits (", s.message(),
-                   "); held retry records stay where they are and are read again");
-      }
-    } else if (graceful) {
-      AwaitHandOffs(partitions, deadline);
-    }
-    // Bounded like the rest of a stop, yet given a moment even when the
-    // hand-offs used up the deadline.
-    const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
-    if (absl::Status s = CommitNow(CommitPoints(partitions), commit_deadline); !s.ok()) {
-      LogWarning("thread ", id_, ": commit at revoke: ", s.message());
-    }
-  }
-  if (quiesced_) revoked_while_quiesced_ = true;
-  // librdkafka keeps an application's pause across unassign and assign: a
-  // partition given up paused would come back paused, with nobody knowing.
-  std::vector<TopicPartition> resume;
-  for (const TopicPartition& tp : partitions) {
-    if (paused_.erase(tp) > 0) resume.push_back(tp);
-  }
-  if (!resume.empty()) {
-    if (absl::Status s = consumer_->Resume(resume); !s.ok()) {
-      LogWarning("thread ", id_, ": resume at revoke: ", s.message());
-    }
-  }
-  // Their keys' lanes go too: the next owner reads their records again.
-  for (auto it = lanes_.begin(); it != lanes_.end();) {
-    if (std::find(partitions.begin(), partitions.end(), it->second.source) != partitions.end()) {
-      lanes_ready_.erase(it->first);
-      it = lanes_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const TopicPartition& tp : partitions) {
-    scheduler_.DropPartition(tp);
-    lane_held_.erase(tp);
-    keys_unknown_.erase(tp);
-    waiting_.erase(tp);
-    ready_.erase(tp);
-    in_place_.erase(tp);
-    restored_.erase(tp);
-    done_before_.erase(tp);
-    committed_.erase(tp);
-    if (auto it = trackers_.find(tp); it != trackers_.end()) {
-      it->second->Abandon();
-      trackers_.erase(it);
-    }
-  }
-  sink_->SetPartitions(Assigned());
-  // An assignment follows, in both rebalance protocols.
-  sink_->rebalancing.store(true, std::memory_order_relaxed);
-  sink_->assignment_changed_ms.store(NowMs(), std::memory_order_relaxed);
-  UpdateGauges();
-}
-
-void Worker::HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline) {
-  size_t handed_back = 0;
-  for (const TopicPartition& tp : partitions) {
-    if (!trackers_.contains(tp)) continue;
-    for (HeldRecord& held : scheduler_.TakePartition(tp)) {
-      ByteCharge sent_back;
-      if (!MaySendBack(held, &sent_back)) {
-        // Key order: handed back, it would land behind later records of its
-        // key. It stays, and so does the commit below it: the next owner
-        // reads it, and its key's records after it, again in order.
-        scheduler_.Add(std::move(held));
-        continue;
-      }
-      // Unchanged, due when it was due, to the same partition (so a key's
-      // records stay in one partition), behind everything read so far.
-      HandOff h = RetryHandOff(std::move(held), Emission::kHandBack);
-      h.record.partition = tp.partition;
-      h.sent_back = std::move(sent_back);
-      Emit(std::move(h));
-      ++handed_back;
-    }
-  }
-  sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
-  AwaitHandOffs(partitions, deadline);
-  if (handed_back > 0) {
-    LogInfo("thread ", id_, ": handed ", handed_back, " held records back to the retry topic");
-  }
-}
-
-void Worker::RequestCheckpoint(absl::Time deadline) {
-  absl::MutexLock lock(&checkpoint_mu_);
-  checkpoint_ = Checkpoint::kRequested;
-  checkpoint_deadline_ = deadline;
-}
-
-bool Worker::AwaitCheckpoint(absl::Time deadline) {
-  absl::MutexLock lock(&checkpoint_mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) {
-    return checkpoint_ != Checkpoint::kRequested;
-  };
-  return checkpoint_mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-}
-
-bool Worker::AwaitRebalanced(absl::Time deadline) {
-  absl::MutexLock lock(&checkpoint_mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) {
-    return checkpoint_ != Checkpoint::kRequested && checkpoint_ != Checkpoint::kQuiesced;
-  };
-  return checkpoint_mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-}
-
-void Worker::ReleaseCheckpoint() {
-  absl::MutexLock lock(&checkpoint_mu_);
-  checkpoint_ = Checkpoint::kReleased;
-}
-
-void Worker::ServeCheckpoint() {
-  Checkpoint checkpoint;
-  absl::Time deadline;
-  {
-    absl::MutexLock lock(&checkpoint_mu_);
-    checkpoint = checkpoint_;
-    deadline = checkpoint_deadline_;
-    if (checkpoint == Checkpoint::kReleased) checkpoint_ = Checkpoint::kNone;
-  }
-  if (checkpoint == Checkpoint::kReleased && quiesced_) EndQuiesce("the group change is over");
-  if (quiesced_ && absl::Now() - quiesced_since_ > kMaxQuiesce) {
-    EndQuiesce("nobody released it");
-  }
-  if (checkpoint != Checkpoint::kRequested) return;
-  const std::vector<TopicPartition> all = Assigned();
-  quiesced_ = true;
-  // With nothing assigned (still joining, or no partition to spare), the
-  // next assignment is the end of the rebalance: no revoke comes first.
-  revoked_while_quiesced_ = all.empty();
-  quiesced_since_ = absl::Now();
-  // Calls in flight end first, so that the commit below stays true. Those
-  // still out at the deadline go on (the partitions stay assigned until the
-  // rebalance, and cancelled calls would leave records that nobody
-  // finishes); they complete behind the commit, at least once as ever.
-  AwaitCalls(nullptr, deadline, /*cancel_rest=*/false);
-  const absl::Time commit_deadline = std::max(deadline, absl::Now() + kStopGrace / 2);
-  // Hand held records back only while the group takes commits: a hand-back
-  // whose originals stay uncommitted would leave two live copies.
-  if (absl::Status s = CommitNow(CommitPoints(all), commit_deadline); !s.ok()) {
-    LogWarning("thread ", id_, ": commit before the rebalance: ", s.message(),
-               "; held records stay where they are");
-  } else {
-    HandBack(all, deadline);
-    if (absl::Status s = CommitNow(CommitPoints(all), commit_deadline); !s.ok()) {
-      LogWarning("thread ", id_, ": commit before the rebalance: ", s.message());
-    }
-  }
-  ReconcilePauses();
-  absl::MutexLock lock(&checkpoint_mu_);
-  if (checkpoint_ == Checkpoint::kRequested) checkpoint_ = Checkpoint::kQuiesced;
-}
-
-void Worker::NoteRebalanced() {
-  absl::MutexLock lock(&checkpoint_mu_);
-  if (checkpoint_ == Checkpoint::kQuiesced) checkpoint_ = Checkpoint::kRebalanced;
-}
-
-void Worker::EndQuiesce(const char* why) {
-  quiesced_ = false;
-  revoked_while_quiesced_ = false;
-  LogInfo("thread ", id_, ": resumes: ", why);
+  mailbox_->lag.store(consumer_->Lag(partitions_.LastCommitted()), std::memory_order_relaxed);
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + queue_.waiting(),
+                            std::memory_order_relaxed);
+  mailbox_->parked.store(lanes_.waiting(), std::memory_order_relaxed);
 }
 
 }  // namespace retryd

@@ -20,7 +20,7 @@
 // With an asynchronous processor a worker keeps up to max_concurrent_calls()
 // calls in flight: in order, at most one per partition; in key order, at
 // most one per key; otherwise any. The
-// outcomes come back through the Sink and are handled on the worker's
+// outcomes come back through the Mailbox and are handled on the worker's
 // thread, which the consumer's Wake() brings out of its poll.
 //
 // An input offset is committed only below the lowest record whose outcome is
@@ -54,14 +54,20 @@
 #include "server/engine/api/processor.h"
 #include "server/engine/backoff.h"
 #include "server/engine/byte_charge.h"
+#include "server/engine/calls.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/due_scheduler.h"
+#include "server/engine/hand_offs.h"
 #include "server/engine/handoff/completion_tracker.h"
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/in_flight.h"
+#include "server/engine/in_order_queue.h"
+#include "server/engine/key_lanes.h"
 #include "server/engine/ordering/in_place_retry.h"
 #include "server/engine/ordering/key_parking.h"
+#include "server/engine/partitions.h"
+#include "server/engine/rebalance_checkpoint.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
@@ -131,14 +137,14 @@ class Worker : public kafka::ConsumerListener {
   // mock cluster does; Kafka takes them while a rebalance is prepared), and
   // the next owner of a partition repeats nothing. The hand-backs and the
   // commit end by `deadline`. Returns at once; any thread.
-  void RequestCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void RequestCheckpoint(absl::Time deadline);
   // Waits until the requested checkpoint is done (true) or `deadline`.
-  bool AwaitCheckpoint(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  bool AwaitCheckpoint(absl::Time deadline);
   // Waits until the thread, checkpointed, has been through a rebalance:
   // given up what it had and been assigned anew (true), or `deadline`.
-  bool AwaitRebalanced(absl::Time deadline) ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  bool AwaitRebalanced(absl::Time deadline);
   // Ends the checkpoint: the thread processes again. Any thread.
-  void ReleaseCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  void ReleaseCheckpoint();
 
   // Hands `request` to the worker's thread, which answers it at the top of
   // its loop (woken from its poll at once); a worker that has stopped
@@ -148,7 +154,7 @@ class Worker : public kafka::ConsumerListener {
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
   // Shared so readers may keep it after the worker is gone.
-  std::shared_ptr<const ThreadStats> stats() const { return sink_; }
+  std::shared_ptr<const ThreadStats> stats() const { return mailbox_; }
 
   // kafka::ConsumerListener; called on the worker's thread.
   void OnAssigned(const std::vector<TopicPartition>& partitions) override;
@@ -156,156 +162,23 @@ class Worker : public kafka::ConsumerListener {
   void OnCommitFailed(const kafka::CommitOffsets& offsets) override;
 
  private:
-  // kHandBack: a held retry record returned unchanged to the retry topic.
-  // kFollow: a record sent unprocessed behind its parked key (key order).
-  enum class Emission { kOutput, kRetry, kDeadLetter, kHandBack, kFollow };
-  // kRequested -> kQuiesced (served) -> kRebalanced (through a rebalance);
-  // kReleased (any time) -> kNone once the thread resumes.
-  enum class Checkpoint { kNone, kRequested, kQuiesced, kRebalanced, kReleased };
-  static const char* EmissionName(Emission kind);
-
-  // One record handed to Kafka for a source record's outcome.
-  struct HandOff {
-    OutgoingRecord record;
-    Emission kind = Emission::kOutput;
-    std::shared_ptr<CompletionTracker> tracker;
-    int64_t offset = 0;  // The source record's.
-    // The source record's coordinates, attempts and last error, for the
-    // dead-letter record that replaces a hand-off Kafka refuses for good.
-    RetryMetadata origin;
-    // 0: as made; 1: a dead-letter record fitted under message.max.bytes;
-    // 2: the smallest form (FitDeadLetter to kMinimalDeadLetterBytes).
-    int fit = 0;
-    // The first form of the record when it was replaced by a fitted one, so
-    // each fitting starts from the original sizes.
-    std::shared_ptr<const OutgoingRecord> unfitted;
-    // Failed once (or replayed): counted in its partition's failed
-    // hand-offs until it is acknowledged or dropped.
-    bool failed_before = false;
-    // Emitted in in-order mode: an acknowledgement that overtook the re-send
-    // of an earlier record of its partition is replayed after it.
-    bool in_order = false;
-    // Key order: the parked record whose outcome this is; its key is
-    // released from it once Kafka acknowledges the outcome.
-    std::optional<ParkedRecord> release;
-    // Key order: the parked record this hand-off puts in the retry topic;
-    // its place there is noted once Kafka acknowledges it.
-    std::optional<ParkedRecord> parks;
-    // Set for an operator's DeadLetterRecord: answered when the hand-off
-    // is acknowledged or given up.
-    std::shared_ptr<WorkerRequest> requested_by;
-    // The record's bytes, charged to the thread until it is acknowledged or
-    // given up (set by Emit()).
-    ByteCharge charge;
-    // A retry thread's keyed record sent back to the retry topic: counts
-    // one in keyed_sends_back until acknowledged or given up.
-    ByteCharge sent_back;
-  };
-
-  // A hand-off whose produce failed, to be sent again by the worker.
-  struct Redo {
-    HandOff hand_off;
-    absl::Time not_before;
-    // Set when Kafka refused the record itself: it is replaced by a fitted
-    // dead-letter record saying why, rather than sent again as it was.
-    std::string refused;
-  };
-
-  // The stats plus what delivery reports hand back to the worker. Shared
-  // with in-flight delivery callbacks, which may outlive the worker.
-  struct Sink : ThreadStats {
-    Sink(int id, ThreadRole role, int64_t resume_below, KeyParking* parking)
-        : ThreadStats(id, role), resume_below(resume_below), parking(parking) {}
-
-    // One hand-off acknowledged or given up. The decrement that brings
-    // in_flight below `resume_below` also passes through flight_mu, so a
-    // worker waiting on it (in WaitForAcks) re-checks at once.
-    void HandOffDone() {
-      if (in_flight.fetch_sub(1, std::memory_order_relaxed) == resume_below) {
-        absl::MutexLock lock(&flight_mu);
-      }
-    }
-
-    // Failed hand-offs of the partition `tracker` belongs to that are not
-    // yet acknowledged nor dropped.
-    int FailedHandOffs(const std::shared_ptr<CompletionTracker>& tracker) const
-        ABSL_LOCKS_EXCLUDED(redo_mu) {
-      absl::MutexLock lock(&redo_mu);
-      auto it = failed_hand_offs.find(tracker);
-      return it == failed_hand_offs.end() ? 0 : static_cast<int>(it->second.size());
-    }
-    void ForgetFailedHandOff(const HandOff& hand_off) ABSL_EXCLUSIVE_LOCKS_REQUIRED(redo_mu) {
-      if (!hand_off.failed_before) return;
-      auto it = failed_hand_offs.find(hand_off.tracker);
-      if (it == failed_hand_offs.end()) return;
-      if (auto at = it->second.find(hand_off.offset); at != it->second.end()) it->second.erase(at);
-      if (it->second.empty()) failed_hand_offs.erase(it);
-    }
-
-    // Marks the thread as failed for good, the reason as its last error
-    // (the first reason wins); the worker's loop sees it and stops.
-    void Fail(std::string reason) ABSL_LOCKS_EXCLUDED(redo_mu) {
-      {
-        absl::MutexLock lock(&redo_mu);
-        if (failed) return;
-        failed = true;
-      }
-      SetLastError(std::move(reason));
-    }
-    bool has_failed() const ABSL_LOCKS_EXCLUDED(redo_mu) {
-      absl::MutexLock lock(&redo_mu);
-      return failed;
-    }
-
-    const int64_t resume_below;   // Back-pressure ends below this many in flight.
-    KeyParking* const parking;    // The engine's; outlives every delivery report.
-    absl::Mutex flight_mu;        // Guards nothing; wakes a worker in WaitForAcks.
-    mutable absl::Mutex redo_mu;  // Guards the fields below.
-    std::deque<Redo> redo ABSL_GUARDED_BY(redo_mu);
-    // Per partition (its tracker), the source offsets of hand-offs that
-    // failed and are not yet acknowledged nor dropped.
-    std::map<std::shared_ptr<CompletionTracker>, std::multiset<int64_t>> failed_hand_offs
-        ABSL_GUARDED_BY(redo_mu);
-    bool failed ABSL_GUARDED_BY(redo_mu) = false;
-    // An outage fails every record in flight at once: one line a second.
-    LogThrottle redo_log{absl::Seconds(1)};
-
-    // Hand-offs done with, for the worker to free (FreeDoneHandOffs):
-    // freed on the producer's delivery thread, their memory would go back
-    // to the worker's malloc arena from another thread, contending for its
-    // lock with every allocation the worker makes.
-    void Done(std::shared_ptr<HandOff> hand_off) ABSL_LOCKS_EXCLUDED(done_mu) {
-      // Released now, as they would be when freed.
-      hand_off->charge = ByteCharge();
-      hand_off->sent_back = ByteCharge();
-      absl::MutexLock lock(&done_mu);
-      done.push_back(std::move(hand_off));
-    }
-    absl::Mutex done_mu;  // Guards the field below.
-    std::vector<std::shared_ptr<HandOff>> done ABSL_GUARDED_BY(done_mu);
-
-    // Processor calls that ended, by call id, for the worker to take.
-    absl::Mutex call_mu;  // Guards the fields below.
-    std::vector<std::pair<int64_t, Outcome>> finished_calls ABSL_GUARDED_BY(call_mu);
-    // Woken when a call ends or a request comes; cleared before the
-    // consumer closes.
-    kafka::Consumer* wake ABSL_GUARDED_BY(call_mu) = nullptr;
-    // Requests posted to the worker's thread (Post), served in order; none
-    // is taken once the thread stops serving them.
-    std::vector<std::shared_ptr<WorkerRequest>> requests ABSL_GUARDED_BY(call_mu);
-    bool requests_closed ABSL_GUARDED_BY(call_mu) = false;
-  };
-
-  // A processor call in flight (asynchronous processors).
-  struct Call {
-    HeldRecord held;
-    std::shared_ptr<CompletionTracker> tracker;
-    std::shared_ptr<Cancellation> cancel;
-    absl::Time started;
-    bool probe = false;  // The DownstreamGate's probe.
-  };
+  using Mailbox = WorkerMailbox;
+  // How far past its stop deadline a worker may go to commit what its
+  // hand-offs completed (kStopGrace / 2) and then leave its group.
+  static constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
   void Run();
+  // The loop's work between two polls: requests, calls ended, re-sends,
+  // records due, commits (every `commit_interval`), pauses. False once the
+  // thread's hand-offs are broken (it stops).
+  bool Housekeep(absl::Duration commit_interval);
+  // How long the next poll may wait for records.
+  absl::Duration PollWait() const;
+  // The thread's state after a poll that took `polled` records.
+  void NoteState(int polled);
+  // After the loop: closes the consumer (leaving the group, committing what
+  // is done), ends the calls, and reports the thread stopped or `failed`.
+  void Shutdown(bool failed);
   // Answers the requests posted since the last time (see Post); `serving`
   // false: the thread stops, each is answered UNAVAILABLE.
   void ServeRequests(bool serving);
@@ -325,12 +198,19 @@ class Worker : public kafka::ConsumerListener {
   absl::StatusOr<int> PollBatch(absl::Duration wait);
   // `record`, read from `tp`.
   void HandleConsumed(const TopicPartition& tp, Record record);
+  // A primary's `record`, read from `tp` at `read_ms`, its bytes `charge`d.
+  void HandleInput(const TopicPartition& tp, Record record, int64_t read_ms, ByteCharge charge);
+  // A retry thread's `record`, read from `tp`; `done_before`: the previous
+  // owner completed it.
+  void HandleRetryRecord(const TopicPartition& tp,
+                         const std::shared_ptr<CompletionTracker>& tracker, Record record,
+                         int64_t read_ms, bool done_before, ByteCharge charge);
   // Runs `held` through the processor (the caller checked CanCall()), or
   // defers it while the downstream is down.
   void Attempt(HeldRecord held);
   // Whether a call for a record of `tp` may start now.
   bool CanCall(const TopicPartition& tp) const;
-  bool AtCallLimit() const { return static_cast<int>(calls_.size()) >= max_calls_; }
+  bool AtCallLimit() const { return calls_.at_limit(); }
   // Key order: if a record of `held`'s key is in progress on this thread,
   // queues `held` behind it; else if a primary's key is parked, sends it to
   // the retry topic behind the parked records (Follow). Returns true then,
@@ -374,7 +254,6 @@ class Worker : public kafka::ConsumerListener {
   // `tps`: every call.
   void AwaitCalls(const std::vector<TopicPartition>* tps, absl::Time deadline,
                   bool cancel_rest = true);
-  bool CallsInFlight(const std::vector<TopicPartition>* tps) const;
   void RecordEndToEnd(const HeldRecord& held, absl::Time now);
   // Moves `held`'s key, value and headers into its output record.
   void OnSuccess(HeldRecord& held, Outcome& outcome);
@@ -383,42 +262,29 @@ class Worker : public kafka::ConsumerListener {
                   std::shared_ptr<WorkerRequest> requested_by = nullptr);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
+  // Gives `hand_off` to Kafka (HandOffs::Emit).
   void Emit(HandOff hand_off);
-  // Called by a delivery report or a refused Produce(): decides between
-  // dropping, sending again, dead-lettering in a fitting form and failing.
-  static void OnHandOffFailed(const std::shared_ptr<Sink>& sink, HandOff hand_off,
-                              const absl::Status& status);
-  static void OnHandOffDelivered(const std::shared_ptr<Sink>& sink, HandOff& hand_off);
-  // The dead-letter record that replaces `hand_off`, refused by Kafka
-  // because of `why`, in the next smaller form.
-  HandOff FittedDeadLetter(HandOff hand_off, const std::string& why) const;
   // Processes held records that are due, and in-order records queued behind
   // a held record that completed, until `deadline`.
   void ProcessDue(absl::Time deadline);
-  // `held` as a hand-off of `kind` to the retry topic, with its retryd-*
-  // headers.
-  HandOff RetryHandOff(HeldRecord held, Emission kind) const;
+  // `held` as a hand-off of `kind` to the retry topic (RetryHandOff).
+  HandOff ToRetryTopic(HeldRecord held, HandOffKind kind) const;
   // In order: holds `held` until its due time, its state in the commits.
   void HoldInPlace(HeldRecord held);
   // If `held` is the record the committed metadata of its partition
   // describes, takes its attempt, first failure and due time from there.
   bool RestoreInPlaceRetry(HeldRecord& held);
-  // Whether the committed metadata of `tp` at assignment listed `offset` as
-  // complete (its outcome is durable): skipped, not processed again.
-  // Offsets must come in increasing order.
-  bool DoneBefore(const TopicPartition& tp, int64_t offset);
   // Returns the held retry records of `partitions` to the retry topic and
   // waits (until `deadline`) for every hand-off of those partitions.
   void HandBack(const std::vector<TopicPartition>& partitions, absl::Time deadline);
-  void ServeCheckpoint() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
-  void NoteRebalanced() ABSL_LOCKS_EXCLUDED(checkpoint_mu_);
+  // Serves a checkpoint requested, ends one released (or kept too long).
+  void ServeCheckpoint();
   void EndQuiesce(const char* why);
-  // Runs queued records of the partitions in `ready_` until one is held
+  // Runs queued records of the partitions in queue_ that are ready until one is held
   // again or `deadline` passes; returns whether it ran any.
   bool DrainWaiting(absl::Time deadline);
   // Brings a due time later than the longest backoff forward to it.
   void ClampDue(HeldRecord& held, int64_t now_ms);
-  void DrainRedo(bool force);
   // True once a hand-off failed beyond recovery or the producer hit a fatal
   // error: the thread then stops without waiting for its hand-offs, and
   // commits nothing past the record whose outcome was lost.
@@ -436,34 +302,27 @@ class Worker : public kafka::ConsumerListener {
   // larger than the whole budget is read like any other and lets the
   // partitions resume once done. Counts budget_pauses on each crossing.
   bool OverBudget();
-  // Frees the hand-offs delivery reports are done with (Sink::Done).
-  void FreeDoneHandOffs();
-  // Charges `bytes` to this thread's held_bytes until the charge is gone.
-  ByteCharge Charge(int64_t bytes) const;
   // Whether retry.lookahead records of `tp` are held: it is paused then.
   bool LookaheadFull(const TopicPartition& tp) const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
-  // What to commit for `partitions`: each one's commit offset, with the
-  // metadata of a record retried in place there.
-  kafka::CommitOffsets CommitPoints(const std::vector<TopicPartition>& partitions) const;
   // Commits `offsets` and waits for the answer until `deadline`.
   absl::Status CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline);
   void NoteCommitted(const kafka::CommitOffsets& offsets);
-  std::vector<TopicPartition> Assigned() const;
   void UpdateGauges();
   bool InOrder() const;
   // Records of `tp` held until due or waiting behind a held record of their
   // partition.
-  int64_t QueuedRecords(const TopicPartition& tp) const;
-  // Every record of `tp` held in memory: QueuedRecords() plus those waiting
+  int64_t ScheduledOrWaiting(const TopicPartition& tp) const;
+  // Every record of `tp` held in memory: ScheduledOrWaiting() plus those waiting
   // behind their key (their trackers entries never complete while they are
   // held).
-  int64_t HeldRecords(const TopicPartition& tp) const;
-  // QueuedRecords() plus, in order, the failed hand-offs of `tp` not yet
-  // acknowledged: later records queue behind those too, so a re-sent record
-  // never lands after the ones that followed it.
-  int64_t HeldCount(const TopicPartition& tp) const;
+  int64_t HeldInMemory(const TopicPartition& tp) const;
+  // What a record of `tp` read now would wait behind: ScheduledOrWaiting()
+  // plus, in order, the calls in flight and the failed hand-offs of `tp` not
+  // yet acknowledged (later records queue behind those too, so a re-sent
+  // record never lands after the ones that followed it).
+  int64_t RecordsAhead(const TopicPartition& tp) const;
   // Waits until only held records are pending on every partition in `tps`,
   // re-sending failed hand-offs meanwhile, until `deadline`.
   void AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time deadline);
@@ -471,12 +330,14 @@ class Worker : public kafka::ConsumerListener {
   const int id_;
   const ThreadRole role_;
   const WorkerContext context_;
-  const std::shared_ptr<Sink> sink_;
+  const std::shared_ptr<Mailbox> mailbox_;
+  // Used by the worker's thread only; its delivery reports touch mailbox_.
+  HandOffs hand_offs_;
+  // Used by the worker's thread only; its processor callbacks touch mailbox_.
+  Calls calls_;
 
   std::atomic<bool> stop_requested_{false};
-  absl::Mutex checkpoint_mu_;  // Guards checkpoint_ and checkpoint_deadline_.
-  Checkpoint checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = Checkpoint::kNone;
-  absl::Time checkpoint_deadline_ ABSL_GUARDED_BY(checkpoint_mu_);
+  RebalanceCheckpoint checkpoint_;  // Thread-safe.
   std::atomic<bool> graceful_{true};
   // Unix ns; no deadline until RequestStop() sets one.
   std::atomic<int64_t> stop_deadline_ns_{std::numeric_limits<int64_t>::max()};
@@ -487,62 +348,24 @@ class Worker : public kafka::ConsumerListener {
   std::unique_ptr<kafka::Consumer> consumer_;
   Backoff backoff_;
   DueScheduler scheduler_;
-  // Swapped with Sink::done, emptied, and swapped back next time: the two
-  // vectors keep their capacity, so a delivery report never grows one.
-  std::vector<std::shared_ptr<HandOff>> freeing_;
-  // In-order mode: records that arrived behind a held record of their
-  // partition, in offset order, with when they were read (Unix ms).
-  struct Waiting {
-    Record record;
-    int64_t read_ms = 0;
-    ByteCharge charge;
-  };
-  std::map<TopicPartition, std::deque<Waiting>> waiting_;
-  // Partitions whose held record completed while records wait behind it.
-  std::set<TopicPartition> ready_;
+  // Each assigned partition's state, and the records that wait for one.
+  Partitions partitions_;
+  // partitions_'s: records waiting for their partition, and in order the
+  // record retried in place per partition.
+  InOrderQueue& queue_ = partitions_.queue();
+  // partitions_'s: key order's lane per key with a record in progress here.
+  KeyLanes& lanes_ = partitions_.lanes();
   LogThrottle clamp_log_{absl::Seconds(1)};
-  std::map<TopicPartition, std::shared_ptr<CompletionTracker>> trackers_;
-  std::map<TopicPartition, kafka::PartitionOffset> committed_;  // Last commit sent.
-  // In order: the record retried in place per partition, and what the
-  // committed metadata said at assignment (until the first record is read).
-  std::map<TopicPartition, InPlaceRetry> in_place_;
-  std::map<TopicPartition, InPlaceRetry> restored_;
-  // Ranges of offsets above the committed one that the previous owner
-  // completed, from the committed metadata at assignment; used up as
-  // records are read.
-  std::map<TopicPartition, std::vector<std::pair<int64_t, int64_t>>> done_before_;
   // Between a checkpoint and the rebalance it prepares (see
   // RequestCheckpoint).
   bool quiesced_ = false;
   bool revoked_while_quiesced_ = false;
   absl::Time quiesced_since_;
-  std::set<TopicPartition> paused_;
-  // Processor calls in flight, by id, and their count per partition (a
-  // partition's count outlives its revoke until its calls end).
-  std::map<int64_t, Call> calls_;
-  std::map<TopicPartition, int> calling_;
-  // Key order: per key with a record in progress here (in a call, deferred
-  // or held until due), the records of the key read after it, in the order
-  // read, and the partition they were read from.
-  struct KeyLane {
-    TopicPartition source;
-    std::deque<HeldRecord> waiting;
-  };
-  std::map<PartitionKey, KeyLane> lanes_;
-  // Lanes whose record in progress ended while records wait in them.
-  std::set<PartitionKey> lanes_ready_;
-  // Records waiting in lanes_, per partition they were read from.
-  std::map<TopicPartition, int64_t> lane_held_;
-  // Key order, a primary: assigned partitions whose parked keys it does not
-  // know yet (LearnParkedKeys failed); paused, their records wait.
-  std::set<TopicPartition> keys_unknown_;
   absl::Time next_learn_;
   // A retry thread: key order was on at its last loop.
   bool key_order_seen_ = false;
   absl::Time next_sweep_;
   LogThrottle learn_log_{absl::Seconds(10)};
-  int64_t next_call_id_ = 0;
-  const int max_calls_;
   bool backpressure_ = false;
   bool over_budget_ = false;  // See OverBudget().
   absl::Time next_commit_;

@@ -35,10 +35,10 @@ InFlightRecord Base(int thread_id, ThreadRole role, const Record& record,
 
 void Worker::Post(std::shared_ptr<WorkerRequest> request) {
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    if (!sink_->requests_closed) {
-      sink_->requests.push_back(std::move(request));
-      if (sink_->wake != nullptr) sink_->wake->Wake();
+    absl::MutexLock lock(&mailbox_->call_mu);
+    if (!mailbox_->requests_closed) {
+      mailbox_->requests.push_back(std::move(request));
+      if (mailbox_->wake != nullptr) mailbox_->wake->Wake();
       return;
     }
   }
@@ -48,9 +48,9 @@ void Worker::Post(std::shared_ptr<WorkerRequest> request) {
 void Worker::ServeRequests(bool serving) {
   std::vector<std::shared_ptr<WorkerRequest>> requests;
   {
-    absl::MutexLock lock(&sink_->call_mu);
-    requests.swap(sink_->requests);
-    if (!serving) sink_->requests_closed = true;
+    absl::MutexLock lock(&mailbox_->call_mu);
+    requests.swap(mailbox_->requests);
+    if (!serving) mailbox_->requests_closed = true;
   }
   for (const std::shared_ptr<WorkerRequest>& request : requests) {
     if (!serving) {
@@ -91,26 +91,21 @@ InFlightRecord Worker::Describe(const HeldRecord& held, InFlightState state) con
 
 std::vector<InFlightRecord> Worker::ListHeld(size_t limit, int64_t& total) const {
   std::vector<InFlightRecord> records;
-  for (const auto& [id, call] : calls_) {
+  calls_.ForEach([&](const Calls::Call& call) {
     if (!call.cancel->cancelled()) records.push_back(Describe(call.held, InFlightState::kInCall));
-  }
+  });
   scheduler_.ForEach([&](const HeldRecord& held) {
     records.push_back(
         Describe(held, held.deferred ? InFlightState::kDeferred : InFlightState::kWaitingDue));
   });
-  for (const auto& [tp, queue] : waiting_) {
-    for (const Waiting& waiting : queue) {
-      InFlightRecord r = Base(id_, role_, waiting.record, tp, waiting.record.offset);
-      r.state = InFlightState::kWaitingBehind;
-      r.since_ms = waiting.read_ms;
-      records.push_back(std::move(r));
-    }
-  }
-  for (const auto& [key, lane] : lanes_) {
-    for (const HeldRecord& held : lane.waiting) {
-      records.push_back(Describe(held, InFlightState::kParked));
-    }
-  }
+  queue_.ForEachWaiting([&](const TopicPartition& tp, const InOrderQueue::Waiting& waiting) {
+    InFlightRecord r = Base(id_, role_, waiting.record, tp, waiting.record.offset);
+    r.state = InFlightState::kWaitingBehind;
+    r.since_ms = waiting.read_ms;
+    records.push_back(std::move(r));
+  });
+  lanes_.ForEachWaiting(
+      [&](const HeldRecord& held) { records.push_back(Describe(held, InFlightState::kParked)); });
   total = static_cast<int64_t>(records.size());
   KeepOldest(records, limit);
   return records;
@@ -120,42 +115,23 @@ std::optional<HeldRecord> Worker::TakeHeld(const RecordCoordinates& record) {
   std::optional<HeldRecord> held =
       scheduler_.TakeFirst([&record](const HeldRecord& h) { return record.Names(h.record); });
   if (held.has_value()) {
-    sink_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
+    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
     return held;
   }
   // Behind an earlier record of its key (key order): the key's lane goes on
   // without it.
-  for (auto& [key, lane] : lanes_) {
-    auto at = std::find_if(lane.waiting.begin(), lane.waiting.end(),
-                           [&record](const HeldRecord& h) { return record.Names(h.record); });
-    if (at == lane.waiting.end()) continue;
-    held = std::move(*at);
-    lane.waiting.erase(at);
-    if (int64_t& n = lane_held_[held->source]; --n <= 0) lane_held_.erase(held->source);
-    return held;
-  }
-  // Waiting records were read from the input itself: their coordinates are
-  // where they were read.
-  auto it = waiting_.find(TopicPartition{record.topic, record.partition});
-  if (it == waiting_.end()) return std::nullopt;
-  std::deque<Waiting>& queue = it->second;
-  auto at = std::find_if(queue.begin(), queue.end(),
-                         [&record](const Waiting& w) { return record.Names(w.record); });
-  if (at == queue.end()) return std::nullopt;
-  held.emplace();
-  held->source = it->first;
-  held->source_offset = at->record.offset;
-  held->read_ms = at->read_ms;
-  held->record = std::move(at->record);
-  queue.erase(at);
-  if (queue.empty()) waiting_.erase(it);
-  return held;
+  held = lanes_.Take(record);
+  if (held.has_value()) return held;
+  return queue_.Take(record);
 }
 
 void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   const RecordCoordinates& wanted = request->record;
-  for (const auto& [id, call] : calls_) {
-    if (!wanted.Names(call.held.record) || call.cancel->cancelled()) continue;
+  bool in_call = false;
+  calls_.ForEach([&](const Calls::Call& call) {
+    in_call = in_call || (wanted.Names(call.held.record) && !call.cancel->cancelled());
+  });
+  if (in_call) {
     request->Answer(absl::FailedPreconditionError(absl::StrCat(
         Name(wanted), " is in a processor call on thread ", id_,
         " right now; try again once the call has ended (should it fail, the record is held "
@@ -171,10 +147,7 @@ void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   const TopicPartition tp = held->source;
   // Its state no longer rides with the commits: the partition moves on once
   // the dead-letter record is acknowledged.
-  if (auto it = in_place_.find(tp);
-      it != in_place_.end() && it->second.offset == held->source_offset) {
-    in_place_.erase(it);
-  }
+  queue_.EndInPlaceAt(tp, held->source_offset);
   // A held record's attempt is the one it would make next; the dead-letter
   // record carries those made (at least 1, as every retryd-attempt does).
   const int made = held->attempt - 1;
@@ -187,7 +160,7 @@ void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   RecordEndToEnd(*held, absl::Now());
   DeadLetter(*held, std::move(reason), request);
   // Records that waited behind it proceed (ProcessDue, this round).
-  if (waiting_.contains(tp)) ready_.insert(tp);
+  queue_.MarkReady(tp);
 }
 
 }  // namespace retryd

@@ -306,6 +306,10 @@ class Engine {
   absl::StatusOr<SetOrderingResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
                                                     bool drain, const Cancellation* cancel)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of SwitchToInOrder, the retry backlog (`drained` records at the
+  // start) empty: stops the retry threads and switches in-order on.
+  // REQUIRES: the control slot held, the engine DRAINING.
+  SetOrderingResult FinishSwitchToInOrder(int64_t drained) ABSL_LOCKS_EXCLUDED(mu_);
   // The part both switches of ordering share. The engine is DRAINING and
   // its input paused; whenever the primaries are quiet, `quiet` looks at the
   // engine and says whether the switch may go ahead (true) or must end (an

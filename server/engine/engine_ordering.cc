@@ -1,0 +1,399 @@
+// Engine: the ordering mode switched at runtime (SetInOrder,
+// SetOrderingMode). A switch to IN_ORDER pauses the input, empties the retry
+// backlog (or refuses, with a reason) and stops the retry threads; a switch
+// to KEY reads which keys are parked in the retry topic first; a switch out
+// of IN_ORDER starts retry threads again.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+#include "server/engine/api/engine.h"
+#include "server/engine/handoff/retry_headers.h"
+#include "server/kafka/topic_reader.h"
+#include "server/kafka/topics.h"
+
+namespace retryd {
+namespace {
+
+// How often a drain looks at the retry group's committed lag, and how long
+// one look may block: short, since a Stop() waits for the look to end.
+constexpr absl::Duration kDrainCheckInterval = absl::Milliseconds(250);
+constexpr absl::Duration kMeasureTimeout = absl::Seconds(1);
+// How long one read of the parked keys in the retry topic may take.
+constexpr absl::Duration kReadParkedTimeout = absl::Seconds(30);
+// How often a drain logs how much of the retry backlog is left.
+constexpr absl::Duration kDrainProgressLogInterval = absl::Seconds(5);
+
+// Wait conditions on mu_ that a cancellation (see WakeOnCancel) also ends.
+struct NotDrainingOrCancelled {
+  bool operator()() const {
+    return *state != EngineState::kDraining || (cancel != nullptr && cancel->cancelled());
+  }
+  const EngineState* state;
+  const Cancellation* cancel;
+};
+
+std::string IdList(const std::vector<int>& ids) { return absl::StrJoin(ids, ", "); }
+
+}  // namespace
+
+absl::StatusOr<SetOrderingResult> Engine::SetInOrder(bool in_order, bool drain_retries,
+                                                     absl::Time deadline, Cancellation* cancel) {
+  if (!in_order && drain_retries) {
+    return absl::InvalidArgumentError("drain_retries applies only when switching in_order on");
+  }
+  const Ordering relaxed =
+      options_.ordering == Ordering::kInOrder ? Ordering::kUnordered : options_.ordering;
+  return SetOrderingMode(in_order ? Ordering::kInOrder : relaxed, drain_retries, deadline, cancel);
+}
+
+absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, bool drain_retries,
+                                                          absl::Time deadline,
+                                                          Cancellation* cancel) {
+  if (drain_retries && ordering != Ordering::kInOrder) {
+    return absl::InvalidArgumentError("drain_retries applies only to a switch to IN_ORDER");
+  }
+  // Outlives every wait below.
+  const Cancellation::Subscription wake = WakeOnCancel(cancel);
+  absl::StatusOr<ControlSlot> control = BeginControl(deadline, cancel);
+  if (!control.ok()) return control.status();
+  const Ordering current = this->ordering();
+  SetOrderingResult result;
+  result.ordering = ordering;
+  if (ordering == current) return result;
+  if (ordering == Ordering::kInOrder) {
+    int running;
+    {
+      absl::MutexLock lock(&mu_);
+      running = static_cast<int>(retries_.size());
+    }
+    if (running > 0 && !drain_retries) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          running, " retry thread", running > 1 ? "s run" : " runs",
+          "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or switch "
+          "with drain_retries to empty the retry backlog, stop them and switch"));
+    }
+    absl::StatusOr<SetOrderingResult> result =
+        SwitchToInOrder(*control, deadline, drain_retries, cancel);
+    if (result.ok()) parking_.Clear();
+    return result;
+  }
+  if (ordering == Ordering::kKey) {
+    // Before any retry thread starts: in order, nothing goes to the retry
+    // topic, so what is read there stays true until key order is on.
+    absl::StatusOr<int64_t> parked = SwitchToKeyOrder(*control, deadline, cancel);
+    if (!parked.ok()) return parked.status();
+    result.parked_keys = *parked;
+  }
+  if (current == Ordering::kInOrder) {
+    absl::StatusOr<std::vector<int>> started = SwitchOutOfInOrder(*control, ordering);
+    if (!started.ok()) {
+      ordering_.store(Ordering::kInOrder, std::memory_order_relaxed);
+      parking_.Clear();
+      return started.status();
+    }
+    result.started_thread_ids = *std::move(started);
+  } else if (ordering == Ordering::kUnordered) {
+    ordering_.store(Ordering::kUnordered, std::memory_order_relaxed);
+    parking_.Clear();
+    LogInfo("engine: key order off; parked keys released");
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control,
+                                                            Ordering to) {
+  int wanted = options_.retry.threads;
+  // in order configured forces retry.threads to 0, yet the retry topic
+  // needs a reader once failures go there again.
+  if (wanted == 0 && options_.ordering == Ordering::kInOrder) wanted = 1;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!retries_.empty()) wanted = 0;
+  }
+  std::vector<std::unique_ptr<Worker>> started;
+  for (int i = 0; i < wanted; ++i) {
+    absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
+    if (!worker.ok()) {
+      StopWorkers(started, /*graceful=*/true, StopDeadline());
+      Retire(started);
+      return absl::Status(worker.status().code(),
+                          absl::StrCat("in-order mode stays on: a retry thread did not start (",
+                                       worker.status().message(), ")"));
+    }
+    started.push_back(*std::move(worker));
+  }
+  std::vector<int> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& worker : started) {
+      ids.push_back(worker->id());
+      retries_.push_back(std::move(worker));
+    }
+  }
+  // Only now: a failure from here on has a reader in the retry topic.
+  ordering_.store(to, std::memory_order_relaxed);
+  if (!ids.empty()) {
+    LogInfo("engine: in-order mode off (now ", OrderingName(to), "); started retry threads ",
+            IdList(ids));
+  } else if (wanted == 0 && options_.retry.threads == 0) {
+    LogWarning(
+        "engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
+        "until retry threads are started");
+  } else {
+    LogInfo("engine: in-order mode off");
+  }
+  return ids;
+}
+
+bool Engine::PrimariesQuiet() const {
+  for (const auto& s : Threads()) {
+    if (s->role() != ThreadRole::kPrimary) continue;
+    const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
+    if (!paused || s->in_flight.load(std::memory_order_relaxed) != 0 ||
+        s->calls_in_flight.load(std::memory_order_relaxed) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Engine::AbandonSwitch(int temporary) {
+  input_paused_.store(false, std::memory_order_relaxed);
+  std::vector<std::unique_ptr<Worker>> stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+    auto it = std::find_if(retries_.begin(), retries_.end(),
+                           [temporary](const auto& w) { return w->id() == temporary; });
+    if (it != retries_.end()) {
+      stopping.push_back(std::move(*it));
+      retries_.erase(it);
+    }
+  }
+  if (stopping.empty()) return;
+  StopWorkers(stopping, /*graceful=*/true, StopDeadline());
+  Retire(stopping);
+  LogInfo("engine: stopped temporary retry thread ", temporary);
+}
+
+absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  // Where the retry threads will read from: what lies before is complete.
+  absl::StatusOr<std::map<int32_t, int64_t>> committed = retry_lag_->Committed(timeout);
+  if (!committed.ok()) return committed.status();
+  std::vector<ParkedRecord> parked;
+  absl::Status read = kafka::ScanTopic(
+      options_.bootstrap_servers, options_.kafka_properties, options_.retry.topic, *committed,
+      std::max(absl::Milliseconds(1), deadline - absl::Now()), [&parked](const Record& r) {
+        // A record with no key is unordered; one with unreadable headers
+        // goes to the dead-letter topic when a retry thread reads it.
+        if (!r.key.has_value()) return;
+        absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(r.headers);
+        if (!meta.ok()) return;
+        const int64_t since_ms = meta->first_failure_ms > 0 ? meta->first_failure_ms : meta->due_ms;
+        parked.push_back({{{meta->original_topic, meta->original_partition}, *r.key},
+                          meta->original_offset,
+                          absl::FromUnixMillis(since_ms),
+                          r.partition,
+                          r.offset});
+      });
+  if (!read.ok()) return read;
+  return parked;
+}
+
+absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline,
+                                     const Cancellation* cancel, const int* temporary,
+                                     absl::FunctionRef<absl::StatusOr<bool>()> quiet,
+                                     absl::FunctionRef<absl::Status()> late) {
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = EngineState::kDraining;
+  }
+  input_paused_.store(true, std::memory_order_relaxed);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != EngineState::kDraining) {
+        return absl::AbortedError(absl::StrCat("the engine is stopping; ", mode, " stays off"));
+      }
+    }
+    if (cancel != nullptr && cancel->cancelled()) {
+      AbandonSwitch(*temporary);
+      LogWarning("engine: the switch to ", mode, " was cancelled by its caller; input resumed, ",
+                 mode, " stays off");
+      return absl::CancelledError(absl::StrCat("the call was cancelled: input resumed, ", mode,
+                                               " stays off, nothing changed"));
+    }
+    if (PrimariesQuiet()) {
+      absl::StatusOr<bool> done = quiet();
+      if (!done.ok()) {
+        AbandonSwitch(*temporary);
+        return done.status();
+      }
+      if (*done) return absl::OkStatus();
+    }
+    if (absl::Now() >= deadline) {
+      AbandonSwitch(*temporary);
+      LogWarning("engine: the switch to ", mode, " timed out; ", mode, " stays off");
+      return late();
+    }
+    // Paces the checks; a Stop() or a cancellation ends the wait at once.
+    absl::MutexLock lock(&mu_);
+    const NotDrainingOrCancelled woken{&state_, cancel};
+    mu_.AwaitWithDeadline(absl::Condition(&woken),
+                          std::min(deadline, absl::Now() + kDrainCheckInterval));
+  }
+}
+
+void Engine::EndSwitch(Ordering to) {
+  ordering_.store(to, std::memory_order_relaxed);
+  input_paused_.store(false, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
+}
+
+absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
+                                                 const Cancellation* cancel) {
+  // No record may go to the retry topic between the read below and the
+  // switch, nor be on its way there during the read: it would be missing
+  // from what is parked, or parked where it no longer is. So the primaries
+  // pause, and the retry threads keep their keyed records in place from now
+  // on (as in key order), and the read waits for those they were sending.
+  key_order_coming_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // See Worker::MaySendBack.
+  absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
+  const int no_temporary = 0;
+  const absl::Status paused = PauseInputUntil(
+      "key order", deadline, cancel, &no_temporary,
+      [&]() -> absl::StatusOr<bool> {
+        if (const int64_t sending = keyed_sends_back_->load(std::memory_order_relaxed);
+            sending > 0) {
+          last_failure = absl::DeadlineExceededError(
+              absl::StrCat("retry threads were still sending ", sending, " keyed records back to ",
+                           options_.retry.topic));
+          return false;
+        }
+        absl::StatusOr<std::vector<ParkedRecord>> parked = ReadParkedRecords(
+            std::max(absl::Milliseconds(1), std::min(kReadParkedTimeout, deadline - absl::Now())));
+        if (parked.ok()) {
+          parking_.Rebuild(*parked);
+          return true;
+        }
+        last_failure = parked.status();
+        LogWarning("engine: reading the parked keys in ", options_.retry.topic, ": ",
+                   parked.status().message());
+        return false;
+      },
+      [&] {
+        return absl::Status(
+            absl::IsDeadlineExceeded(last_failure) ? absl::StatusCode::kDeadlineExceeded
+                                                   : absl::StatusCode::kUnavailable,
+            absl::StrCat("key order stays off, nothing changed: ", last_failure.message(),
+                         " when the deadline passed. Retry with a longer deadline"));
+      });
+  if (!paused.ok()) {
+    key_order_coming_.store(false, std::memory_order_relaxed);
+    return paused;
+  }
+  EndSwitch(Ordering::kKey);
+  key_order_coming_.store(false, std::memory_order_relaxed);
+  const KeyParking::Summary parked = parking_.summary();
+  LogInfo("engine: key order on; ", parked.keys, " keys parked behind ", parked.records,
+          " records in ", options_.retry.topic);
+  return parked.keys;
+}
+
+absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
+                                                          absl::Time deadline, bool drain,
+                                                          const Cancellation* cancel) {
+  int temporary = 0;  // A retry thread started to empty the backlog.
+  int64_t initial_lag = -1, lag = -1;
+  absl::Time last_progress_log = absl::Now();
+  // Whether the retry backlog is empty yet; starts a retry thread to empty
+  // it when draining and none runs.
+  auto drained = [&]() -> absl::StatusOr<bool> {
+    absl::StatusOr<int64_t> committed_lag = MeasureRetryBacklog(
+        std::max(absl::Milliseconds(1), std::min(kMeasureTimeout, deadline - absl::Now())));
+    if (!committed_lag.ok()) {
+      if (!drain) {
+        return absl::UnavailableError(absl::StrCat(
+            "the retry backlog could not be measured (", committed_lag.status().message(),
+            "); in-order mode stays off, since switching without knowing the retry topic is "
+            "empty could strand records there. Try again once Kafka answers"));
+      }
+      LogWarning("engine: drain: ", committed_lag.status().message());
+      return false;
+    }
+    lag = *committed_lag;
+    if (initial_lag < 0) initial_lag = lag;
+    if (lag == 0) return true;
+    if (!drain) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the retry topic holds a backlog of ", lag,
+          " records that in-order mode would "
+          "strand there (no retry thread reads it in order). Call SetInOrder with "
+          "drain_retries to empty it first, or start retry threads and let them empty it"));
+    }
+    if (temporary == 0 && RetryThreadCount() == 0) {
+      absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
+      if (!worker.ok()) {
+        return absl::Status(
+            worker.status().code(),
+            absl::StrCat("no retry thread could start to empty the retry "
+                         "backlog of ",
+                         lag, " records (", worker.status().message(), "); nothing changed"));
+      }
+      temporary = (*worker)->id();
+      absl::MutexLock lock(&mu_);
+      retries_.push_back(*std::move(worker));
+      LogInfo("engine: drain: no retry thread runs; started retry thread ", temporary,
+              " to empty the retry backlog of ", lag, " records");
+    }
+    if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
+      last_progress_log = absl::Now();
+      LogInfo("engine: drain: ", lag, " of ", initial_lag, " retry records left");
+    }
+    return false;
+  };
+  const absl::Status paused =
+      PauseInputUntil("in-order mode", deadline, cancel, &temporary, drained, [&] {
+        return absl::DeadlineExceededError(absl::StrCat(
+            drain ? "the retry backlog was not empty" : "input had not paused",
+            " when the deadline passed (",
+            lag >= 0 ? absl::StrCat(lag, " records left") : "backlog not measured",
+            "); nothing changed: in-order mode is off and the retry threads that ran still run. "
+            "Retry with a longer deadline"));
+      });
+  if (!paused.ok()) return paused;
+  return FinishSwitchToInOrder(initial_lag);
+}
+
+SetOrderingResult Engine::FinishSwitchToInOrder(int64_t drained) {
+  std::vector<std::unique_ptr<Worker>> stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping.swap(retries_);
+  }
+  std::vector<int> ids;
+  for (const auto& worker : stopping) ids.push_back(worker->id());
+  StopWorkers(stopping, /*graceful=*/true, StopDeadline());
+  Retire(stopping);
+  EndSwitch(Ordering::kInOrder);
+  if (drained > 0 || !ids.empty()) {
+    LogInfo("engine: drained ", drained, " retry records, stopped retry threads ", IdList(ids),
+            "; in-order mode on");
+  } else {
+    LogInfo("engine: retry backlog empty; in-order mode on");
+  }
+  SetOrderingResult result;
+  result.ordering = Ordering::kInOrder;
+  result.stopped_thread_ids = std::move(ids);
+  result.drained_records = std::max<int64_t>(0, drained);
+  return result;
+}
+
+}  // namespace retryd

@@ -1,0 +1,426 @@
+#include "server/engine/hand_offs.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+
+namespace retryd {
+namespace {
+
+constexpr absl::Duration kRedoDelay = absl::Seconds(1);
+// The smallest dead-letter record tried when a fitted one is refused too:
+// below any broker's limit, room for the retryd headers, the key and a
+// glimpse of the value.
+constexpr size_t kMinimalDeadLetterBytes = 16 * 1024;
+
+// The answer to an operator's dead-letter request whose hand-off was
+// dropped because its partition moved.
+absl::Status PartitionGivenUp(int thread_id) {
+  return absl::AbortedError(absl::StrCat(
+      "thread ", thread_id,
+      " gave up the record's partition before the dead-letter topic acknowledged it; its next "
+      "owner reads it again"));
+}
+
+// The retryd-* headers of an output record, in place of any of the same
+// names (as SetHeader would, in one pass).
+void AppendOutputHeaders(const HeldRecord& held, Headers& headers) {
+  std::erase_if(headers, [](const Header& h) {
+    return h.key == kOriginalTopicHeader || h.key == kOriginalPartitionHeader ||
+           h.key == kOriginalOffsetHeader || h.key == kAttemptHeader;
+  });
+  headers.reserve(headers.size() + 4);
+  headers.push_back(Header{std::string(kOriginalTopicHeader), held.record.topic});
+  headers.push_back(
+      Header{std::string(kOriginalPartitionHeader), absl::StrCat(held.record.partition)});
+  headers.push_back(Header{std::string(kOriginalOffsetHeader), absl::StrCat(held.record.offset)});
+  headers.push_back(Header{std::string(kAttemptHeader), absl::StrCat(held.attempt)});
+}
+
+}  // namespace
+
+const char* HandOffKindName(HandOffKind kind) {
+  switch (kind) {
+    case HandOffKind::kOutput:
+      return "output";
+    case HandOffKind::kRetry:
+      return "retry";
+    case HandOffKind::kDeadLetter:
+      return "dead-letter";
+    case HandOffKind::kHandBack:
+      return "hand-back";
+    case HandOffKind::kFollow:
+      return "follow";
+  }
+  return "unknown";
+}
+
+int HandOffMailbox::FailedHandOffs(const std::shared_ptr<CompletionTracker>& tracker) const {
+  absl::MutexLock lock(&redo_mu);
+  auto it = failed_hand_offs.find(tracker);
+  return it == failed_hand_offs.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+void HandOffMailbox::ForgetFailedHandOff(const HandOff& hand_off) {
+  if (!hand_off.failed_before) return;
+  auto it = failed_hand_offs.find(hand_off.tracker);
+  if (it == failed_hand_offs.end()) return;
+  if (auto at = it->second.find(hand_off.offset); at != it->second.end()) it->second.erase(at);
+  if (it->second.empty()) failed_hand_offs.erase(it);
+}
+
+void HandOffMailbox::Fail(std::string reason) {
+  {
+    absl::MutexLock lock(&redo_mu);
+    if (failed) return;
+    failed = true;
+  }
+  SetLastError(std::move(reason));
+}
+
+bool HandOffMailbox::has_failed() const {
+  absl::MutexLock lock(&redo_mu);
+  return failed;
+}
+
+void HandOffMailbox::Done(std::shared_ptr<HandOff> hand_off) {
+  // Released now, as they would be when freed.
+  hand_off->charge = ByteCharge();
+  hand_off->sent_back = ByteCharge();
+  absl::MutexLock lock(&done_mu);
+  done.push_back(std::move(hand_off));
+}
+
+RetryMetadata OriginOf(const HeldRecord& held) {
+  RetryMetadata m;
+  m.attempt = held.attempt;
+  m.first_failure_ms = held.first_failure_ms;
+  m.original_topic = held.record.topic;
+  m.original_partition = held.record.partition;
+  m.original_offset = held.record.offset;
+  m.original_timestamp_ms = held.record.timestamp_ms;
+  m.error = held.last_error;
+  return m;
+}
+
+std::optional<ParkedRecord> ParkedRecordOf(ThreadRole role, const HeldRecord& held) {
+  if (role != ThreadRole::kRetry || !held.record.key.has_value()) return std::nullopt;
+  return ParkedRecord{KeyOf(held.record), held.record.offset, absl::InfinitePast()};
+}
+
+HandOff OutputHandOff(ThreadRole role, HeldRecord& held, Outcome& outcome,
+                      const std::string& output_topic) {
+  HandOff h;
+  h.kind = HandOffKind::kOutput;
+  h.offset = held.source_offset;
+  h.origin = OriginOf(held);
+  h.release = ParkedRecordOf(role, held);
+  // The record is done with once it is handed off: its fields move into
+  // the output record rather than being copied.
+  h.record.topic = output_topic;
+  h.record.key = std::move(held.record.key);
+  // What the processor made of it, else the input as it was.
+  h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
+  h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
+  AppendOutputHeaders(held, h.record.headers);
+  return h;
+}
+
+HandOff RetryHandOff(HeldRecord held, HandOffKind kind, const std::string& retry_topic) {
+  HandOff h;
+  h.origin = OriginOf(held);
+  h.origin.due_ms = held.due_ms;
+  h.record.topic = retry_topic;
+  h.record.key = std::move(held.record.key);
+  h.record.value = std::move(held.record.value);
+  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
+  h.kind = kind;
+  h.offset = held.source_offset;
+  return h;
+}
+
+HandOff DeadLetterHandOff(ThreadRole role, const HeldRecord& held, std::string reason,
+                          const std::string& dead_letter_topic, int64_t now_ms) {
+  HandOff h;
+  h.release = ParkedRecordOf(role, held);
+  h.origin = OriginOf(held);
+  h.origin.due_ms = now_ms;
+  if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.error = std::move(reason);
+  h.record.topic = dead_letter_topic;
+  h.record.key = held.record.key;
+  h.record.value = held.record.value;
+  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
+  h.kind = HandOffKind::kDeadLetter;
+  h.offset = held.source_offset;
+  return h;
+}
+
+HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& error,
+                                   const std::string& dead_letter_topic, int64_t now_ms) {
+  HandOff h;
+  h.record.topic = dead_letter_topic;
+  h.record.key = record.key;
+  h.record.value = record.value;
+  h.record.headers = record.headers;  // Kept as found, for whoever investigates.
+  SetHeader(h.record.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
+  h.kind = HandOffKind::kDeadLetter;
+  h.offset = record.offset;
+  // Its own retry headers cannot be trusted: it is described by where it was read.
+  h.origin.due_ms = now_ms;
+  h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.original_topic = record.topic;
+  h.origin.original_partition = record.partition;
+  h.origin.original_offset = record.offset;
+  h.origin.original_timestamp_ms = record.timestamp_ms;
+  h.origin.error = error;
+  return h;
+}
+
+HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
+                         const std::string& dead_letter_topic, size_t max_message_bytes,
+                         int64_t now_ms) {
+  const size_t refused_size = RecordWireSize(hand_off.record);
+  if (hand_off.unfitted == nullptr) {
+    // The first refusal: the record to fit is the dead-letter record the
+    // source deserves, with the refusal added to why it got there.
+    RetryMetadata meta = hand_off.origin;
+    // A retry record carries the attempt to make next; the DLQ, those made.
+    if (hand_off.kind == HandOffKind::kRetry || hand_off.kind == HandOffKind::kHandBack ||
+        hand_off.kind == HandOffKind::kFollow) {
+      meta.attempt -= 1;
+    }
+    meta.due_ms = now_ms;
+    if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
+    const std::string refused =
+        absl::StrCat(HandOffKindName(hand_off.kind), " record refused by Kafka (", why, ")");
+    meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
+    auto unfitted = std::make_shared<OutgoingRecord>();
+    unfitted->topic = dead_letter_topic;
+    unfitted->key = std::move(hand_off.record.key);
+    unfitted->value = std::move(hand_off.record.value);
+    unfitted->headers = WithRetryHeaders(hand_off.record.headers, meta);
+    hand_off.unfitted = std::move(unfitted);
+  }
+  hand_off.fit += 1;
+  hand_off.record = FitDeadLetter(*hand_off.unfitted, max_message_bytes);
+  // Under the client's limit already, yet refused (the broker's limit is
+  // lower): only the smallest form can help.
+  if (hand_off.fit < 2 && RecordWireSize(hand_off.record) >= refused_size) hand_off.fit = 2;
+  if (hand_off.fit >= 2) {
+    hand_off.record = FitDeadLetter(*hand_off.unfitted, kMinimalDeadLetterBytes);
+  }
+  hand_off.kind = HandOffKind::kDeadLetter;
+  return hand_off;
+}
+
+HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
+                   std::shared_ptr<HandOffMailbox> mailbox)
+    : options_(options), producer_(producer), mailbox_(std::move(mailbox)) {}
+
+void HandOffs::Emit(HandOff hand_off, bool in_order) {
+  mailbox_->in_flight.fetch_add(1, std::memory_order_relaxed);
+  hand_off.in_order = in_order;
+  hand_off.charge = Charge(RecordBytes(hand_off.record));
+  auto shared = std::make_shared<HandOff>(std::move(hand_off));
+  std::shared_ptr<HandOffMailbox> mailbox = mailbox_;
+  // The callback owns the hand-off, so its value outlives the delivery
+  // report: Kafka reads it in place rather than holding a copy.
+  absl::Status status = producer_.ProduceInPlace(
+      shared->record,
+      kafka::PlacedCallback([mailbox, shared](absl::Status delivery, int32_t partition,
+                                              int64_t offset) mutable {
+        if (!delivery.ok()) {
+          OnFailed(mailbox, std::move(*shared), delivery);
+        } else {
+          if (shared->parks) {
+            mailbox->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
+          }
+          OnDelivered(mailbox, *shared);
+        }
+        mailbox->Done(std::move(shared));
+      }));
+  if (!status.ok()) OnFailed(mailbox_, std::move(*shared), status);
+}
+
+void HandOffs::FreeDone() {
+  {
+    absl::MutexLock lock(&mailbox_->done_mu);
+    if (mailbox_->done.empty()) return;
+    freeing_.swap(mailbox_->done);
+  }
+  freeing_.clear();
+}
+
+ByteCharge HandOffs::Charge(int64_t bytes) const {
+  // Aliasing the mailbox: a charge in a delivery report keeps it alive.
+  return ByteCharge(std::shared_ptr<std::atomic<int64_t>>(mailbox_, &mailbox_->held_bytes), bytes);
+}
+
+void HandOffs::OnDelivered(const std::shared_ptr<HandOffMailbox>& mailbox, HandOff& hand_off) {
+  // Only a hand-off that failed before, or one emitted in order (which may
+  // have overtaken a failed one), has anything to do with the redo state.
+  if (hand_off.failed_before || hand_off.in_order) {
+    absl::MutexLock lock(&mailbox->redo_mu);
+    auto it = mailbox->failed_hand_offs.find(hand_off.tracker);
+    // In order, an earlier record of the partition waits to be sent again:
+    // this one got in ahead of it. It is sent again after it, so the output
+    // reads as a replay from the failed record on, as after a restart,
+    // rather than with the failed record moved behind later ones.
+    if (hand_off.in_order && it != mailbox->failed_hand_offs.end() && !it->second.empty() &&
+        *it->second.begin() < hand_off.offset && !hand_off.tracker->abandoned()) {
+      if (!hand_off.failed_before) {
+        hand_off.failed_before = true;
+        it->second.insert(hand_off.offset);
+      }
+      mailbox->redo.push_back({std::move(hand_off), absl::Now(), {}});
+      return;
+    }
+    mailbox->ForgetFailedHandOff(hand_off);
+  }
+  if (hand_off.release) {
+    mailbox->parking->Release(hand_off.release->key, hand_off.release->offset);
+  }
+  hand_off.tracker->Complete(hand_off.offset);
+  if (hand_off.kind == HandOffKind::kRetry || hand_off.kind == HandOffKind::kFollow) {
+    mailbox->counters.Add(&Counters::sent_to_retry);
+  }
+  if (hand_off.kind == HandOffKind::kFollow) mailbox->counters.Add(&Counters::followed);
+  if (hand_off.kind == HandOffKind::kDeadLetter) {
+    mailbox->counters.Add(&Counters::dead_lettered);
+  }
+  if (hand_off.requested_by != nullptr) hand_off.requested_by->Answer(absl::OkStatus());
+  mailbox->HandOffDone();
+}
+
+void HandOffs::OnFailed(const std::shared_ptr<HandOffMailbox>& mailbox, HandOff hand_off,
+                        const absl::Status& status) {
+  const HandOffKind kind = hand_off.kind;
+  const std::string topic = hand_off.record.topic;
+  // Purged at shutdown, or the partition moved: the next owner reads the
+  // source record again, so there is nothing to re-send.
+  const bool fatal = absl::IsInternal(status);
+  if (!fatal && (hand_off.tracker->abandoned() || absl::IsCancelled(status))) {
+    {
+      absl::MutexLock lock(&mailbox->redo_mu);
+      mailbox->ForgetFailedHandOff(hand_off);
+    }
+    if (hand_off.requested_by != nullptr) {
+      hand_off.requested_by->Answer(PartitionGivenUp(mailbox->id()));
+    }
+    mailbox->HandOffDone();
+    return;
+  }
+  // The producer is unusable, or the topic is gone or forbidden (after
+  // librdkafka's own retries): no record can get through, so waiting would
+  // only hide it. The thread fails; its partitions go to another member
+  // from the last committed offset, which is below this record.
+  if (fatal || absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
+      (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
+    const std::string reason =
+        absl::StrCat(HandOffKindName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
+                     hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
+                     " to ", topic, " failed for good: ", status.message());
+    if (!mailbox->has_failed()) {
+      LogError("thread ", mailbox->id(), ": ", reason, "; the thread fails");
+    }
+    if (hand_off.requested_by != nullptr) {
+      hand_off.requested_by->Answer(absl::InternalError(reason));
+    }
+    mailbox->Fail(reason);
+    mailbox->HandOffDone();
+    return;
+  }
+  const absl::Time now = absl::Now();
+  Redo redo;
+  redo.not_before = now + kRedoDelay;
+  if (absl::IsInvalidArgument(status)) {
+    redo.refused = std::string(status.message());
+    redo.not_before = now;  // Nothing to wait for: the record changes.
+  }
+  if (!mailbox->has_failed()) mailbox->SetLastError(std::string(status.message()));
+  size_t waiting = 0;
+  {
+    absl::MutexLock lock(&mailbox->redo_mu);
+    if (!hand_off.failed_before) {
+      hand_off.failed_before = true;
+      mailbox->failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
+    }
+    redo.hand_off = std::move(hand_off);
+    mailbox->redo.push_back(std::move(redo));
+    waiting = mailbox->redo.size();
+  }
+  // A refused record is logged when it is replaced (DrainRedo).
+  if (int64_t held_back = 0;
+      !absl::IsInvalidArgument(status) && mailbox->redo_log.Allow(now, &held_back)) {
+    LogWarning("thread ", mailbox->id(), ": ", HandOffKindName(kind), " hand-off to ", topic,
+               " failed (", status.message(), "); sending it again (", waiting,
+               " waiting to be sent again)", LogThrottle::HeldBackNote(held_back));
+  }
+}
+
+void HandOffs::DrainRedo(bool force, bool in_order) {
+  std::vector<Redo> ready;
+  {
+    absl::MutexLock lock(&mailbox_->redo_mu);
+    const absl::Time now = absl::Now();
+    // In order, once one of a partition's hand-offs is due, all of that
+    // partition's go, in offset order: a replay must follow the re-send of
+    // the record it overtook.
+    std::set<CompletionTracker*> due_in_order;
+    for (const Redo& redo : mailbox_->redo) {
+      if (redo.hand_off.in_order && (force || redo.not_before <= now)) {
+        due_in_order.insert(redo.hand_off.tracker.get());
+      }
+    }
+    for (auto it = mailbox_->redo.begin(); it != mailbox_->redo.end();) {
+      if (force || it->not_before <= now || due_in_order.contains(it->hand_off.tracker.get())) {
+        ready.push_back(std::move(*it));
+        it = mailbox_->redo.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::stable_sort(ready.begin(), ready.end(), [](const Redo& a, const Redo& b) {
+    return std::make_pair(a.hand_off.tracker.get(), a.hand_off.offset) <
+           std::make_pair(b.hand_off.tracker.get(), b.hand_off.offset);
+  });
+  for (Redo& redo : ready) {
+    mailbox_->HandOffDone();
+    HandOff& h = redo.hand_off;
+    if (h.tracker->abandoned()) {
+      if (h.requested_by != nullptr) {
+        h.requested_by->Answer(PartitionGivenUp(mailbox_->id()));
+      }
+      absl::MutexLock lock(&mailbox_->redo_mu);
+      mailbox_->ForgetFailedHandOff(h);
+      continue;
+    }
+    if (!redo.refused.empty()) {
+      LogWarning("thread ", mailbox_->id(), ": ", h.origin.original_topic, "/",
+                 h.origin.original_partition, "@", h.origin.original_offset, ": Kafka refused its ",
+                 HandOffKindName(h.kind), " record (", redo.refused,
+                 "); dead-lettering it cut to fit");
+      Emit(FittedDeadLetter(std::move(h), redo.refused, options_.dead_letter_topic,
+                            static_cast<size_t>(producer_.max_message_bytes()),
+                            absl::ToUnixMillis(absl::Now())),
+           in_order);
+      continue;
+    }
+    Emit(std::move(h), in_order);
+  }
+}
+
+bool HandOffs::Broken() {
+  if (absl::Status fatal = producer_.FatalError(); !fatal.ok() && !mailbox_->has_failed()) {
+    LogError("thread ", mailbox_->id(), ": ", fatal.message(), "; the thread fails");
+    mailbox_->Fail(std::string(fatal.message()));
+  }
+  return mailbox_->has_failed();
+}
+
+}  // namespace retryd
