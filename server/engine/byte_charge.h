@@ -60,6 +60,15 @@ class ByteCharge {
   ByteCharge& operator=(const ByteCharge&) = delete;
 
   int64_t bytes() const { return bytes_; }
+  bool charged() const { return account_ != nullptr; }
+
+  // The same record in another form (a hand-off made of a held record):
+  // the account moves by the difference only, so the bytes are never
+  // counted twice nor let go of in between. Requires charged().
+  void Resize(int64_t bytes) {
+    account_->fetch_add(bytes - bytes_, std::memory_order_relaxed);
+    bytes_ = bytes;
+  }
 
  private:
   void Release() {

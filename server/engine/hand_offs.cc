@@ -126,6 +126,7 @@ HandOff OutputHandOff(ThreadRole role, HeldRecord& held, Outcome& outcome,
   h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
   h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
   AppendOutputHeaders(held, h.record.headers);
+  h.charge = std::move(held.charge);  // The bytes moved; so does their charge.
   return h;
 }
 
@@ -139,6 +140,7 @@ HandOff RetryHandOff(HeldRecord held, HandOffKind kind, const std::string& retry
   h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
   h.kind = kind;
   h.offset = held.source_offset;
+  h.charge = std::move(held.charge);
   return h;
 }
 
@@ -224,7 +226,13 @@ HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
 void HandOffs::Emit(HandOff hand_off, bool in_order) {
   mailbox_->in_flight.fetch_add(1, std::memory_order_relaxed);
   hand_off.in_order = in_order;
-  hand_off.charge = Charge(RecordBytes(hand_off.record));
+  // A hand-off made of a held record carries its charge: resized, never
+  // charged twice while the held record is still alive.
+  if (hand_off.charge.charged()) {
+    hand_off.charge.Resize(RecordBytes(hand_off.record));
+  } else {
+    hand_off.charge = Charge(RecordBytes(hand_off.record));
+  }
   auto shared = std::make_shared<HandOff>(std::move(hand_off));
   std::shared_ptr<HandOffMailbox> mailbox = mailbox_;
   // The callback owns the hand-off, so its value outlives the delivery

@@ -3,6 +3,7 @@
 // send again, drop, fail the thread).
 #include "server/engine/hand_offs.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -96,6 +97,32 @@ TEST(HandOffRecordsTest, RetryRecordCarriesItsNextAttemptAndDueTime) {
   EXPECT_EQ(meta->first_failure_ms, 1000);
   EXPECT_EQ(meta->original_offset, 41);
   EXPECT_EQ(meta->error, "timeout");
+}
+
+// The bytes a held record hands off are counted once: the hand-off takes
+// the held record's charge, and Emit resizes it to what goes to Kafka, so
+// the budget never sees the record twice while the held one still lives.
+TEST(HandOffRecordsTest, OutputAndRetryTakeOverTheHeldRecordsCharge) {
+  auto account = std::make_shared<std::atomic<int64_t>>(0);
+  HeldRecord held = Held();
+  held.charge = ByteCharge(account, 100);
+  Outcome outcome;
+  HandOff out = OutputHandOff(ThreadRole::kRetry, held, outcome, "orders.out");
+  EXPECT_EQ(account->load(), 100);
+  EXPECT_EQ(held.charge.bytes(), 0);
+  EXPECT_EQ(out.charge.bytes(), 100);
+  out.charge.Resize(130);  // The output headers added.
+  EXPECT_EQ(account->load(), 130);
+  out = HandOff();
+  EXPECT_EQ(account->load(), 0);
+
+  HeldRecord retried = Held();
+  retried.charge = ByteCharge(account, 50);
+  HandOff retry = RetryHandOff(std::move(retried), HandOffKind::kRetry, "orders.retry");
+  EXPECT_EQ(account->load(), 50);
+  EXPECT_EQ(retry.charge.bytes(), 50);
+  retry = HandOff();
+  EXPECT_EQ(account->load(), 0);
 }
 
 TEST(HandOffRecordsTest, DeadLetterSaysWhyAndWhen) {
