@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/autoscaler.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -223,6 +224,15 @@ Engine::ControlSlot Engine::TakeControlLocked() {
   return ControlSlot(this);
 }
 
+void Engine::AssertControlHeld(const ControlSlot* control) const {
+  if constexpr (kDebugChecks) {
+    absl::MutexLock lock(&mu_);
+    RETRYD_DCHECK(control_busy_, "the engine's control slot is held");
+    RETRYD_DCHECK(control == nullptr || control->engine_ == this,
+                  "the control slot held is this engine's");
+  }
+}
+
 void Engine::EndControl() {
   absl::MutexLock lock(&mu_);
   control_busy_ = false;
@@ -411,6 +421,7 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const Control
                                                                    std::vector<int> ids,
                                                                    bool graceful,
                                                                    absl::Time deadline) {
+  AssertControlHeld(&control);
   std::vector<std::unique_ptr<Worker>> stopping;
   // A thread stopped without grace leaves without committing; the others
   // still prepare for the rebalance its leaving causes.

@@ -106,6 +106,7 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
 
 absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control,
                                                             Ordering to) {
+  AssertControlHeld(&control);
   int wanted = options_.retry.threads;
   // in order configured forces retry.threads to 0, yet the retry topic
   // needs a reader once failures go there again.
@@ -162,6 +163,7 @@ bool Engine::PrimariesQuiet() const {
 }
 
 void Engine::AbandonSwitch(int temporary) {
+  AssertControlHeld(nullptr);
   input_paused_.store(false, std::memory_order_relaxed);
   std::vector<std::unique_ptr<Worker>> stopping;
   {
@@ -209,6 +211,7 @@ absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline
                                      const Cancellation* cancel, const int* temporary,
                                      absl::FunctionRef<absl::StatusOr<bool>()> quiet,
                                      absl::FunctionRef<absl::Status()> late) {
+  AssertControlHeld(nullptr);
   {
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
@@ -258,6 +261,7 @@ void Engine::EndSwitch(Ordering to) {
 
 absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
                                                  const Cancellation* cancel) {
+  AssertControlHeld(&control);
   // No record may go to the retry topic between the read below and the
   // switch, nor be on its way there during the read: it would be missing
   // from what is parked, or parked where it no longer is. So the primaries
@@ -310,6 +314,7 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
 absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
                                                           absl::Time deadline, bool drain,
                                                           const Cancellation* cancel) {
+  AssertControlHeld(&control);
   int temporary = 0;  // A retry thread started to empty the backlog.
   int64_t initial_lag = -1, lag = -1;
   absl::Time last_progress_log = absl::Now();
@@ -373,6 +378,7 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
 }
 
 SetOrderingResult Engine::FinishSwitchToInOrder(int64_t drained) {
+  AssertControlHeld(nullptr);
   std::vector<std::unique_ptr<Worker>> stopping;
   {
     absl::MutexLock lock(&mu_);

@@ -148,6 +148,7 @@ bool Worker::CanCall(const TopicPartition& tp) const {
 }
 
 void Worker::Run() {
+  thread_owner_.Bind();
   SetThreadName(absl::StrCat(ThreadRoleName(role_), "-", id_));
   const absl::Duration commit_interval = absl::Milliseconds(context_.options->commit_interval_ms);
   next_commit_ = absl::Now() + commit_interval;
@@ -285,6 +286,7 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
 }
 
 void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
+  thread_owner_.Check("a worker handles records on its own thread");
   const std::shared_ptr<CompletionTracker> tracker = partitions_.Tracker(tp);
   if (tracker == nullptr) {
     // Not ours (a record fetched before a revoke): the owner reads it again.
@@ -402,6 +404,7 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
 }
 
 void Worker::Attempt(HeldRecord held) {
+  thread_owner_.Check("a worker attempts records on its own thread");
   const absl::Time now = absl::Now();
   held.waiting = ByteCharge();  // No longer waiting: the gate counts the others.
   // The record's identity (a hash of its topic) only matters while the
@@ -429,6 +432,7 @@ void Worker::Attempt(HeldRecord held) {
 }
 
 void Worker::TakeFinishedCalls() {
+  thread_owner_.Check("a worker concludes its calls on its own thread");
   calls_.TakeFinished([this](Calls::Call call, Outcome outcome) {
     // Cancelled by retryd (a stop, a revoke): the record is read again by
     // whoever owns its partition next, and uses up no attempt.
@@ -873,6 +877,7 @@ void Worker::NoteCommitted(const kafka::CommitOffsets& offsets) {
 }
 
 void Worker::Commit() {
+  thread_owner_.Check("a worker commits on its own thread");
   kafka::CommitOffsets offsets = partitions_.Moved();
   if (offsets.empty()) return;
   if (absl::Status s = consumer_->Commit(offsets, /*async=*/true); !s.ok()) {

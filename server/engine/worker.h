@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/common/debug_check.h"
 #include "server/common/log_throttle.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
@@ -345,6 +346,9 @@ class Worker : public kafka::ConsumerListener {
 
   // Everything below belongs to the worker's thread (and to Start() before
   // the thread exists): no lock.
+  // The worker's thread, once Run() begins: its methods check it in debug
+  // builds.
+  ThreadOwner thread_owner_;
   std::unique_ptr<kafka::Consumer> consumer_;
   Backoff backoff_;
   DueScheduler scheduler_;

@@ -29,6 +29,7 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 }  // namespace
 
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
+  thread_owner_.Check("a worker is assigned partitions on its own thread");
   partitions_.Assign(partitions);
   if (!partitions.empty()) {
     // A record retried in place by the previous owner resumes where it was;
@@ -80,6 +81,7 @@ void Worker::AwaitHandOffs(const std::vector<TopicPartition>& tps, absl::Time de
 }
 
 void Worker::OnRevoked(const std::vector<TopicPartition>& partitions, bool lost) {
+  thread_owner_.Check("a worker gives partitions up on its own thread");
   LogInfo("thread ", id_, ": ", lost ? "lost " : "revoked ", partitions.size(), " partitions");
   const bool graceful = graceful_.load(std::memory_order_relaxed);
   absl::Time deadline = absl::Now() + absl::Milliseconds(context_.options->shutdown_timeout_ms);
@@ -170,6 +172,7 @@ bool Worker::AwaitRebalanced(absl::Time deadline) { return checkpoint_.AwaitReba
 void Worker::ReleaseCheckpoint() { checkpoint_.Release(); }
 
 void Worker::ServeCheckpoint() {
+  thread_owner_.Check("a worker serves a checkpoint on its own thread");
   absl::Time deadline;
   const RebalanceCheckpoint::Step step = checkpoint_.Take(&deadline);
   if (step == RebalanceCheckpoint::Step::kReleased && quiesced_) {

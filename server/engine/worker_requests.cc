@@ -46,6 +46,7 @@ void Worker::Post(std::shared_ptr<WorkerRequest> request) {
 }
 
 void Worker::ServeRequests(bool serving) {
+  thread_owner_.Check("a worker serves requests on its own thread");
   std::vector<std::shared_ptr<WorkerRequest>> requests;
   {
     absl::MutexLock lock(&mailbox_->call_mu);

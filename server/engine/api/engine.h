@@ -282,6 +282,9 @@ class Engine {
   ControlSlot TakeControlLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Only ~ControlSlot calls it.
   void EndControl() ABSL_LOCKS_EXCLUDED(mu_);
+  // In debug builds, aborts unless the control slot is held (by `control`,
+  // if given): the check behind each "REQUIRES: ... control ... held".
+  void AssertControlHeld(const ControlSlot* control) const ABSL_LOCKS_EXCLUDED(mu_);
   // REQUIRES: mu_ held.
   absl::Status CheckRunning() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every primary has paused its partitions (so none is halfway through a
