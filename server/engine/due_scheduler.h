@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -60,6 +61,19 @@ struct HeldRecord {
   // Its bytes, charged to the thread that holds it until it is done there.
   ByteCharge charge;
 };
+
+// A record just read from `source` at `offset`, at `read_ms`, its bytes
+// `charge`d: what every held record starts from (its first attempt). The
+// reader fills in the record itself.
+inline HeldRecord ReadFrom(const TopicPartition& source, int64_t offset, int64_t read_ms,
+                           ByteCharge charge) {
+  HeldRecord held;
+  held.charge = std::move(charge);
+  held.source = source;
+  held.source_offset = offset;
+  held.read_ms = read_ms;
+  return held;
+}
 
 class DueScheduler {
  public:

@@ -13,6 +13,7 @@
 #include "server/common/logging.h"
 #include "server/engine/autoscaler.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 

@@ -12,6 +12,7 @@
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 

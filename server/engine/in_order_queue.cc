@@ -42,12 +42,9 @@ bool InOrderQueue::DrainReady(absl::Time deadline,
     auto it = waiting_.find(tp);
     while (it != waiting_.end() && !it->second.empty() && may_take(tp) && absl::Now() < deadline) {
       std::deque<Waiting>& queue = it->second;
-      HeldRecord held;
-      held.source = tp;
-      held.source_offset = queue.front().record.offset;
-      held.read_ms = queue.front().read_ms;
+      HeldRecord held = ReadFrom(tp, queue.front().record.offset, queue.front().read_ms,
+                                 std::move(queue.front().charge));
       held.record = std::move(queue.front().record);
-      held.charge = std::move(queue.front().charge);
       queue.pop_front();
       start(std::move(held));
       progressed = true;

@@ -163,6 +163,11 @@ std::vector<TopicPartition> Partitions::KeysUnknown() const {
   return unknown;
 }
 
+bool Partitions::any_keys_unknown() const {
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [](const auto& e) { return e.second.keys_unknown; });
+}
+
 void Partitions::ClearKeysUnknown() {
   for (auto& [tp, e] : entries_) e.keys_unknown = false;
 }

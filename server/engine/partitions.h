@@ -76,6 +76,7 @@ class Partitions {
   bool keys_unknown(const TopicPartition& tp) const;
   void SetKeysUnknown(const std::vector<TopicPartition>& tps);
   std::vector<TopicPartition> KeysUnknown() const;
+  bool any_keys_unknown() const;  // KeysUnknown() is not empty; no copy.
   void ClearKeysUnknown();
 
   InOrderQueue& queue() { return queue_; }

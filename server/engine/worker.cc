@@ -30,17 +30,6 @@ constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-// A record just read from `tp` at `offset`, at `read_ms`, its bytes
-// `charge`d: what every held record starts from (its first attempt).
-HeldRecord ReadFrom(const TopicPartition& tp, int64_t offset, int64_t read_ms, ByteCharge charge) {
-  HeldRecord held;
-  held.charge = std::move(charge);
-  held.source = tp;
-  held.source_offset = offset;
-  held.read_ms = read_ms;
-  return held;
-}
-
 uint64_t BackoffSeed(const EngineOptions& options, int id) {
   if (options.retry.seed != 0) return options.retry.seed * 1000003u + static_cast<uint64_t>(id);
   return std::random_device{}();
@@ -179,7 +168,7 @@ bool Worker::Housekeep(absl::Duration commit_interval) {
   hand_offs_.DrainRedo(/*force=*/false, InOrder());
   hand_offs_.FreeDone();
   if (role_ == ThreadRole::kPrimary && KeyOrder()) {
-    if (absl::Now() >= next_learn_ && !partitions_.KeysUnknown().empty()) LearnParkedKeys();
+    if (absl::Now() >= next_learn_ && partitions_.any_keys_unknown()) LearnParkedKeys();
     if (absl::Now() >= next_sweep_) SweepParkedKeys();
   }
   if (role_ == ThreadRole::kRetry) {

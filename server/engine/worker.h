@@ -20,7 +20,7 @@
 // With an asynchronous processor a worker keeps up to max_concurrent_calls()
 // calls in flight: in order, at most one per partition; in key order, at
 // most one per key; otherwise any. The
-// outcomes come back through the Mailbox and are handled on the worker's
+// outcomes come back through the WorkerMailbox and are handled on the worker's
 // thread, which the consumer's Wake() brings out of its poll.
 //
 // An input offset is committed only below the lowest record whose outcome is
@@ -70,41 +70,12 @@
 #include "server/engine/partitions.h"
 #include "server/engine/rebalance_checkpoint.h"
 #include "server/engine/stats/thread_stats.h"
+#include "server/engine/worker_context.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
 #include "server/model/record.h"
 
 namespace retryd {
-
-// What every worker shares; owned by the Engine, outlives its workers.
-struct WorkerContext {
-  const EngineOptions* options = nullptr;
-  Processor* processor = nullptr;
-  kafka::Producer* producer = nullptr;
-  // Read per record, so a runtime switch takes effect at the next record.
-  const std::atomic<Ordering>* ordering = nullptr;
-  // While set, primary threads pause all their partitions (a drain).
-  const std::atomic<bool>* input_paused = nullptr;
-  // Whether the processor's downstream takes calls; while it does not, every
-  // thread pauses its partitions.
-  DownstreamGate* gate = nullptr;
-  // Key order: the keys parked in the retry topic.
-  KeyParking* parking = nullptr;
-  // Set while key order is being switched on (Engine::SwitchToKeyOrder):
-  // retry threads already keep their keyed records where they are in the
-  // retry topic, as in key order, rather than send them back to it.
-  const std::atomic<bool>* key_order_coming = nullptr;
-  // Keyed records retry threads are sending back to the retry topic (a
-  // re-send after a failure, a hand-back), not yet acknowledged or given
-  // up: the switch to key order waits for none before it reads which keys
-  // are parked, so none is missed or placed where it no longer is.
-  std::shared_ptr<std::atomic<int64_t>> keyed_sends_back;
-  // Key order: the records parked in the retry topic (Engine's
-  // ReadParkedRecords), and the retry group's committed offsets, by retry
-  // partition. Both block up to their timeout; any thread.
-  std::function<absl::StatusOr<std::vector<ParkedRecord>>(absl::Duration)> read_parked;
-  std::function<absl::StatusOr<std::map<int32_t, int64_t>>(absl::Duration)> retry_committed;
-};
 
 class Worker : public kafka::ConsumerListener {
  public:

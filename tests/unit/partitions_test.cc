@@ -79,7 +79,9 @@ TEST(PartitionsTest, RevokeErasesEveryTraceAndNamesThePausedOnes) {
   EXPECT_FALSE(p.all_paused());
   p.NotePaused({kB}, true);
   EXPECT_TRUE(p.all_paused());
+  EXPECT_FALSE(p.any_keys_unknown());
   p.SetKeysUnknown({kA});
+  EXPECT_TRUE(p.any_keys_unknown());
   p.queue().Wait(kA, {});
   HeldRecord in_progress;
   in_progress.source = kA;
@@ -98,6 +100,7 @@ TEST(PartitionsTest, RevokeErasesEveryTraceAndNamesThePausedOnes) {
   EXPECT_FALSE(p.paused(kA));
   EXPECT_FALSE(p.keys_unknown(kA));
   EXPECT_TRUE(p.KeysUnknown().empty());
+  EXPECT_FALSE(p.any_keys_unknown());
   EXPECT_FALSE(p.queue().HasWaiting(kA));
   EXPECT_EQ(p.lanes().waiting(), 0);
   EXPECT_TRUE(p.paused(kB));

@@ -36,13 +36,14 @@
 #include "server/engine/stats/counters.h"
 #include "server/engine/stats/latest_measurement.h"
 #include "server/engine/stats/thread_stats.h"
-#include "server/engine/worker.h"
+#include "server/engine/worker_context.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 
 namespace retryd {
 
 class Autoscaler;
+class Worker;
 
 // Sums over every thread the engine ran, stopped ones included.
 struct EngineTotals : Counters {
