@@ -60,9 +60,9 @@ constexpr int kInputPartitions = 32;
 // (at most two minutes), so the engine takes no record while the bench
 // switches conditions (opening watchers takes seconds, in which the engine
 // would otherwise get through the input meant for the segments).
-class ValvedProcessor : public Processor {
+class ValvedProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
+  engine::Outcome Process(const Record& record, int attempt) override {
     if (closed_.load(std::memory_order_acquire)) {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(
@@ -132,7 +132,8 @@ double TimedGetStatus(v1::Control::Stub& stub) {
 // second, and a coarser look would blur its end.
 // False at once if the input holds fewer than `target` records (the engine
 // got through them while the conditions switched), or at `deadline`.
-bool WaitProcessed(const Engine& engine, int64_t target, int64_t available, absl::Time deadline) {
+bool WaitProcessed(const engine::Engine& engine, int64_t target, int64_t available,
+                   absl::Time deadline) {
   if (target > available) return false;
   while (engine.Totals().succeeded < target) {
     if (absl::Now() > deadline) return false;
@@ -221,11 +222,12 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.commit_interval_ms = 1000;
   auto processor = std::make_unique<ValvedProcessor>();
   ValvedProcessor* valve = processor.get();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(processor));
   if (!engine.ok() || !(*engine)->Start().ok()) {
     std::fprintf(stderr, "the engine did not start\n");
     return 1;

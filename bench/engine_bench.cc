@@ -47,7 +47,7 @@ struct Scenario {
   double flaky_fraction;
 };
 
-std::unique_ptr<Processor> FlakyProcessor() {
+std::unique_ptr<engine::Processor> FlakyProcessor() {
   retryd::v1::SimulateConfig config;
   auto* flaky = config.add_rule();
   flaky->set_key_prefix("flaky-");
@@ -72,9 +72,9 @@ struct Overrides {
 
 double RunScenario(const Scenario& s, int records, const Overrides& overrides) {
   const testing::TestTopics topics = testing::CreateTopics("bench");
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   if (!s.output) options.output_topic.clear();
-  options.ordering = s.in_order ? Ordering::kInOrder : Ordering::kUnordered;
+  options.ordering = s.in_order ? engine::Ordering::kInOrder : engine::Ordering::kUnordered;
   options.retry.threads = s.retry_threads;
   options.retry.backoff = {.initial_ms = 1, .multiplier = 1.0, .max_ms = 1};
   options.commit_interval_ms = 1000;
@@ -82,14 +82,15 @@ double RunScenario(const Scenario& s, int records, const Overrides& overrides) {
   if (overrides.fetch_wait_ms > 0) {
     options.kafka_properties["fetch.wait.max.ms"] = absl::StrCat(overrides.fetch_wait_ms);
   }
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, FlakyProcessor());
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, FlakyProcessor());
   if (!engine.ok() || !(*engine)->Start().ok()) return -1;
   testing::WaitFor([&] { return testing::AllAssigned(**engine, 3); }, absl::Seconds(60));
   const absl::Time start = absl::Now();
   testing::ProduceKeys(topics.input, Keys(records, s.flaky_fraction));
   const bool done = testing::WaitFor(
       [&] {
-        const EngineTotals t = (*engine)->Totals();
+        const engine::EngineTotals t = (*engine)->Totals();
         return t.succeeded >= records && t.in_flight == 0;
       },
       absl::Seconds(300));

@@ -17,12 +17,12 @@
 
 namespace retryd::bench {
 
-class GatedProcessor : public Processor {
+class GatedProcessor : public engine::Processor {
  public:
-  explicit GatedProcessor(std::unique_ptr<Processor> inner) : inner_(std::move(inner)) {}
+  explicit GatedProcessor(std::unique_ptr<engine::Processor> inner) : inner_(std::move(inner)) {}
 
   // Until Open(), waits for it (at most two minutes), then asks `inner`.
-  Outcome Process(const Record& record, int attempt) override {
+  engine::Outcome Process(const Record& record, int attempt) override {
     if (!open_.HasBeenNotified()) {
       reached_.store(true);
       open_.WaitForNotificationWithTimeout(absl::Seconds(120));
@@ -35,7 +35,7 @@ class GatedProcessor : public Processor {
   void Open() { open_.Notify(); }
 
  private:
-  const std::unique_ptr<Processor> inner_;
+  const std::unique_ptr<engine::Processor> inner_;
   std::atomic<bool> reached_{false};
   absl::Notification open_;
 };

@@ -83,7 +83,7 @@ struct Workload {
 // partition is flaky.
 bool IsFlakyKey(int64_t k) { return (k / kPartitions) % kFlakyEvery == 0; }
 
-std::string KeyOf(const Workload& w, int64_t i) {
+std::string engine::KeyOf(const Workload& w, int64_t i) {
   const int64_t k = i % w.keys;
   return absl::StrCat(IsFlakyKey(k) ? "flaky-" : "ok-", k);
 }
@@ -117,7 +117,7 @@ class InputProducer {
     record.value = std::string(static_cast<size_t>(std::max(0, w.value_bytes)), 'v');
     for (int64_t i = 0; i < w.records; ++i) {
       record.partition = static_cast<int32_t>(i % kPartitions);
-      record.key = KeyOf(w, i);
+      record.key = engine::KeyOf(w, i);
       const absl::Status s = producer_->Produce(record, [&failed](absl::Status delivered) {
         if (!delivered.ok()) failed.fetch_add(1);
       });
@@ -145,13 +145,14 @@ class InputProducer {
 
 // The flaky keys refused (the downstream answers them UNAVAILABLE) until
 // their third attempt; every other record done at once.
-class RefusingProcessor : public Processor {
+class RefusingProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
+  engine::Outcome Process(const Record& record, int attempt) override {
     if (absl::StartsWith(record.key.value_or(""), "flaky-") && attempt < 3) {
-      return Outcome::Unavailable("UNAVAILABLE: try later", Outcome::Kind::kRetriable);
+      return engine::Outcome::Unavailable("UNAVAILABLE: try later",
+                                          engine::Outcome::Kind::kRetriable);
     }
-    return Outcome::Ok();
+    return engine::Outcome::Ok();
   }
 };
 
@@ -163,10 +164,11 @@ struct Run {
   double p50_ms = -1, p99_ms = -1;  // End-to-end latency of healthy records.
 };
 
-Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failures, bool refused) {
+Run RunOnce(const Workload& w, engine::Ordering ordering, int retry_threads, bool failures,
+            bool refused) {
   Run run;
-  const testing::TestTopics topics = Topics(absl::StrCat("hol-", OrderingName(ordering)));
-  EngineOptions options = testing::TestEngineOptions(topics);
+  const testing::TestTopics topics = Topics(absl::StrCat("hol-", engine::OrderingName(ordering)));
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.ordering = ordering;
   options.retry.threads = retry_threads;
   options.retry.max_attempts = 5;
@@ -189,19 +191,20 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
   // a producer id or the input topic's metadata.
   std::unique_ptr<InputProducer> producer = InputProducer::Create(topics.input);
   if (producer == nullptr) return run;
-  std::unique_ptr<Processor> processor;
+  std::unique_ptr<engine::Processor> processor;
   if (refused && failures) {
     processor = std::make_unique<RefusingProcessor>();
   } else {
     processor = std::make_unique<SimulateProcessor>(config);
   }
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(processor));
   if (!engine.ok() || !(*engine)->Start().ok()) return run;
   // Running, not draining: in KEY and IN_ORDER the engine reads the retry
   // topic before it takes input.
   if (!testing::WaitFor(
           [&] {
-            return (*engine)->state() == EngineState::kRunning &&
+            return (*engine)->state() == engine::EngineState::kRunning &&
                    testing::AllAssigned(**engine, kPartitions);
           },
           absl::Seconds(60))) {
@@ -212,7 +215,7 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
   const bool produced = producer->Send(w);
   const bool done = produced && testing::WaitFor(
                                     [&] {
-                                      const EngineTotals t = (*engine)->Totals();
+                                      const engine::EngineTotals t = (*engine)->Totals();
                                       return t.succeeded >= w.records && t.in_flight == 0;
                                     },
                                     kRunLimit);
@@ -246,9 +249,10 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
         if (!absl::StartsWith(r.key.value_or(""), "ok-")) return;
         int partition = -1;
         int64_t offset = -1;
-        if (!absl::SimpleAtoi(testing::HeaderValue(r, std::string(kOriginalPartitionHeader)),
-                              &partition) ||
-            !absl::SimpleAtoi(testing::HeaderValue(r, std::string(kOriginalOffsetHeader)),
+        if (!absl::SimpleAtoi(
+                testing::HeaderValue(r, std::string(engine::kOriginalPartitionHeader)),
+                &partition) ||
+            !absl::SimpleAtoi(testing::HeaderValue(r, std::string(engine::kOriginalOffsetHeader)),
                               &offset) ||
             partition < 0 || partition >= kPartitions || offset < 0 ||
             static_cast<size_t>(offset) >= produced_ms[partition].size()) {
@@ -274,19 +278,19 @@ Run RunOnce(const Workload& w, Ordering ordering, int retry_threads, bool failur
 }
 
 struct Case {
-  Ordering ordering;
+  engine::Ordering ordering;
   int retry_threads;
   int64_t records;
   bool refused = false;  // The flaky keys are refused rather than failed.
 };
 
-std::vector<Ordering> ParseModes(const std::string& text, bool* ok) {
-  std::vector<Ordering> modes;
+std::vector<engine::Ordering> ParseModes(const std::string& text, bool* ok) {
+  std::vector<engine::Ordering> modes;
   for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     if (name == "UNORDERED") {
-      modes.push_back(Ordering::kUnordered);
+      modes.push_back(engine::Ordering::kUnordered);
     } else if (name == "KEY") {
-      modes.push_back(Ordering::kKey);
+      modes.push_back(engine::Ordering::kKey);
     } else {
       *ok = false;
     }
@@ -320,7 +324,7 @@ int Main(int argc, char** argv) {
   const std::string out = flags.String("out", "bench/results", "directory for the CSV");
   flags.Finish();
   bool modes_ok = true;
-  const std::vector<Ordering> modes = ParseModes(modes_text, &modes_ok);
+  const std::vector<engine::Ordering> modes = ParseModes(modes_text, &modes_ok);
   if (!modes_ok || w.keys < kPartitions * kFlakyEvery || repeat < 1) {
     std::fprintf(stderr, "head_of_line_bench: --modes takes UNORDERED and KEY; --keys >= %d\n",
                  kPartitions * kFlakyEvery);
@@ -329,15 +333,15 @@ int Main(int argc, char** argv) {
 
   std::vector<Case> cases;
   for (int64_t size : sizes) {
-    for (Ordering mode : modes) {
+    for (engine::Ordering mode : modes) {
       for (int64_t t : threads) cases.push_back({mode, static_cast<int>(t), size});
     }
   }
   if (refused_records > 0 && !threads.empty()) {
     cases.push_back(
-        {Ordering::kUnordered, static_cast<int>(threads.front()), refused_records, true});
+        {engine::Ordering::kUnordered, static_cast<int>(threads.front()), refused_records, true});
   }
-  if (in_order_records > 0) cases.push_back({Ordering::kInOrder, 0, in_order_records});
+  if (in_order_records > 0) cases.push_back({engine::Ordering::kInOrder, 0, in_order_records});
 
   Table table("head_of_line_bench",
               {"mode", "records", "retry_threads", "healthy_records", "healthy_per_s_no_failures",
@@ -348,14 +352,15 @@ int Main(int argc, char** argv) {
     const Case& k = cases[c];
     Workload cw = w;
     cw.records = k.records;
-    const std::string name = absl::StrCat(OrderingName(k.ordering), k.refused ? "-REFUSED" : "");
+    const std::string name =
+        absl::StrCat(engine::OrderingName(k.ordering), k.refused ? "-REFUSED" : "");
     std::vector<double> clean_rate, flaky_rate, ratio, clean_p50, clean_p99, flaky_p50, flaky_p99,
         total;
     int64_t healthy = 0;
     int failed_pairs = 0;
     // IN_ORDER's cost is two orders of magnitude, not a matter of noise:
     // one pair shows it.
-    const int64_t pairs = k.ordering == Ordering::kInOrder ? 1 : repeat;
+    const int64_t pairs = k.ordering == engine::Ordering::kInOrder ? 1 : repeat;
     for (int64_t r = 0; r < pairs; ++r) {
       // Alternate which of the pair runs first.
       Run flaky, clean;

@@ -77,7 +77,7 @@ int HealthyRecords(int records, int keys) {
   return healthy;
 }
 
-std::unique_ptr<Processor> FlakyKeysProcessor() {
+std::unique_ptr<engine::Processor> FlakyKeysProcessor() {
   retryd::v1::SimulateConfig config;
   config.set_latency_ms(0);
   auto* flaky = config.add_rule();
@@ -88,7 +88,7 @@ std::unique_ptr<Processor> FlakyKeysProcessor() {
 
 struct Mode {
   const char* name;
-  Ordering ordering;
+  engine::Ordering ordering;
   int retry_threads;
   bool capped;  // Runs in_order_records records.
 };
@@ -96,7 +96,7 @@ struct Mode {
 struct Run {
   double healthy_seconds = -1;  // -1: did not finish.
   double total_seconds = -1;
-  EngineTotals totals;
+  engine::EngineTotals totals;
 };
 
 // Counts the input records that reached `topic`, each once, by scanning it
@@ -132,9 +132,9 @@ class OutputCounter {
 
 Run RunMode(const Mode& mode, int records, int keys) {
   Run run;
-  const testing::TestTopics topics =
-      testing::CreateTopics(absl::StrCat("kbench-", OrderingName(mode.ordering)), kPartitions);
-  EngineOptions options = testing::TestEngineOptions(topics);
+  const testing::TestTopics topics = testing::CreateTopics(
+      absl::StrCat("kbench-", engine::OrderingName(mode.ordering)), kPartitions);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.ordering = mode.ordering;
   options.retry.threads = mode.retry_threads;
   options.retry.backoff = {.initial_ms = 100, .multiplier = 2.0, .max_ms = 1000};
@@ -142,7 +142,8 @@ Run RunMode(const Mode& mode, int records, int keys) {
   testing::ProduceKeys(topics.input, Workload(records, keys));
   auto gated = std::make_unique<bench::GatedProcessor>(FlakyKeysProcessor());
   bench::GatedProcessor* gate = gated.get();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(gated));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(gated));
   if (!engine.ok()) return run;
   if (!(*engine)->Start().ok()) {
     gate->Open();
@@ -213,7 +214,7 @@ struct Result {
   const Mode* mode = nullptr;
   int records = 0, keys = 0;
   Timing healthy, total;
-  EngineTotals last;  // Of the last run: shows the mechanism engaged.
+  engine::EngineTotals last;  // Of the last run: shows the mechanism engaged.
   int healthy_records() const { return HealthyRecords(records, keys); }
   double healthy_rate() const { return healthy_records() / healthy.median; }
   double total_rate() const { return records / total.median; }
@@ -252,9 +253,9 @@ int Main(int argc, char** argv) {
   const double read_rate = records / read.median;
 
   const std::vector<Mode> modes = {
-      {"UNORDERED", Ordering::kUnordered, 4, false},
-      {"KEY", Ordering::kKey, 4, false},
-      {"IN_ORDER", Ordering::kInOrder, 0, true},
+      {"UNORDERED", engine::Ordering::kUnordered, 4, false},
+      {"KEY", engine::Ordering::kKey, 4, false},
+      {"IN_ORDER", engine::Ordering::kInOrder, 0, true},
   };
   // Round after round of one run per mode, so that a machine busier at
   // one time than another weighs on every mode alike.
@@ -289,7 +290,7 @@ int Main(int argc, char** argv) {
   }
   const Result* unordered = nullptr;
   for (const Result& r : results) {
-    if (r.mode->ordering == Ordering::kUnordered) unordered = &r;
+    if (r.mode->ordering == engine::Ordering::kUnordered) unordered = &r;
   }
   if (unordered == nullptr) return 1;
 

@@ -82,9 +82,9 @@ void Report(const std::map<std::string, int64_t>& values) {
   std::cout << line << std::endl;
 }
 
-std::unique_ptr<Engine> Start(EngineOptions options) {
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, testing::TestProcessor());
+std::unique_ptr<engine::Engine> Start(engine::EngineOptions options) {
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, testing::TestProcessor());
   if (!engine.ok() || !(*engine)->Start().ok()) {
     std::cerr << "engine did not start\n";
     return nullptr;
@@ -98,7 +98,7 @@ bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitio
                          int value_bytes) {
   const int64_t now = absl::ToUnixMillis(absl::Now());
   return bench::ProduceEach(records, [&](int64_t i) {
-    RetryMetadata meta;
+    engine::RetryMetadata meta;
     meta.attempt = 2;
     meta.due_ms = now + 86'400'000;
     meta.first_failure_ms = now;
@@ -107,7 +107,7 @@ bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitio
     meta.original_offset = i / partitions;
     meta.error = "held for the bench";
     return OutgoingRecord{topic, static_cast<int32_t>(i % partitions), absl::StrCat("k-", i),
-                          std::string(value_bytes, 'v'), WithRetryHeaders({}, meta)};
+                          std::string(value_bytes, 'v'), engine::WithRetryHeaders({}, meta)};
   });
 }
 
@@ -115,7 +115,7 @@ bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitio
 int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
             int64_t fetch_queue_kbytes) {
   const testing::TestTopics topics = bench::Topics("held", partitions);
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   if (fetch_queue_kbytes > 0) {
     options.kafka_properties["queued.max.messages.kbytes"] = absl::StrCat(fetch_queue_kbytes);
   }
@@ -132,7 +132,7 @@ int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
     return 1;
   }
   const int64_t baseline = StatusBytes("VmRSS");
-  std::unique_ptr<Engine> engine = Start(options);
+  std::unique_ptr<engine::Engine> engine = Start(options);
   if (engine == nullptr) return 1;
   // Held: all of them, or as many as the budget lets in (then the count
   // stays put for a second).
@@ -167,10 +167,10 @@ int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
 int RunIdle(int threads, int partitions) {
   const testing::TestTopics topics = bench::Topics("idle", partitions);
   const int64_t baseline = StatusBytes("VmRSS");
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.retry.threads = threads;
   options.retry.max_threads = std::max(threads, options.retry.max_threads);
-  std::unique_ptr<Engine> engine = Start(options);
+  std::unique_ptr<engine::Engine> engine = Start(options);
   if (engine == nullptr) return 1;
   if (!testing::WaitFor([&] { return testing::AllAssigned(*engine, partitions); },
                         absl::Seconds(120))) {

@@ -114,7 +114,7 @@ double WaitForOutput(Watermarks& watermarks, const std::string& topic, int64_t r
 double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_topic) {
   const testing::TestTopics topics = Topics("relay-retryd");
   *output_topic = topics.output;
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.input_topics = {s.input};
   options.retry.threads = s.retry_threads;
   options.commit_interval_ms = 1000;  // The default.
@@ -122,7 +122,8 @@ double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_top
   noop.set_latency_ms(0);
   auto gated = std::make_unique<GatedProcessor>(std::make_unique<SimulateProcessor>(noop));
   GatedProcessor* gate = gated.get();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(gated));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(gated));
   if (!engine.ok() || !(*engine)->Start().ok()) {
     gate->Open();
     return -1;
@@ -238,10 +239,10 @@ class BareRelay {
       rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
                           static_cast<ssize_t>(value.size()));
     };
-    add(kOriginalTopicHeader, input_);
-    add(kOriginalPartitionHeader, absl::StrCat(m->partition));
-    add(kOriginalOffsetHeader, absl::StrCat(m->offset));
-    add(kAttemptHeader, "1");
+    add(engine::kOriginalTopicHeader, input_);
+    add(engine::kOriginalPartitionHeader, absl::StrCat(m->partition));
+    add(engine::kOriginalOffsetHeader, absl::StrCat(m->offset));
+    add(engine::kAttemptHeader, "1");
     while (true) {
       const rd_kafka_resp_err_t err = rd_kafka_producev(
           producer_.get(), RD_KAFKA_V_TOPIC(output_.c_str()),
@@ -273,7 +274,7 @@ double RunBare(const Setup& s, Watermarks& watermarks, std::string* output_topic
   const testing::TestTopics topics = Topics("relay-bare");
   *output_topic = topics.output;
   // The group retryd would be given (on a real broker it is deleted at exit).
-  const EngineOptions options = testing::TestEngineOptions(topics);
+  const engine::EngineOptions options = testing::TestEngineOptions(topics);
   std::unique_ptr<BareRelay> relay =
       BareRelay::Create(s.input, topics.output, options.group_id, options.kafka_properties);
   if (relay == nullptr) return -1;

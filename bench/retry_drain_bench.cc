@@ -45,8 +45,8 @@ struct ProcessorKind {
   int max_calls = 0;  // 0: simulate.
 };
 
-std::unique_ptr<Processor> MakeProcessor(const ProcessorKind& kind, int latency_ms,
-                                         const testing::DownstreamServer& server) {
+std::unique_ptr<engine::Processor> MakeProcessor(const ProcessorKind& kind, int latency_ms,
+                                                 const testing::DownstreamServer& server) {
   if (kind.max_calls == 0) {
     v1::SimulateConfig config;
     config.set_latency_ms(static_cast<uint32_t>(latency_ms));
@@ -72,7 +72,7 @@ std::vector<OutgoingRecord> DueRetryRecords(const testing::TestTopics& topics, i
   records.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     const auto partition = static_cast<int32_t>(i % kRetryPartitions);
-    RetryMetadata meta;
+    engine::RetryMetadata meta;
     meta.attempt = 2;
     meta.due_ms = now_ms - 1000;
     meta.first_failure_ms = now_ms - 2000;
@@ -85,13 +85,13 @@ std::vector<OutgoingRecord> DueRetryRecords(const testing::TestTopics& topics, i
                        .partition = partition,
                        .key = absl::StrCat("key-", i),
                        .value = std::string(100, 'v'),
-                       .headers = WithRetryHeaders({}, meta)});
+                       .headers = engine::WithRetryHeaders({}, meta)});
   }
   return records;
 }
 
 // Every record is in the output topic, acknowledged.
-bool Drained(const EngineTotals& totals, int64_t count) {
+bool Drained(const engine::EngineTotals& totals, int64_t count) {
   return totals.succeeded >= count && totals.in_flight == 0;
 }
 
@@ -100,13 +100,14 @@ bool Drained(const EngineTotals& totals, int64_t count) {
 double RunDrain(const ProcessorKind& kind, int threads, int64_t count, int latency_ms,
                 const testing::DownstreamServer& server) {
   const testing::TestTopics topics = Topics("drain", kRetryPartitions);
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.retry.threads = threads;
   options.retry.max_threads = threads;
   options.commit_interval_ms = 1000;
-  std::unique_ptr<Processor> processor = MakeProcessor(kind, latency_ms, server);
+  std::unique_ptr<engine::Processor> processor = MakeProcessor(kind, latency_ms, server);
   if (processor == nullptr) return -1;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(processor));
   if (!engine.ok() || !(*engine)->Start().ok()) {
     std::fprintf(stderr, "the engine did not start\n");
     return -1;
@@ -123,7 +124,7 @@ double RunDrain(const ProcessorKind& kind, int threads, int64_t count, int laten
   const bool done =
       testing::WaitFor([&] { return Drained((*engine)->Totals(), count); }, absl::Seconds(600));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const EngineTotals totals = (*engine)->Totals();
+  const engine::EngineTotals totals = (*engine)->Totals();
   (*engine)->Stop();
   if (!done) {
     std::fprintf(stderr, "%s, %d threads: %lld of %lld records done in time\n", kind.name.c_str(),

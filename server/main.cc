@@ -55,13 +55,13 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
 // The topics retryd writes to, which kafka.create_topics may create.
-std::vector<std::string> WrittenTopics(const EngineOptions& o) {
+std::vector<std::string> WrittenTopics(const engine::EngineOptions& o) {
   std::vector<std::string> topics = {o.retry.topic, o.dead_letter_topic};
   if (!o.output_topic.empty()) topics.push_back(o.output_topic);
   return topics;
 }
 
-std::vector<std::string> AllTopics(const EngineOptions& o) {
+std::vector<std::string> AllTopics(const engine::EngineOptions& o) {
   std::vector<std::string> topics = o.input_topics;
   for (std::string& topic : WrittenTopics(o)) topics.push_back(std::move(topic));
   return topics;
@@ -69,7 +69,7 @@ std::vector<std::string> AllTopics(const EngineOptions& o) {
 
 // With kafka.create_topics, creates the retry, dead-letter and output topics
 // the cluster lacks; without it, checks that every topic exists.
-absl::Status PrepareTopics(const v1::KafkaConfig& kafka, const EngineOptions& options) {
+absl::Status PrepareTopics(const v1::KafkaConfig& kafka, const engine::EngineOptions& options) {
   constexpr absl::Duration kTimeout = absl::Seconds(30);
   if (!kafka.has_create_topics()) {
     return kafka::CheckTopicsExist(options.bootstrap_servers, options.kafka_properties,
@@ -100,9 +100,9 @@ absl::Status PrepareTopics(const v1::KafkaConfig& kafka, const EngineOptions& op
 
 // One line: what came in, where it went (the outcome counters), what is
 // still pending.
-void PrintSummary(const EngineTotals& t, int64_t demo_produced) {
+void PrintSummary(const engine::EngineTotals& t, int64_t demo_produced) {
   std::string line = absl::StrCat("consumed=", t.consumed);
-  for (const CounterField& counter : kCounterFields) {
+  for (const engine::CounterField& counter : engine::kCounterFields) {
     if (counter.outcome) absl::StrAppend(&line, " ", counter.name, "=", t.*counter.member);
   }
   absl::StrAppend(&line, " backlog=", t.retry_backlog, " in_flight=", t.in_flight);
@@ -111,11 +111,11 @@ void PrintSummary(const EngineTotals& t, int64_t demo_produced) {
   std::fflush(stdout);
 }
 
-bool AllPrimariesFailed(const Engine& engine) {
+bool AllPrimariesFailed(const engine::Engine& engine) {
   bool any = false;
   for (const auto& stats : engine.Threads()) {
-    if (stats->role() != ThreadRole::kPrimary) continue;
-    if (stats->state() != ThreadState::kFailed) return false;
+    if (stats->role() != engine::ThreadRole::kPrimary) continue;
+    if (stats->state() != engine::ThreadState::kFailed) return false;
     any = true;
   }
   return any;
@@ -163,7 +163,7 @@ absl::StatusOr<Configuration> LoadConfiguration() {
 // topic, points `options` at it and returns it; otherwise prepares the
 // cluster's topics (PrepareTopics) and returns null.
 absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Config& config,
-                                                                  EngineOptions& options) {
+                                                                  engine::EngineOptions& options) {
   if (!options.bootstrap_servers.empty()) {
     if (absl::Status s = PrepareTopics(config.kafka(), options); !s.ok()) return s;
     return nullptr;
@@ -207,7 +207,8 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
 // Waits for SIGINT or SIGTERM (blocked in `stop_signals`), printing a
 // summary every --summary_interval_s; returns the exit code: 0, or
 // kExitRuntime when every primary thread failed first.
-int RunUntilSignal(const sigset_t& stop_signals, const Engine& engine, const DemoLoad* demo) {
+int RunUntilSignal(const sigset_t& stop_signals, const engine::Engine& engine,
+                   const DemoLoad* demo) {
   const int interval_s = absl::GetFlag(FLAGS_summary_interval_s);
   for (;;) {
     const timespec timeout{interval_s > 0 ? interval_s : 1, 0};
@@ -249,7 +250,7 @@ void ParseFlags(int argc, char** argv) {
 
 // With --demo, starts the demo load into the first input topic; null
 // without it.
-absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const EngineOptions& options) {
+absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const engine::EngineOptions& options) {
   if (!absl::GetFlag(FLAGS_demo)) return nullptr;
   DemoLoadOptions demo_options;
   demo_options.bootstrap_servers = options.bootstrap_servers;
@@ -271,7 +272,7 @@ int Main(int argc, char** argv) {
   }
   const std::string& config_path = configuration->path;
   const v1::Config& config = configuration->loaded.proto;
-  EngineOptions options = configuration->loaded.engine;
+  engine::EngineOptions options = configuration->loaded.engine;
 
   // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
   // below); blocking them first means every thread started later inherits
@@ -290,13 +291,14 @@ int Main(int argc, char** argv) {
     return kExitRuntime;
   }
 
-  absl::StatusOr<std::unique_ptr<Processor>> processor = MakeProcessor(config.processor());
+  absl::StatusOr<std::unique_ptr<engine::Processor>> processor = MakeProcessor(config.processor());
   if (!processor.ok()) {
     std::fprintf(stderr, "retryd: %s: processor: %s\n", config_path.c_str(),
                  std::string(processor.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, *std::move(processor));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, *std::move(processor));
   if (!engine.ok()) {
     std::fprintf(stderr, "retryd: %s\n", std::string(engine.status().message()).c_str());
     // A Kafka property the engine cannot use is a config error.

@@ -860,20 +860,20 @@ class Validator {
 };
 
 // `ordering` as the validator left it: never ORDERING_UNSPECIFIED.
-Ordering ToEngineOrdering(v1::Ordering ordering) {
+engine::Ordering ToEngineOrdering(v1::Ordering ordering) {
   switch (ordering) {
     case v1::IN_ORDER:
-      return Ordering::kInOrder;
+      return engine::Ordering::kInOrder;
     case v1::KEY:
-      return Ordering::kKey;
+      return engine::Ordering::kKey;
     default:
-      return Ordering::kUnordered;
+      return engine::Ordering::kUnordered;
   }
 }
 
-EngineOptions ToEngineOptions(const v1::Config& config,
-                              std::map<std::string, std::string> properties) {
-  EngineOptions engine;
+engine::EngineOptions ToEngineOptions(const v1::Config& config,
+                                      std::map<std::string, std::string> properties) {
+  engine::EngineOptions engine;
   engine.bootstrap_servers = config.kafka().bootstrap_servers();
   engine.kafka_properties = std::move(properties);
   engine.group_id = config.group_id();
@@ -904,7 +904,7 @@ EngineOptions ToEngineOptions(const v1::Config& config,
   if (config.processor().has_grpc()) {
     // Zero stands for the default (DownstreamOptions), as in config.proto.
     const v1::GrpcProcessorConfig& grpc = config.processor().grpc();
-    DownstreamOptions& d = engine.downstream;
+    engine::DownstreamOptions& d = engine.downstream;
     if (grpc.outage_after() != 0) d.outage_after = static_cast<int>(grpc.outage_after());
     if (grpc.probe_initial_ms() != 0) d.probe_initial_ms = grpc.probe_initial_ms();
     if (grpc.probe_max_ms() != 0) d.probe_max_ms = grpc.probe_max_ms();

@@ -43,7 +43,7 @@ struct LoadedConfig {
   // What the engine runs on. kafka_properties merges kafka.properties with
   // the resolved properties_from_env and properties_from_file values.
   // bootstrap_servers is empty when the embedded broker is to be started.
-  EngineOptions engine;
+  engine::EngineOptions engine;
 };
 
 // Parses and validates `text`. `source_name` (usually the file's path) starts

@@ -136,7 +136,7 @@ absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options) 
       "network keeps strangers out, set control.allow_unauthenticated_remote: true"));
 }
 
-ControlServer::ControlServer(Engine& engine) : engine_(engine) {}
+ControlServer::ControlServer(engine::Engine& engine) : engine_(engine) {}
 
 ControlServer::~ControlServer() { Stop(); }
 
@@ -205,7 +205,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  auto sampler = std::make_unique<MetricsSampler>(engine_, options.sample_tick);
+  auto sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
   sampler->Start();
   ControlServiceOptions service_options;
   service_options.config = WithoutSecrets(std::move(options.config));
@@ -264,7 +264,7 @@ void ControlServer::Stop(absl::Duration grace) {
   // for calls in progress and for the prober's Kafka request.
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ControlService> service;
-  std::unique_ptr<MetricsSampler> sampler;
+  std::unique_ptr<engine::MetricsSampler> sampler;
   std::thread prober;
   std::string address;
   {
@@ -312,7 +312,7 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
     // for it) takes at most `timeout`, not one per request.
     const absl::Time round_deadline = absl::Now() + timeout;
     const absl::Status probe = engine_.ProbeKafka(timeout);
-    const EngineState state = engine_.state();
+    const engine::EngineState state = engine_.state();
     // The retry backlog that status and metrics report is measured here,
     // off every request path.
     if (const absl::Duration left = round_deadline - absl::Now();
@@ -323,18 +323,21 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
     }
     kafka_reachable_.store(probe.ok());
     const absl::Status threads = engine_.ThreadFailure();
-    const bool serving = probe.ok() && threads.ok() &&
-                         (state == EngineState::kRunning || state == EngineState::kDraining);
+    const bool serving =
+        probe.ok() && threads.ok() &&
+        (state == engine::EngineState::kRunning || state == engine::EngineState::kDraining);
     if (reported != serving) {
       health->SetServingStatus("", serving);
       health->SetServingStatus(v1::Control::service_full_name(), serving);
       if (serving) {
-        LogInfo("control: health SERVING (engine ", EngineStateName(state), ", Kafka answers)");
+        LogInfo("control: health SERVING (engine ", engine::EngineStateName(state),
+                ", Kafka answers)");
       } else {
         LogWarning("control: health NOT_SERVING: ",
-                   !probe.ok()     ? absl::StrCat("Kafka did not answer: ", probe.message())
-                   : !threads.ok() ? std::string(threads.message())
-                                   : absl::StrCat("the engine is ", EngineStateName(state)));
+                   !probe.ok() ? absl::StrCat("Kafka did not answer: ", probe.message())
+                   : !threads.ok()
+                       ? std::string(threads.message())
+                       : absl::StrCat("the engine is ", engine::EngineStateName(state)));
       }
       reported = serving;
     }

@@ -82,7 +82,7 @@ inline constexpr char kDownstreamHealthService[] = "retryd.downstream";
 
 class ControlServer {
  public:
-  explicit ControlServer(Engine& engine);
+  explicit ControlServer(engine::Engine& engine);
   ~ControlServer();  // Stop()s.
 
   ControlServer(const ControlServer&) = delete;
@@ -121,7 +121,7 @@ class ControlServer {
   void ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
                  absl::Duration timeout);
 
-  Engine& engine_;
+  engine::Engine& engine_;
   std::atomic<int> port_{0};
   std::atomic<bool> kafka_reachable_{false};
   absl::Notification stop_probing_;
@@ -130,7 +130,7 @@ class ControlServer {
   enum class Phase { kNew, kStarting, kRunning, kStopped };
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
   std::string address_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<engine::MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   std::thread prober_ ABSL_GUARDED_BY(mu_);

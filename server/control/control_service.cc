@@ -34,17 +34,17 @@ std::string JoinIds(const std::vector<int>& ids) {
 }
 
 // How a switch of the ordering mode ended, for the log.
-std::string Describe(const absl::StatusOr<SetOrderingResult>& result) {
+std::string Describe(const absl::StatusOr<engine::SetOrderingResult>& result) {
   if (!result.ok()) return result.status().ToString();
   return absl::StrCat(
-      "ordering=", OrderingName(result->ordering), " stopped=", JoinIds(result->stopped_thread_ids),
-      " drained=", result->drained_records, " started=", JoinIds(result->started_thread_ids),
-      " parked_keys=", result->parked_keys);
+      "ordering=", engine::OrderingName(result->ordering),
+      " stopped=", JoinIds(result->stopped_thread_ids), " drained=", result->drained_records,
+      " started=", JoinIds(result->started_thread_ids), " parked_keys=", result->parked_keys);
 }
 
 // The fields SetInOrderResponse and SetOrderingModeResponse share.
 template <typename Response>
-void FillSwitch(const SetOrderingResult& result, Response& response) {
+void FillSwitch(const engine::SetOrderingResult& result, Response& response) {
   for (int id : result.stopped_thread_ids) {
     response.add_stopped_thread_ids(static_cast<uint32_t>(id));
   }
@@ -59,21 +59,22 @@ void FillSwitch(const SetOrderingResult& result, Response& response) {
 // still hold it when the reactor is done.
 class CancellableReactor final : public grpc::ServerUnaryReactor {
  public:
-  CancellableReactor() : cancel_(std::make_shared<Cancellation>()) {}
-  const std::shared_ptr<Cancellation>& cancellation() const { return cancel_; }
+  CancellableReactor() : cancel_(std::make_shared<engine::Cancellation>()) {}
+  const std::shared_ptr<engine::Cancellation>& cancellation() const { return cancel_; }
 
   // Never blocks: Cancel() runs only the engine's brief wake-up.
   void OnCancel() override { cancel_->Cancel(); }
   void OnDone() override { delete this; }
 
  private:
-  const std::shared_ptr<Cancellation> cancel_;
+  const std::shared_ptr<engine::Cancellation> cancel_;
 };
 
 }  // namespace
 
-ControlService::ControlService(Engine& engine, const MetricsSampler& sampler, BearerTokenAuth auth,
-                               std::function<bool()> kafka_reachable, ControlServiceOptions options)
+ControlService::ControlService(engine::Engine& engine, const engine::MetricsSampler& sampler,
+                               BearerTokenAuth auth, std::function<bool()> kafka_reachable,
+                               ControlServiceOptions options)
     : engine_(engine),
       sampler_(sampler),
       auth_(std::move(auth)),
@@ -113,7 +114,7 @@ absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& con
 
 void ControlService::RunBlocking(grpc::CallbackServerContext* context,
                                  grpc::ServerUnaryReactor* reactor, Operation operation,
-                                 std::shared_ptr<const Cancellation> cancel) {
+                                 std::shared_ptr<const engine::Cancellation> cancel) {
   const absl::Time deadline = EngineDeadline(*context);
   absl::Status queued = executor_.Submit([this, context, reactor, deadline, cancel,
                                           operation = std::move(operation)]() mutable {
@@ -143,14 +144,14 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
     return reactor;
   }
   response->set_state(ToProto(engine_.state()));
-  const Ordering ordering = engine_.ordering();
-  response->set_in_order(ordering == Ordering::kInOrder);
+  const engine::Ordering ordering = engine_.ordering();
+  response->set_in_order(ordering == engine::Ordering::kInOrder);
   response->set_ordering(ToProto(ordering));
   ToProto(engine_.ParkedKeys(), *response->mutable_parked_keys());
-  for (const std::shared_ptr<const ThreadStats>& stats : engine_.Threads()) {
+  for (const std::shared_ptr<const engine::ThreadStats>& stats : engine_.Threads()) {
     ToProto(*stats, *response->add_threads());
   }
-  const EngineTotals totals = engine_.Totals();
+  const engine::EngineTotals totals = engine_.Totals();
   ToProto(totals, *response->mutable_totals());
   response->set_retry_backlog(totals.retry_backlog);
   response->set_kafka_bootstrap_servers(engine_.options().bootstrap_servers);
@@ -174,7 +175,7 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
   if (status.ok()) {
     int running = 0;
     for (const auto& stats : engine_.Threads()) {
-      running += stats->role() == ThreadRole::kRetry && !IsEnded(stats->state());
+      running += stats->role() == engine::ThreadRole::kRetry && !engine::IsEnded(stats->state());
     }
     status =
         ValidateStartRetryThreadsRequest(*request, engine_.options().retry.max_threads, running);
@@ -239,10 +240,10 @@ grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerCon
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
   auto run = [operation = std::move(operation), call = std::move(call), peer = context->peer(),
               cancel](absl::Time deadline) mutable {
-    absl::StatusOr<SetOrderingResult> result = std::move(operation)(deadline, cancel.get());
+    absl::StatusOr<engine::SetOrderingResult> result = std::move(operation)(deadline, cancel.get());
     LogInfo("control: ", call, " from ", peer, ": ", Describe(result));
     return result.status();
   };
@@ -253,20 +254,19 @@ grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext* context,
                                                      const v1::SetInOrderRequest* request,
                                                      v1::SetInOrderResponse* response) {
-  return SwitchOrdering(
-      context, ValidateSetInOrderRequest(*request),
-      absl::StrCat("SetInOrder(", request->in_order() ? "true" : "false",
-                   request->drain_retries() ? ", drain" : "", ")"),
-      [this, request, response](absl::Time deadline,
-                                Cancellation* cancel) -> absl::StatusOr<SetOrderingResult> {
-        absl::StatusOr<SetOrderingResult> result =
-            engine_.SetInOrder(request->in_order(), request->drain_retries(), deadline, cancel);
-        if (result.ok()) {
-          response->set_in_order(result->in_order());
-          FillSwitch(*result, *response);
-        }
-        return result;
-      });
+  return SwitchOrdering(context, ValidateSetInOrderRequest(*request),
+                        absl::StrCat("SetInOrder(", request->in_order() ? "true" : "false",
+                                     request->drain_retries() ? ", drain" : "", ")"),
+                        [this, request, response](absl::Time deadline, engine::Cancellation* cancel)
+                            -> absl::StatusOr<engine::SetOrderingResult> {
+                          absl::StatusOr<engine::SetOrderingResult> result = engine_.SetInOrder(
+                              request->in_order(), request->drain_retries(), deadline, cancel);
+                          if (result.ok()) {
+                            response->set_in_order(result->in_order());
+                            FillSwitch(*result, *response);
+                          }
+                          return result;
+                        });
 }
 
 grpc::ServerUnaryReactor* ControlService::SetOrderingMode(grpc::CallbackServerContext* context,
@@ -274,14 +274,14 @@ grpc::ServerUnaryReactor* ControlService::SetOrderingMode(grpc::CallbackServerCo
                                                           v1::SetOrderingModeResponse* response) {
   const absl::Status validation = ValidateSetOrderingModeRequest(*request);
   // Validated: the mode is one the engine knows.
-  const Ordering mode = FromProto(request->mode()).value_or(Ordering::kUnordered);
+  const engine::Ordering mode = FromProto(request->mode()).value_or(engine::Ordering::kUnordered);
   return SwitchOrdering(
       context, validation,
-      absl::StrCat("SetOrderingMode(", OrderingName(mode),
+      absl::StrCat("SetOrderingMode(", engine::OrderingName(mode),
                    request->drain_retries() ? ", drain" : "", ")"),
-      [this, mode, request, response](absl::Time deadline,
-                                      Cancellation* cancel) -> absl::StatusOr<SetOrderingResult> {
-        absl::StatusOr<SetOrderingResult> result =
+      [this, mode, request, response](absl::Time deadline, engine::Cancellation* cancel)
+          -> absl::StatusOr<engine::SetOrderingResult> {
+        absl::StatusOr<engine::SetOrderingResult> result =
             engine_.SetOrderingMode(mode, request->drain_retries(), deadline, cancel);
         if (result.ok()) {
           response->set_mode(ToProto(result->ordering));
@@ -312,14 +312,14 @@ grpc::ServerUnaryReactor* ControlService::ListInFlight(grpc::CallbackServerConte
     return reactor;
   }
   const size_t limit = InFlightLimit(*request);
-  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
   auto operation = [this, limit, response, cancel](absl::Time deadline) {
     // The threads answer at their next loop: a call without a deadline
     // does not wait long for one busy in a long processor call.
-    const InFlightList list = engine_.ListInFlight(
+    const engine::InFlightList list = engine_.ListInFlight(
         limit, std::min(deadline, absl::Now() + kMaxInFlightWait), cancel.get());
     const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-    for (const InFlightRecord& record : list.records) {
+    for (const engine::InFlightRecord& record : list.records) {
       ToProto(record, now_ms, *response->add_records());
     }
     response->set_total(list.total);
@@ -342,9 +342,9 @@ grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  RecordCoordinates record{request->topic(), request->partition(), request->offset()};
+  engine::RecordCoordinates record{request->topic(), request->partition(), request->offset()};
   const std::string peer = context->peer();
-  std::shared_ptr<Cancellation> cancel = reactor->cancellation();
+  std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
   auto operation = [this, record = std::move(record), response, peer, cancel](absl::Time deadline) {
     absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline, cancel.get());
     LogInfo("control: DeadLetterRecord(", record.topic, "/", record.partition, "@", record.offset,

@@ -65,8 +65,9 @@ class ControlService final : public retryd::v1::Control::CallbackService {
  public:
   // `engine` and `sampler` (started) must outlive the service;
   // `kafka_reachable` reports the health prober's last answer.
-  ControlService(Engine& engine, const MetricsSampler& sampler, BearerTokenAuth auth,
-                 std::function<bool()> kafka_reachable, ControlServiceOptions options);
+  ControlService(engine::Engine& engine, const engine::MetricsSampler& sampler,
+                 BearerTokenAuth auth, std::function<bool()> kafka_reachable,
+                 ControlServiceOptions options);
   ~ControlService() override;  // Shutdown()s.
 
   // Ends every open WatchMetrics stream (UNAVAILABLE) and refuses new
@@ -110,8 +111,9 @@ class ControlService final : public retryd::v1::Control::CallbackService {
 
   // A switch of the ordering mode: the engine's call, given the engine
   // deadline and the call's cancellation; it fills the response on success.
-  using SwitchOperation = absl::AnyInvocable<absl::StatusOr<SetOrderingResult>(
-                                                 absl::Time deadline, Cancellation* cancel) &&>;
+  using SwitchOperation =
+      absl::AnyInvocable<absl::StatusOr<engine::SetOrderingResult>(
+                             absl::Time deadline, engine::Cancellation* cancel) &&>;
 
   // SetInOrder and SetOrderingMode: a mutating call that, once authorized
   // and `validation` is OK, runs `operation` on the executor with a
@@ -124,12 +126,13 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   // `cancel`, if given, is the one `reactor` sets when the call is
   // cancelled: an operation not yet begun then does not run.
   void RunBlocking(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                   Operation operation, std::shared_ptr<const Cancellation> cancel = nullptr);
+                   Operation operation,
+                   std::shared_ptr<const engine::Cancellation> cancel = nullptr);
   absl::Time EngineDeadline(const grpc::CallbackServerContext& context) const;
   absl::Status Authorize(const grpc::CallbackServerContext& context, Access access) const;
 
-  Engine& engine_;
-  const MetricsSampler& sampler_;
+  engine::Engine& engine_;
+  const engine::MetricsSampler& sampler_;
   const BearerTokenAuth auth_;
   const std::function<bool()> kafka_reachable_;
   const ControlServiceOptions options_;

@@ -33,7 +33,7 @@ void WatcherRegistry::Close() {
   }
 }
 
-MetricsWatcher::MetricsWatcher(WatcherRegistry& registry, const MetricsSampler& sampler,
+MetricsWatcher::MetricsWatcher(WatcherRegistry& registry, const engine::MetricsSampler& sampler,
                                absl::Duration interval, std::vector<int> thread_ids)
     : registry_(registry),
       sampler_(sampler),

@@ -66,8 +66,8 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   // Registers with `registry` and writes the first snapshot; if the
   // registry refuses, finishes with its status. `thread_ids`: empty means
   // every thread. `registry` and `sampler` must outlive the call.
-  MetricsWatcher(WatcherRegistry& registry, const MetricsSampler& sampler, absl::Duration interval,
-                 std::vector<int> thread_ids);
+  MetricsWatcher(WatcherRegistry& registry, const engine::MetricsSampler& sampler,
+                 absl::Duration interval, std::vector<int> thread_ids);
 
   // Ends the stream with `why` as soon as no write is in flight. Only the
   // first call counts.
@@ -88,7 +88,7 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   void PrepareWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   WatcherRegistry& registry_;
-  const MetricsSampler& sampler_;
+  const engine::MetricsSampler& sampler_;
   const absl::Duration interval_;
 
   absl::Mutex mu_;  // Guards the fields below; never held across two reactions.

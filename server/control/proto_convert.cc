@@ -7,82 +7,82 @@
 
 namespace retryd::control {
 
-v1::ThreadRole ToProto(ThreadRole role) {
+v1::ThreadRole ToProto(engine::ThreadRole role) {
   switch (role) {
-    case ThreadRole::kPrimary:
+    case engine::ThreadRole::kPrimary:
       return v1::PRIMARY;
-    case ThreadRole::kRetry:
+    case engine::ThreadRole::kRetry:
       return v1::RETRY;
   }
   return v1::THREAD_ROLE_UNSPECIFIED;
 }
 
-v1::ThreadState ToProto(ThreadState state) {
+v1::ThreadState ToProto(engine::ThreadState state) {
   switch (state) {
-    case ThreadState::kStarting:
+    case engine::ThreadState::kStarting:
       return v1::STARTING;
-    case ThreadState::kRunning:
+    case engine::ThreadState::kRunning:
       return v1::RUNNING;
-    case ThreadState::kIdle:
+    case engine::ThreadState::kIdle:
       return v1::IDLE;
-    case ThreadState::kWaitingBackoff:
+    case engine::ThreadState::kWaitingBackoff:
       return v1::WAITING_BACKOFF;
-    case ThreadState::kPaused:
+    case engine::ThreadState::kPaused:
       return v1::PAUSED;
-    case ThreadState::kWaitingDownstream:
+    case engine::ThreadState::kWaitingDownstream:
       return v1::WAITING_DOWNSTREAM;
-    case ThreadState::kStopping:
+    case engine::ThreadState::kStopping:
       return v1::STOPPING;
-    case ThreadState::kStopped:
+    case engine::ThreadState::kStopped:
       return v1::STOPPED;
-    case ThreadState::kFailed:
+    case engine::ThreadState::kFailed:
       return v1::FAILED;
   }
   return v1::THREAD_STATE_UNSPECIFIED;
 }
 
-v1::EngineState ToProto(EngineState state) {
+v1::EngineState ToProto(engine::EngineState state) {
   switch (state) {
-    case EngineState::kCreated:
+    case engine::EngineState::kCreated:
       return v1::ENGINE_STATE_UNSPECIFIED;
-    case EngineState::kRunning:
+    case engine::EngineState::kRunning:
       return v1::ENGINE_RUNNING;
-    case EngineState::kDraining:
+    case engine::EngineState::kDraining:
       return v1::ENGINE_DRAINING;
-    case EngineState::kStopping:
+    case engine::EngineState::kStopping:
       return v1::ENGINE_STOPPING;
-    case EngineState::kStopped:
+    case engine::EngineState::kStopped:
       return v1::ENGINE_STOPPED;
   }
   return v1::ENGINE_STATE_UNSPECIFIED;
 }
 
-v1::Ordering ToProto(Ordering ordering) {
+v1::Ordering ToProto(engine::Ordering ordering) {
   switch (ordering) {
-    case Ordering::kUnordered:
+    case engine::Ordering::kUnordered:
       return v1::UNORDERED;
-    case Ordering::kInOrder:
+    case engine::Ordering::kInOrder:
       return v1::IN_ORDER;
-    case Ordering::kKey:
+    case engine::Ordering::kKey:
       return v1::KEY;
   }
   return v1::ORDERING_UNSPECIFIED;
 }
 
-std::optional<Ordering> FromProto(v1::Ordering ordering) {
+std::optional<engine::Ordering> FromProto(v1::Ordering ordering) {
   switch (ordering) {
     case v1::UNORDERED:
-      return Ordering::kUnordered;
+      return engine::Ordering::kUnordered;
     case v1::IN_ORDER:
-      return Ordering::kInOrder;
+      return engine::Ordering::kInOrder;
     case v1::KEY:
-      return Ordering::kKey;
+      return engine::Ordering::kKey;
     default:
       return std::nullopt;
   }
 }
 
-void ToProto(const KeyParking::Summary& parked, v1::ParkedKeys& out) {
+void ToProto(const engine::KeyParking::Summary& parked, v1::ParkedKeys& out) {
   out.set_keys(parked.keys);
   out.set_records(parked.records);
   out.set_oldest_unix_ms(parked.keys > 0 && parked.oldest != absl::InfiniteFuture()
@@ -90,7 +90,7 @@ void ToProto(const KeyParking::Summary& parked, v1::ParkedKeys& out) {
                              : 0);
 }
 
-void ToProto(const LatencySummary& summary, v1::LatencySummary& out) {
+void ToProto(const engine::LatencySummary& summary, v1::LatencySummary& out) {
   out.set_count(summary.count);
   out.set_p50_ms(summary.p50_ms);
   out.set_p99_ms(summary.p99_ms);
@@ -107,13 +107,13 @@ void ToProto(const std::vector<TopicPartition>& partitions,
   }
 }
 
-void ToProto(const Counters& counters, google::protobuf::Message& out) {
+void ToProto(const engine::Counters& counters, google::protobuf::Message& out) {
   // By name, so that the protos keep their flat fields and a new counter
   // needs no code here.
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Descriptor& descriptor = *out.GetDescriptor();
   const google::protobuf::Reflection& reflection = *out.GetReflection();
-  for (const CounterField& counter : kCounterFields) {
+  for (const engine::CounterField& counter : engine::kCounterFields) {
     const FieldDescriptor* field = descriptor.FindFieldByName(counter.name);
     if (field == nullptr || field->is_repeated() ||
         field->cpp_type() != FieldDescriptor::CPPTYPE_INT64) {
@@ -123,13 +123,13 @@ void ToProto(const Counters& counters, google::protobuf::Message& out) {
   }
 }
 
-void ToProto(const EngineTotals& totals, v1::Totals& out) {
-  ToProto(static_cast<const Counters&>(totals), out);
+void ToProto(const engine::EngineTotals& totals, v1::Totals& out) {
+  ToProto(static_cast<const engine::Counters&>(totals), out);
   out.set_consumed(totals.consumed);
   out.set_in_flight(totals.in_flight);
 }
 
-void ToProto(const ThreadStats& stats, v1::ThreadInfo& out) {
+void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out) {
   out.set_thread_id(static_cast<uint32_t>(stats.id()));
   out.set_role(ToProto(stats.role()));
   out.set_state(ToProto(stats.state()));
@@ -144,10 +144,10 @@ v1::Config WithoutSecrets(v1::Config config) {
   return config;
 }
 
-void ToProto(const std::vector<ScalingEvent>& events,
+void ToProto(const std::vector<engine::ScalingEvent>& events,
              google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out) {
   out.Clear();
-  for (const ScalingEvent& event : events) {
+  for (const engine::ScalingEvent& event : events) {
     v1::ScalingEvent* e = out.Add();
     e->set_time_unix_ms(event.time_ms);
     e->set_thread_id(static_cast<uint32_t>(event.thread_id));
@@ -156,7 +156,7 @@ void ToProto(const std::vector<ScalingEvent>& events,
   }
 }
 
-void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
+void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
   out.set_state(downstream.down ? v1::DOWN : v1::UP);
   out.set_consecutive_unavailable(downstream.consecutive_unavailable);
   out.set_outages(downstream.outages);
@@ -166,26 +166,26 @@ void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
     out.set_next_probe_unix_ms(absl::ToUnixMillis(downstream.next_probe));
   }
   switch (downstream.health.channel) {
-    case DownstreamHealth::Channel::kReady:
+    case engine::DownstreamHealth::Channel::kReady:
       out.set_channel(v1::CHANNEL_READY);
       break;
-    case DownstreamHealth::Channel::kNotReady:
+    case engine::DownstreamHealth::Channel::kNotReady:
       out.set_channel(v1::CHANNEL_NOT_READY);
       break;
-    case DownstreamHealth::Channel::kUnknown:
+    case engine::DownstreamHealth::Channel::kUnknown:
       break;
   }
   switch (downstream.health.serving) {
-    case DownstreamHealth::Serving::kServing:
+    case engine::DownstreamHealth::Serving::kServing:
       out.set_health(v1::HEALTH_SERVING);
       break;
-    case DownstreamHealth::Serving::kNotServing:
+    case engine::DownstreamHealth::Serving::kNotServing:
       out.set_health(v1::HEALTH_NOT_SERVING);
       break;
-    case DownstreamHealth::Serving::kUnknown:
+    case engine::DownstreamHealth::Serving::kUnknown:
       break;
   }
-  for (const DownstreamGate::RoleSnapshot& role : downstream.roles) {
+  for (const engine::DownstreamGate::RoleSnapshot& role : downstream.roles) {
     v1::RoleDownstream& r = *out.add_roles();
     r.set_role(ToProto(role.role));
     r.set_state(role.down ? v1::DOWN : v1::UP);
@@ -204,37 +204,37 @@ void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
   }
 }
 
-v1::DownstreamEvidence ToProto(DownstreamGate::Evidence evidence) {
+v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence) {
   switch (evidence) {
-    case DownstreamGate::Evidence::kChannel:
+    case engine::DownstreamGate::Evidence::kChannel:
       return v1::EVIDENCE_CHANNEL;
-    case DownstreamGate::Evidence::kHealth:
+    case engine::DownstreamGate::Evidence::kHealth:
       return v1::EVIDENCE_HEALTH;
-    case DownstreamGate::Evidence::kRefusals:
+    case engine::DownstreamGate::Evidence::kRefusals:
       return v1::EVIDENCE_REFUSALS;
-    case DownstreamGate::Evidence::kNone:
+    case engine::DownstreamGate::Evidence::kNone:
       break;
   }
   return v1::DOWNSTREAM_EVIDENCE_UNSPECIFIED;
 }
 
-v1::InFlightState ToProto(InFlightState state) {
+v1::InFlightState ToProto(engine::InFlightState state) {
   switch (state) {
-    case InFlightState::kInCall:
+    case engine::InFlightState::kInCall:
       return v1::IN_CALL;
-    case InFlightState::kWaitingDue:
+    case engine::InFlightState::kWaitingDue:
       return v1::WAITING_DUE;
-    case InFlightState::kWaitingBehind:
+    case engine::InFlightState::kWaitingBehind:
       return v1::WAITING_BEHIND;
-    case InFlightState::kDeferred:
+    case engine::InFlightState::kDeferred:
       return v1::DEFERRED;
-    case InFlightState::kParked:
+    case engine::InFlightState::kParked:
       return v1::PARKED;
   }
   return v1::IN_FLIGHT_STATE_UNSPECIFIED;
 }
 
-void ToProto(const InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out) {
+void ToProto(const engine::InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out) {
   out.set_topic(record.topic);
   out.set_partition(record.partition);
   out.set_offset(record.offset);

@@ -21,32 +21,32 @@
 
 namespace retryd::control {
 
-v1::ThreadRole ToProto(ThreadRole role);
-v1::ThreadState ToProto(ThreadState state);
+v1::ThreadRole ToProto(engine::ThreadRole role);
+v1::ThreadState ToProto(engine::ThreadState state);
 // kCreated has no counterpart in the API (the control server starts after
 // the engine): ENGINE_STATE_UNSPECIFIED.
-v1::EngineState ToProto(EngineState state);
-v1::Ordering ToProto(Ordering ordering);
+v1::EngineState ToProto(engine::EngineState state);
+v1::Ordering ToProto(engine::Ordering ordering);
 // The engine's mode for a request's; nullopt for ORDERING_UNSPECIFIED or a
 // number this build does not know.
-std::optional<Ordering> FromProto(v1::Ordering ordering);
+std::optional<engine::Ordering> FromProto(v1::Ordering ordering);
 // The parked keys of key order; oldest_unix_ms 0 if none is parked.
-void ToProto(const KeyParking::Summary& parked, v1::ParkedKeys& out);
-void ToProto(const LatencySummary& summary, v1::LatencySummary& out);
+void ToProto(const engine::KeyParking::Summary& parked, v1::ParkedKeys& out);
+void ToProto(const engine::LatencySummary& summary, v1::LatencySummary& out);
 void ToProto(const std::vector<TopicPartition>& partitions,
              google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);
 // Sets each counter that `out` has a field for: the int64 field of the
 // counter's name (kCounterFields). The others are not part of that message.
-void ToProto(const Counters& counters, google::protobuf::Message& out);
-void ToProto(const EngineTotals& totals, v1::Totals& out);
-void ToProto(const DownstreamGate::Snapshot& downstream, v1::Downstream& out);
-v1::DownstreamEvidence ToProto(DownstreamGate::Evidence evidence);
-void ToProto(const ThreadStats& stats, v1::ThreadInfo& out);
-void ToProto(const std::vector<ScalingEvent>& events,
+void ToProto(const engine::Counters& counters, google::protobuf::Message& out);
+void ToProto(const engine::EngineTotals& totals, v1::Totals& out);
+void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out);
+v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence);
+void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out);
+void ToProto(const std::vector<engine::ScalingEvent>& events,
              google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out);
-v1::InFlightState ToProto(InFlightState state);
+v1::InFlightState ToProto(engine::InFlightState state);
 // `now_ms` (Unix ms) is what age_ms is measured to.
-void ToProto(const InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out);
+void ToProto(const engine::InFlightRecord& record, int64_t now_ms, v1::InFlightRecord& out);
 
 // `config` as GetStatus shows it: a secret librdkafka setting (see
 // kafka::IsSecretProperty) in kafka.properties keeps its key, its value

@@ -8,9 +8,9 @@
 namespace retryd::control {
 namespace {
 
-const ThreadSample* FindThread(const EngineSample* sample, int id) {
+const engine::ThreadSample* FindThread(const engine::EngineSample* sample, int id) {
   if (sample == nullptr) return nullptr;
-  for (const ThreadSample& t : sample->threads) {
+  for (const engine::ThreadSample& t : sample->threads) {
     if (t.id == id) return &t;
   }
   return nullptr;
@@ -24,7 +24,8 @@ SnapshotBuilder::SnapshotBuilder(std::vector<int> thread_ids, int64_t watch_star
       watch_start_ms_(watch_start_ms),
       max_over_(std::move(max_over)) {}
 
-void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::MetricsSnapshot& out) {
+void SnapshotBuilder::Build(std::shared_ptr<const engine::EngineSample> latest,
+                            v1::MetricsSnapshot& out) {
   if (current_ == nullptr) {
     current_ = std::move(latest);
   } else if (latest->time_ms > current_->time_ms) {
@@ -37,16 +38,16 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
       baseline_ == nullptr ? 0 : static_cast<uint32_t>(current_->time_ms - baseline_->time_ms));
   out.set_engine_state(ToProto(current_->state));
   out.set_ordering(ToProto(current_->ordering));
-  out.set_in_order(current_->ordering == Ordering::kInOrder);
+  out.set_in_order(current_->ordering == engine::Ordering::kInOrder);
   out.set_retry_backlog(current_->retry_backlog);
   ToProto(current_->downstream, *out.mutable_downstream());
   ToProto(current_->scaling_events, *out.mutable_scaling_events());
 
   absl::flat_hash_set<int> present;
-  for (const ThreadSample& thread : current_->threads) {
+  for (const engine::ThreadSample& thread : current_->threads) {
     present.insert(thread.id);
     if (!filter_.empty() && !filter_.contains(thread.id)) continue;
-    if (IsEnded(thread.state)) {
+    if (engine::IsEnded(thread.state)) {
       // Once, and only if it ended while this stream watched.
       if (reported_ended_.contains(thread.id) || thread.state_since_ms < watch_start_ms_) continue;
       reported_ended_.insert(thread.id);
@@ -56,15 +57,16 @@ void SnapshotBuilder::Build(std::shared_ptr<const EngineSample> latest, v1::Metr
   absl::erase_if(reported_ended_, [&](int id) { return !present.contains(id); });
 }
 
-void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot& out) const {
-  static const LatencyHistogram::Counts kNone{};
+void SnapshotBuilder::AddThread(const engine::ThreadSample& thread,
+                                v1::MetricsSnapshot& out) const {
+  static const engine::LatencyHistogram::Counts kNone{};
   v1::ThreadMetrics* m = out.add_threads();
   m->set_thread_id(static_cast<uint32_t>(thread.id));
   m->set_role(ToProto(thread.role));
   m->set_state(ToProto(thread.state));
   m->set_time_in_state_ms(std::max<int64_t>(0, current_->time_ms - thread.state_since_ms));
   ToProto(thread.partitions, *m->mutable_assigned_partitions());
-  ToProto(static_cast<const Counters&>(thread), *m);
+  ToProto(static_cast<const engine::Counters&>(thread), *m);
   m->set_in_flight(thread.in_flight);
   m->set_scheduled(thread.scheduled);
   m->set_calls_in_flight(thread.calls_in_flight);
@@ -72,13 +74,13 @@ void SnapshotBuilder::AddThread(const ThreadSample& thread, v1::MetricsSnapshot&
   m->set_parked(thread.parked);
   m->set_held_bytes(thread.held_bytes);
 
-  const ThreadSample* before = FindThread(baseline_.get(), thread.id);
+  const engine::ThreadSample* before = FindThread(baseline_.get(), thread.id);
   const int64_t from_ms = baseline_ == nullptr ? 0 : baseline_->time_ms;
-  const MaxLatencies max = max_over_(thread.id, from_ms, current_->time_ms);
-  ToProto(LatencyHistogram::Summarize(
+  const engine::MaxLatencies max = max_over_(thread.id, from_ms, current_->time_ms);
+  ToProto(engine::LatencyHistogram::Summarize(
               thread.processing, before != nullptr ? before->processing : kNone, max.processing_ms),
           *m->mutable_processing_latency());
-  ToProto(LatencyHistogram::Summarize(
+  ToProto(engine::LatencyHistogram::Summarize(
               thread.end_to_end, before != nullptr ? before->end_to_end : kNone, max.end_to_end_ms),
           *m->mutable_end_to_end_latency());
   m->set_last_error(thread.last_error);

@@ -29,7 +29,8 @@ class SnapshotBuilder {
  public:
   // The exact maximum latencies of `thread_id` over samples in
   // (from_ms, to_ms]; MetricsSampler::MaxOver in production.
-  using MaxLookup = std::function<MaxLatencies(int thread_id, int64_t from_ms, int64_t to_ms)>;
+  using MaxLookup =
+      std::function<engine::MaxLatencies(int thread_id, int64_t from_ms, int64_t to_ms)>;
 
   // `thread_ids`: the threads to report; empty means all, unknown ids are
   // simply never matched. `watch_start_ms`: when the stream began (Unix ms).
@@ -38,17 +39,17 @@ class SnapshotBuilder {
   // Replaces `out` with the snapshot of `latest` (not null). When `latest`
   // is no newer than the sample used last time (the sampler has not ticked
   // since), the snapshot repeats the previous interval.
-  void Build(std::shared_ptr<const EngineSample> latest, v1::MetricsSnapshot& out);
+  void Build(std::shared_ptr<const engine::EngineSample> latest, v1::MetricsSnapshot& out);
 
  private:
-  void AddThread(const ThreadSample& thread, v1::MetricsSnapshot& out) const;
+  void AddThread(const engine::ThreadSample& thread, v1::MetricsSnapshot& out) const;
 
   const absl::flat_hash_set<int> filter_;
   const int64_t watch_start_ms_;
   const MaxLookup max_over_;
 
-  std::shared_ptr<const EngineSample> baseline_;  // Null until the second sample.
-  std::shared_ptr<const EngineSample> current_;
+  std::shared_ptr<const engine::EngineSample> baseline_;  // Null until the second sample.
+  std::shared_ptr<const engine::EngineSample> current_;
   // Ended threads already reported, pruned once the sampler drops them.
   absl::flat_hash_set<int> reported_ended_;
 };

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // How long one look at the retry backlog may block; Stop() waits for it.
@@ -223,4 +223,4 @@ void Autoscaler::NoteFailure(const std::string& what) {
   LogWarning("autoscale: ", what);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

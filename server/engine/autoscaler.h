@@ -30,7 +30,7 @@
 #include "server/engine/api/scaling_event.h"
 #include "server/engine/stats/thread_stats.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // The few engine calls the autoscaler makes. The engine implements it;
 // a test may too.
@@ -133,6 +133,6 @@ class Autoscaler {
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_AUTOSCALER_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace retryd {
+namespace retryd::engine {
 
 Backoff::Backoff(const BackoffOptions& options, uint64_t seed) : options_(options), rng_(seed) {}
 
@@ -30,4 +30,4 @@ int64_t Backoff::CapMs(const BackoffOptions& options, int failed_attempt) {
   return static_cast<int64_t>(cap);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

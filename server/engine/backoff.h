@@ -16,7 +16,7 @@
 
 #include "server/engine/api/options.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class Backoff {
  public:
@@ -42,6 +42,6 @@ class Backoff {
   std::mt19937_64 rng_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_BACKOFF_H_

@@ -21,7 +21,7 @@
 
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // What a record occupies for the budget: its key, value and headers.
 inline int64_t RecordBytes(const std::optional<std::string>& key,
@@ -81,6 +81,6 @@ class ByteCharge {
   int64_t bytes_ = 0;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_BYTE_CHARGE_H_

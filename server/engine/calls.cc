@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace retryd {
+namespace retryd::engine {
 
 Calls::Calls(Processor& processor, std::shared_ptr<WorkerMailbox> mailbox, int max_calls)
     : processor_(processor), mailbox_(std::move(mailbox)), max_calls_(max_calls) {}
@@ -86,4 +86,4 @@ void Calls::ForEachMutable(const std::function<void(Call&)>& fn) {
   for (auto& [id, call] : calls_) fn(call);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -30,7 +30,7 @@
 #include "server/kafka/consumer.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // A worker's stats and the mailboxes other threads fill for it: the
 // hand-offs' (HandOffMailbox), the processor calls that ended, and the
@@ -104,6 +104,6 @@ class Calls {
   int64_t next_id_ = 0;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_CALLS_H_

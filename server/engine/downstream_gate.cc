@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 const char* RoleName(size_t index) { return index == 0 ? "primary" : "retry"; }
@@ -322,4 +322,4 @@ DownstreamGate::Snapshot DownstreamGate::snapshot() const {
   return s;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

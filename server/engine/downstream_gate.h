@@ -55,7 +55,7 @@
 #include "server/engine/byte_charge.h"
 #include "server/engine/stats/thread_stats.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class DownstreamGate {
  public:
@@ -226,6 +226,6 @@ class DownstreamGate {
   DownstreamHealth health_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_DOWNSTREAM_GATE_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace retryd {
+namespace retryd::engine {
 
 bool DueScheduler::Later(const Entry& a, const Entry& b) {
   if (a.due_ms != b.due_ms) return a.due_ms > b.due_ms;
@@ -68,4 +68,4 @@ HeldRecord DueScheduler::TakeAt(size_t i) {
 
 size_t DueScheduler::DropPartition(const TopicPartition& tp) { return TakePartition(tp).size(); }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -20,7 +20,7 @@
 #include "server/engine/byte_charge.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 struct HeldRecord {
   // The record as the processor sees it: original coordinates, retryd
@@ -135,6 +135,6 @@ class DueScheduler {
   absl::flat_hash_map<TopicPartition, size_t> counts_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_

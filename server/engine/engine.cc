@@ -17,7 +17,7 @@
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 absl::Status CheckOptions(const EngineOptions& o) {
@@ -763,4 +763,4 @@ int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats
   return backlog;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -16,7 +16,7 @@
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // How often a drain looks at the retry group's committed lag, and how long
@@ -403,4 +403,4 @@ SetOrderingResult Engine::FinishSwitchToInOrder(int64_t drained) {
   return result;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 constexpr absl::Duration kRedoDelay = absl::Seconds(1);
@@ -431,4 +431,4 @@ bool HandOffs::Broken() {
   return mailbox_->has_failed();
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -37,7 +37,7 @@
 #include "server/kafka/producer.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // What a hand-off gives Kafka. kHandBack: a held retry record returned
 // unchanged to the retry topic. kFollow: a record sent unprocessed behind its
@@ -210,6 +210,6 @@ class HandOffs {
   std::vector<std::shared_ptr<HandOff>> freeing_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_HAND_OFFS_H_

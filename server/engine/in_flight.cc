@@ -4,7 +4,7 @@
 #include <tuple>
 #include <utility>
 
-namespace retryd {
+namespace retryd::engine {
 
 const char* InFlightStateName(InFlightState state) {
   switch (state) {
@@ -94,4 +94,4 @@ int64_t WorkerRequest::total() const {
   return total_;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

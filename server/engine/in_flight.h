@@ -28,7 +28,7 @@
 #include "server/engine/stats/thread_stats.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // Why a record has not completed yet. New reasons may be added (records
 // parked behind an earlier record of their key, in key order); readers show
@@ -131,6 +131,6 @@ class WorkerRequest {
   int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_IN_FLIGHT_H_

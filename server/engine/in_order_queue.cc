@@ -5,7 +5,7 @@
 
 #include "absl/time/clock.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 void InOrderQueue::Wait(const TopicPartition& tp, Waiting waiting) {
   waiting_[tp].push_back(std::move(waiting));
@@ -130,4 +130,4 @@ void InOrderQueue::Drop(const TopicPartition& tp) {
   restored_.erase(tp);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

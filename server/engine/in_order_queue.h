@@ -26,7 +26,7 @@
 #include "server/engine/ordering/in_place_retry.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class InOrderQueue {
  public:
@@ -90,6 +90,6 @@ class InOrderQueue {
   std::map<TopicPartition, InPlaceRetry> restored_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_IN_ORDER_QUEUE_H_

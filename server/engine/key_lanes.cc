@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace retryd {
+namespace retryd::engine {
 
 bool KeyLanes::QueueBehind(const PartitionKey& key, HeldRecord& held) {
   auto it = lanes_.find(key);
@@ -94,4 +94,4 @@ void KeyLanes::Drop(const std::vector<TopicPartition>& partitions) {
   for (const TopicPartition& tp : partitions) waiting_from_.erase(tp);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

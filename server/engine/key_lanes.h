@@ -23,7 +23,7 @@
 #include "server/engine/ordering/key_parking.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class KeyLanes {
  public:
@@ -72,6 +72,6 @@ class KeyLanes {
   std::map<TopicPartition, int64_t> waiting_from_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_KEY_LANES_H_

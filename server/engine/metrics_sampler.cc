@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // How long stopped threads stay in samples, and maxima are kept.
@@ -111,4 +111,4 @@ MaxLatencies MetricsSampler::MaxOver(int thread_id, int64_t from_ms, int64_t to_
   return out;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

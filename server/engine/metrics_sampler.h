@@ -26,7 +26,7 @@
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // Counters are cumulative.
 struct ThreadSample : Counters {
@@ -97,6 +97,6 @@ class MetricsSampler {
   std::deque<TickMax> maxima_ ABSL_GUARDED_BY(mu_);  // Oldest first, one minute.
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_METRICS_SAMPLER_H_

@@ -6,7 +6,7 @@
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/ordering/in_place_retry.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // The most ranges of complete records above a commit that it carries
@@ -172,4 +172,4 @@ void Partitions::ClearKeysUnknown() {
   for (auto& [tp, e] : entries_) e.keys_unknown = false;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -26,7 +26,7 @@
 #include "server/kafka/consumer.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class Partitions {
  public:
@@ -99,6 +99,6 @@ class Partitions {
   KeyLanes lanes_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_PARTITIONS_H_

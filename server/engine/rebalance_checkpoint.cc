@@ -1,6 +1,6 @@
 #include "server/engine/rebalance_checkpoint.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 void RebalanceCheckpoint::Request(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
@@ -45,4 +45,4 @@ void RebalanceCheckpoint::Rebalanced() {
   if (step_ == Step::kQuiesced) step_ = Step::kRebalanced;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

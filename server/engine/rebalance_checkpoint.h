@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class RebalanceCheckpoint {
  public:
@@ -44,6 +44,6 @@ class RebalanceCheckpoint {
   absl::Time deadline_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_REBALANCE_CHECKPOINT_H_

@@ -9,7 +9,7 @@
 #include "server/common/logging.h"
 #include "server/engine/handoff/retry_headers.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 constexpr absl::Duration kMaxPollWait = absl::Milliseconds(200);
@@ -889,4 +889,4 @@ void Worker::UpdateGauges() {
   mailbox_->parked.store(lanes_.waiting(), std::memory_order_relaxed);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -75,7 +75,7 @@
 #include "server/kafka/producer.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class Worker : public kafka::ConsumerListener {
  public:
@@ -346,6 +346,6 @@ class Worker : public kafka::ConsumerListener {
   absl::Time next_commit_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_WORKER_H_

@@ -23,7 +23,7 @@
 #include "server/engine/ordering/key_parking.h"
 #include "server/kafka/producer.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // What every worker shares; owned by the Engine, outlives its workers.
 struct WorkerContext {
@@ -55,6 +55,6 @@ struct WorkerContext {
   std::function<absl::StatusOr<std::map<int32_t, int64_t>>(absl::Duration)> retry_committed;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_WORKER_CONTEXT_H_

@@ -13,7 +13,7 @@
 #include "server/common/logging.h"
 #include "server/engine/worker.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // How long an assignment may wait for the group's committed metadata.
@@ -215,4 +215,4 @@ void Worker::EndQuiesce(const char* why) {
   LogInfo("thread ", id_, ": resumes: ", why);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

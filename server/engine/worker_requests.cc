@@ -9,7 +9,7 @@
 #include "server/common/logging.h"
 #include "server/engine/worker.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 std::string Name(const RecordCoordinates& record) {
@@ -164,4 +164,4 @@ void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   queue_.MarkReady(tp);
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -29,14 +29,14 @@ bool PointsAtTheDownstream(grpc::StatusCode code) {
   }
 }
 
-Outcome::Kind KindOf(StatusOutcome outcome) {
+engine::Outcome::Kind KindOf(StatusOutcome outcome) {
   switch (outcome) {
     case retryd::v1::SUCCESS:
-      return Outcome::Kind::kOk;
+      return engine::Outcome::Kind::kOk;
     case retryd::v1::DEAD_LETTER:
-      return Outcome::Kind::kPermanent;
+      return engine::Outcome::Kind::kPermanent;
     default:
-      return Outcome::Kind::kRetriable;
+      return engine::Outcome::Kind::kRetriable;
   }
 }
 
@@ -47,13 +47,13 @@ Header HeaderOf(const retryd::v1::RecordHeader& header) {
 }
 
 // kOk with what an OK answer asks the output record to carry.
-Outcome Replacement(const retryd::v1::ProcessRequest& request,
-                    const retryd::v1::ProcessResponse& response) {
+engine::Outcome Replacement(const retryd::v1::ProcessRequest& request,
+                            const retryd::v1::ProcessResponse& response) {
   if (response.has_value() && response.null_value()) {
-    return Outcome::Retriable(
+    return engine::Outcome::Retriable(
         "malformed answer: the ProcessResponse sets both value and null_value");
   }
-  Outcome outcome = Outcome::Ok();
+  engine::Outcome outcome = engine::Outcome::Ok();
   if (response.has_value()) {
     outcome.value.emplace(response.value());
   } else if (response.null_value()) {
@@ -133,31 +133,32 @@ StatusOutcome StatusTable::outcome(grpc::StatusCode code) const {
   return outcomes_[number];
 }
 
-Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_view message,
-                  const retryd::v1::ProcessRequest& request,
-                  const retryd::v1::ProcessResponse& response) {
+engine::Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_view message,
+                          const retryd::v1::ProcessRequest& request,
+                          const retryd::v1::ProcessResponse& response) {
   if (code == grpc::StatusCode::OK) return Replacement(request, response);
-  const Outcome::Kind kind = KindOf(table.outcome(code));
-  if (kind == Outcome::Kind::kOk) return Outcome::Ok();
+  const engine::Outcome::Kind kind = KindOf(table.outcome(code));
+  if (kind == engine::Outcome::Kind::kOk) return engine::Outcome::Ok();
   std::string reason = StatusCodeName(code);
   if (!message.empty())
     absl::StrAppend(&reason, ": ", absl::string_view(message.data(), message.size()));
-  if (PointsAtTheDownstream(code)) return Outcome::Unavailable(std::move(reason), kind);
-  if (kind == Outcome::Kind::kPermanent) return Outcome::Permanent(std::move(reason));
-  return Outcome::Retriable(std::move(reason));
+  if (PointsAtTheDownstream(code)) return engine::Outcome::Unavailable(std::move(reason), kind);
+  if (kind == engine::Outcome::Kind::kPermanent)
+    return engine::Outcome::Permanent(std::move(reason));
+  return engine::Outcome::Retriable(std::move(reason));
 }
 
-Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code, std::string_view message,
-                        const retryd::v1::ProcessRequest& request,
-                        const std::string* response_bytes) {
+engine::Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code,
+                                std::string_view message, const retryd::v1::ProcessRequest& request,
+                                const std::string* response_bytes) {
   retryd::v1::ProcessResponse response;
   if (code == grpc::StatusCode::OK) {
     if (response_bytes == nullptr) {
-      return Outcome::Retriable("malformed answer: OK without a ProcessResponse");
+      return engine::Outcome::Retriable("malformed answer: OK without a ProcessResponse");
     }
     if (!response.ParseFromString(*response_bytes)) {
-      return Outcome::Retriable(absl::StrCat("malformed answer: ", response_bytes->size(),
-                                             " bytes that are not a ProcessResponse"));
+      return engine::Outcome::Retriable(absl::StrCat("malformed answer: ", response_bytes->size(),
+                                                     " bytes that are not a ProcessResponse"));
     }
   }
   return OutcomeOf(table, code, message, request, response);

@@ -64,9 +64,9 @@ class StatusTable {
 //    replaced, e.g. ALREADY_EXISTS).
 // A failure's reason is "<CODE_NAME>: <message>" ("<CODE_NAME>" alone for an
 // empty message), never empty.
-Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_view message,
-                  const retryd::v1::ProcessRequest& request,
-                  const retryd::v1::ProcessResponse& response);
+engine::Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_view message,
+                          const retryd::v1::ProcessRequest& request,
+                          const retryd::v1::ProcessResponse& response);
 
 // As OutcomeOf, from the answer as it came off the wire: `response_bytes` is
 // the serialized ProcessResponse, or null when the answer carried no
@@ -74,9 +74,9 @@ Outcome OutcomeOf(const StatusTable& table, grpc::StatusCode code, std::string_v
 // ProcessResponse (e.g. a header key that is not UTF-8) are a malformed
 // answer: kRetriable, saying so. gRPC's callback API reports such an answer
 // as plain OK, with whatever part of the message it could read.
-Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code, std::string_view message,
-                        const retryd::v1::ProcessRequest& request,
-                        const std::string* response_bytes);
+engine::Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code,
+                                std::string_view message, const retryd::v1::ProcessRequest& request,
+                                const std::string* response_bytes);
 
 }  // namespace retryd
 

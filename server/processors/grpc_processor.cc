@@ -35,7 +35,7 @@ void FillHeader(const Header& header, retryd::v1::RecordHeader& out) {
   if (header.value.has_value()) out.set_value(*header.value);
 }
 
-retryd::v1::ProcessRequest RequestOf(const Record& record, const AttemptInfo& info) {
+retryd::v1::ProcessRequest RequestOf(const Record& record, const engine::AttemptInfo& info) {
   retryd::v1::ProcessRequest request;
   retryd::v1::KafkaRecord& r = *request.mutable_record();
   r.set_topic(record.topic);
@@ -108,10 +108,10 @@ struct GrpcProcessor::Call {
   grpc::ClientContext context;
   retryd::v1::ProcessRequest request;
   grpc::ByteBuffer response;
-  ProcessDone done;
+  engine::ProcessDone done;
   // Kept for the call: the subscription points into it.
-  std::shared_ptr<Cancellation> cancel;
-  std::optional<Cancellation::Subscription> subscription;
+  std::shared_ptr<engine::Cancellation> cancel;
+  std::optional<engine::Cancellation::Subscription> subscription;
   std::shared_ptr<Call> self;  // Released by the completion callback.
 };
 
@@ -194,8 +194,8 @@ class GrpcProcessor::HealthChecker {
     kicked_ = true;
   }
 
-  DownstreamHealth::Serving serving() const {
-    return static_cast<DownstreamHealth::Serving>(serving_.load(std::memory_order_relaxed));
+  engine::DownstreamHealth::Serving serving() const {
+    return static_cast<engine::DownstreamHealth::Serving>(serving_.load(std::memory_order_relaxed));
   }
   int64_t checks() const { return checks_.load(std::memory_order_relaxed); }
 
@@ -237,7 +237,7 @@ class GrpcProcessor::HealthChecker {
 
   void Take(const grpc::Status& status, const grpc::health::v1::HealthCheckResponse& response,
             std::string& service) {
-    using Serving = DownstreamHealth::Serving;
+    using Serving = engine::DownstreamHealth::Serving;
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !service.empty()) {
       service.clear();  // Asked for the server as a whole from now on.
       serving_.store(static_cast<int>(Serving::kUnknown), std::memory_order_relaxed);
@@ -263,7 +263,7 @@ class GrpcProcessor::HealthChecker {
   const std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
   BearerToken* const token_;  // Null: no token. The processor's (thread-safe).
   const absl::Duration interval_;
-  std::atomic<int> serving_{static_cast<int>(DownstreamHealth::Serving::kUnknown)};
+  std::atomic<int> serving_{static_cast<int>(engine::DownstreamHealth::Serving::kUnknown)};
   std::atomic<int64_t> checks_{0};
   absl::Mutex mu_;  // Guards the fields below.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -325,18 +325,18 @@ GrpcProcessor::GrpcProcessor(const retryd::v1::GrpcProcessorConfig& config, Stat
           absl::Milliseconds(
               OrDefault(config.health_check_interval_ms(), kDefaultHealthCheckIntervalMs)))) {}
 
-DownstreamHealth GrpcProcessor::health() const {
-  DownstreamHealth health;
+engine::DownstreamHealth GrpcProcessor::health() const {
+  engine::DownstreamHealth health;
   // Read first: a reader that sees a new count sees its answer (see Take).
   health.checks = health_checker_->checks();
   health.serving = health_checker_->serving();
   switch (channel_->GetState(/*try_to_connect=*/false)) {
     case GRPC_CHANNEL_READY:
-      health.channel = DownstreamHealth::Channel::kReady;
+      health.channel = engine::DownstreamHealth::Channel::kReady;
       break;
     case GRPC_CHANNEL_CONNECTING:
     case GRPC_CHANNEL_TRANSIENT_FAILURE:
-      health.channel = DownstreamHealth::Channel::kNotReady;
+      health.channel = engine::DownstreamHealth::Channel::kNotReady;
       break;
     default:  // IDLE (no call for a while) or SHUTDOWN: nothing known.
       break;
@@ -354,10 +354,10 @@ GrpcProcessor::~GrpcProcessor() {
   canceller_.reset();
 }
 
-Outcome GrpcProcessor::Process(const Record& record, int attempt) {
+engine::Outcome GrpcProcessor::Process(const Record& record, int attempt) {
   absl::Notification finished;
-  Outcome outcome;
-  Start(record, AttemptInfo{attempt, 0}, nullptr, [&](Outcome o) {
+  engine::Outcome outcome;
+  Start(record, engine::AttemptInfo{attempt, 0}, nullptr, [&](engine::Outcome o) {
     outcome = std::move(o);
     finished.Notify();
   });
@@ -365,8 +365,8 @@ Outcome GrpcProcessor::Process(const Record& record, int attempt) {
   return outcome;
 }
 
-void GrpcProcessor::Start(const Record& record, const AttemptInfo& info,
-                          std::shared_ptr<Cancellation> cancel, ProcessDone done) {
+void GrpcProcessor::Start(const Record& record, const engine::AttemptInfo& info,
+                          std::shared_ptr<engine::Cancellation> cancel, engine::ProcessDone done) {
   auto call = std::make_shared<Call>();
   call->request = RequestOf(record, info);
   call->done = std::move(done);
@@ -408,11 +408,11 @@ void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
       bytes->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
   }
-  Outcome outcome = OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
-                                    call.request, bytes.has_value() ? &*bytes : nullptr);
+  engine::Outcome outcome = OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
+                                            call.request, bytes.has_value() ? &*bytes : nullptr);
   // A refusal: the health service says, before the record is tried again,
   // whether the downstream as a whole is down.
-  if (outcome.kind == Outcome::Kind::kUnavailable) health_checker_->Kick();
+  if (outcome.kind == engine::Outcome::Kind::kUnavailable) health_checker_->Kick();
   std::move(call.done)(std::move(outcome));
   // Frees the call, unless the canceller holds it for a moment longer.
   self.reset();

@@ -35,7 +35,7 @@
 
 namespace retryd {
 
-class GrpcProcessor : public Processor {
+class GrpcProcessor : public engine::Processor {
  public:
   // The defaults of config.proto, for fields left at 0 by a config that did
   // not pass through the config loader (which fills them in itself).
@@ -53,19 +53,19 @@ class GrpcProcessor : public Processor {
   ~GrpcProcessor() override;
 
   // Start(), then waits for its outcome (first_failure_ms unknown: 0).
-  Outcome Process(const Record& record, int attempt) override;
+  engine::Outcome Process(const Record& record, int attempt) override;
 
   bool asynchronous() const override { return true; }
   int max_concurrent_calls() const override { return max_concurrent_calls_; }
 
   // Sends the call with the configured deadline and token. Cancelling
   // `cancel` (may be null) cancels the call; `done` still runs, once.
-  void Start(const Record& record, const AttemptInfo& info, std::shared_ptr<Cancellation> cancel,
-             ProcessDone done) override;
+  void Start(const Record& record, const engine::AttemptInfo& info,
+             std::shared_ptr<engine::Cancellation> cancel, engine::ProcessDone done) override;
 
   // The channel's state (READY, or not: CONNECTING, TRANSIENT_FAILURE) and
   // the health service's last answer. Lock-free.
-  DownstreamHealth health() const override;
+  engine::DownstreamHealth health() const override;
 
  private:
   struct Call;

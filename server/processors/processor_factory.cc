@@ -9,7 +9,7 @@
 
 namespace retryd {
 
-absl::StatusOr<std::unique_ptr<Processor>> MakeProcessor(
+absl::StatusOr<std::unique_ptr<engine::Processor>> MakeProcessor(
     const retryd::v1::ProcessorConfig& config) {
   switch (config.kind_case()) {
     case retryd::v1::ProcessorConfig::kSimulate:
@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<Processor>> MakeProcessor(
     case retryd::v1::ProcessorConfig::kGrpc: {
       absl::StatusOr<std::unique_ptr<GrpcProcessor>> grpc = GrpcProcessor::Create(config.grpc());
       if (!grpc.ok()) return grpc.status();
-      return std::unique_ptr<Processor>(*std::move(grpc));
+      return std::unique_ptr<engine::Processor>(*std::move(grpc));
     }
     case retryd::v1::ProcessorConfig::KIND_NOT_SET:
       return absl::InvalidArgumentError(

@@ -14,7 +14,8 @@ namespace retryd {
 // set; the kind's own error if it cannot be built (e.g. the grpc processor's
 // token file is unreadable); UnimplementedError for a kind this build does
 // not know.
-absl::StatusOr<std::unique_ptr<Processor>> MakeProcessor(const retryd::v1::ProcessorConfig& config);
+absl::StatusOr<std::unique_ptr<engine::Processor>> MakeProcessor(
+    const retryd::v1::ProcessorConfig& config);
 
 }  // namespace retryd
 

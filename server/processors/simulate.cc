@@ -71,29 +71,30 @@ int64_t SimulateProcessor::LatencyMs(const Record& record, int attempt) const {
   return latency_min_ms_ + static_cast<int64_t>(Hash(record, attempt, kLatencyStream) % span);
 }
 
-Outcome SimulateProcessor::Decide(const Record& record, int attempt) const {
+engine::Outcome SimulateProcessor::Decide(const Record& record, int attempt) const {
   if (record.key.has_value()) {
     for (const Rule& rule : rules_) {
       if (!absl::StartsWith(*record.key, rule.key_prefix)) continue;
       if (rule.permanent) {
-        return Outcome::Permanent(absl::StrCat("rule ", rule.key_prefix, ": permanent failure"));
+        return engine::Outcome::Permanent(
+            absl::StrCat("rule ", rule.key_prefix, ": permanent failure"));
       }
       if (attempt >= 1 && static_cast<uint32_t>(attempt) <= rule.fail_attempts) {
-        return Outcome::Retriable(absl::StrCat("rule ", rule.key_prefix, ": attempt ", attempt,
-                                               " of ", rule.fail_attempts, " fails"));
+        return engine::Outcome::Retriable(absl::StrCat(
+            "rule ", rule.key_prefix, ": attempt ", attempt, " of ", rule.fail_attempts, " fails"));
       }
-      return Outcome::Ok();
+      return engine::Outcome::Ok();
     }
   }
   const double u = Unit(Hash(record, attempt, kOutcomeStream));
-  if (u < permanent_failure_rate_) return Outcome::Permanent("simulated permanent failure");
+  if (u < permanent_failure_rate_) return engine::Outcome::Permanent("simulated permanent failure");
   if (u < permanent_failure_rate_ + transient_failure_rate_) {
-    return Outcome::Retriable("simulated transient failure");
+    return engine::Outcome::Retriable("simulated transient failure");
   }
-  return Outcome::Ok();
+  return engine::Outcome::Ok();
 }
 
-Outcome SimulateProcessor::Process(const Record& record, int attempt) {
+engine::Outcome SimulateProcessor::Process(const Record& record, int attempt) {
   // Sleeping is the point here: it stands for the record's work.
   if (const int64_t latency = LatencyMs(record, attempt); latency > 0) {
     absl::SleepFor(absl::Milliseconds(latency));

@@ -20,7 +20,7 @@
 
 namespace retryd {
 
-class SimulateProcessor : public Processor {
+class SimulateProcessor : public engine::Processor {
  public:
   // `config` must be valid (as LoadConfigText checks); it is copied.
   explicit SimulateProcessor(const retryd::v1::SimulateConfig& config);
@@ -28,7 +28,7 @@ class SimulateProcessor : public Processor {
   // Sleeps for the latency, then decides: the first rule whose key_prefix
   // starts the record's key (a null key matches none); else
   // permanent_failure_rate; else transient_failure_rate; else OK.
-  Outcome Process(const Record& record, int attempt) override;
+  engine::Outcome Process(const Record& record, int attempt) override;
 
  private:
   struct Rule {
@@ -41,7 +41,7 @@ class SimulateProcessor : public Processor {
   // separates the latency draw from the failure draw).
   uint64_t Hash(const Record& record, int attempt, uint64_t stream) const;
   int64_t LatencyMs(const Record& record, int attempt) const;
-  Outcome Decide(const Record& record, int attempt) const;
+  engine::Outcome Decide(const Record& record, int attempt) const;
 
   const uint64_t seed_;
   const uint32_t latency_ms_;

@@ -218,8 +218,8 @@ TEST(ConfigBoundsTest, TheEngineOptionDefaultsAgree) {
       "processor { grpc { target: \"localhost:50061\" } }\n",
       "t", {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const EngineOptions& e = loaded->engine;
-  const EngineOptions defaults;
+  const engine::EngineOptions& e = loaded->engine;
+  const engine::EngineOptions defaults;
   EXPECT_EQ(e.primary_threads, defaults.primary_threads);
   EXPECT_EQ(e.commit_interval_ms, defaults.commit_interval_ms);
   EXPECT_EQ(e.max_in_flight, defaults.max_in_flight);

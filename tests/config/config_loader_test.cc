@@ -91,7 +91,7 @@ processor {
 TEST(ConfigLoaderTest, OrdersExampleMapsToEngineOptions) {
   absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(ExamplePath("orders.textproto"), {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const EngineOptions& e = loaded->engine;
+  const engine::EngineOptions& e = loaded->engine;
   EXPECT_EQ(e.bootstrap_servers, "127.0.0.1:9092");
   EXPECT_THAT(e.kafka_properties, IsEmpty());
   EXPECT_EQ(e.group_id, "orders-app");
@@ -99,7 +99,7 @@ TEST(ConfigLoaderTest, OrdersExampleMapsToEngineOptions) {
   EXPECT_EQ(e.output_topic, "orders.done");
   EXPECT_EQ(e.dead_letter_topic, "orders.dlq");
   EXPECT_EQ(e.primary_threads, 1);
-  EXPECT_EQ(e.ordering, Ordering::kUnordered);
+  EXPECT_EQ(e.ordering, engine::Ordering::kUnordered);
   EXPECT_EQ(e.retry.topic, "orders.retry");
   EXPECT_EQ(e.retry.threads, 2);
   EXPECT_EQ(e.retry.max_threads, 16);
@@ -189,7 +189,7 @@ TEST(ConfigLoaderTest, OverridesApplyBeforeValidation) {
 TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
   absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(ExamplePath("minimal.textproto"), {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const EngineOptions& e = loaded->engine;
+  const engine::EngineOptions& e = loaded->engine;
   EXPECT_EQ(e.bootstrap_servers, "");  // The embedded broker.
   EXPECT_EQ(e.group_id, "demo");
   EXPECT_THAT(e.input_topics, ElementsAre("events"));
@@ -197,7 +197,7 @@ TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
   EXPECT_EQ(e.retry.topic, "events.retry");
   EXPECT_EQ(e.dead_letter_topic, "events.dlq");
   EXPECT_EQ(e.primary_threads, 1);
-  EXPECT_EQ(e.ordering, Ordering::kUnordered);
+  EXPECT_EQ(e.ordering, engine::Ordering::kUnordered);
   EXPECT_EQ(e.retry.threads, 1);
   EXPECT_EQ(e.retry.max_threads, 16);
   EXPECT_EQ(e.retry.max_attempts, 5);
@@ -295,7 +295,7 @@ TEST(ConfigLoaderTest, MaxBackoffDefaultsToAtLeastTheInitialDelay) {
 TEST(ConfigLoaderTest, InOrderDefaultsToNoRetryThreads) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase("in_order: true"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->engine.ordering, Ordering::kInOrder);
+  EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kInOrder);
   EXPECT_EQ(loaded->engine.retry.threads, 0);
 
   loaded = Load(WithBase("in_order: true\nretry { threads: 0 }"));
@@ -318,7 +318,7 @@ TEST(ConfigLoaderTest, InOrderWithRetryThreadsIsRejected) {
 TEST(ConfigLoaderTest, OrderingDefaultsToUnorderedInTheEffectiveConfig) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->engine.ordering, Ordering::kUnordered);
+  EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kUnordered);
   EXPECT_EQ(loaded->proto.ordering(), v1::UNORDERED);
   EXPECT_FALSE(loaded->proto.in_order());
 }
@@ -326,7 +326,7 @@ TEST(ConfigLoaderTest, OrderingDefaultsToUnorderedInTheEffectiveConfig) {
 TEST(ConfigLoaderTest, OrderingKeyKeepsRetryThreads) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase("ordering: KEY"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->engine.ordering, Ordering::kKey);
+  EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kKey);
   EXPECT_EQ(loaded->engine.retry.threads, 1);
   EXPECT_EQ(loaded->proto.ordering(), v1::KEY);
   EXPECT_FALSE(loaded->proto.in_order());
@@ -338,7 +338,7 @@ TEST(ConfigLoaderTest, OrderingKeyKeepsRetryThreads) {
 
   loaded = Load(WithBase("ordering: UNORDERED\nin_order: false"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->engine.ordering, Ordering::kUnordered);
+  EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kUnordered);
 }
 
 TEST(ConfigLoaderTest, OrderingInOrderIsInOrderByEitherSpelling) {
@@ -347,7 +347,7 @@ TEST(ConfigLoaderTest, OrderingInOrderIsInOrderByEitherSpelling) {
     SCOPED_TRACE(text);
     absl::StatusOr<LoadedConfig> loaded = Load(WithBase(text));
     ASSERT_TRUE(loaded.ok()) << loaded.status();
-    EXPECT_EQ(loaded->engine.ordering, Ordering::kInOrder);
+    EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kInOrder);
     EXPECT_EQ(loaded->engine.retry.threads, 0);
     // The effective config says it both ways, for old and new readers.
     EXPECT_EQ(loaded->proto.ordering(), v1::IN_ORDER);
@@ -415,7 +415,7 @@ TEST(ConfigLoaderTest, AutoscaleIsOffUnlessPresent) {
 
   loaded = Load(WithBase("retry { min_threads: 2 autoscale {} }"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const RetryOptions& r = loaded->engine.retry;
+  const engine::RetryOptions& r = loaded->engine.retry;
   EXPECT_EQ(r.min_threads, 2);
   EXPECT_EQ(r.threads, 2) << "threads defaults to min_threads when that is above 1";
   EXPECT_TRUE(r.autoscale.enabled);

@@ -15,7 +15,7 @@
 namespace retryd {
 namespace {
 
-using Kind = Outcome::Kind;
+using Kind = engine::Outcome::Kind;
 
 v1::SimulateConfig Parse(const std::string& text) {
   v1::SimulateConfig config;
@@ -33,7 +33,7 @@ Record MakeRecord(int64_t offset, std::optional<std::string> key = std::nullopt,
   return record;
 }
 
-void ExpectOutcome(const Outcome& outcome, Kind kind, const std::string& reason) {
+void ExpectOutcome(const engine::Outcome& outcome, Kind kind, const std::string& reason) {
   EXPECT_EQ(outcome.kind, kind) << outcome.reason;
   EXPECT_EQ(outcome.reason, reason);
 }
@@ -97,8 +97,9 @@ TEST(SimulateProcessorTest, TransientRateOneAlwaysFailsRetriably) {
   }
 }
 
-std::vector<Outcome> ProcessOffsets(Processor& processor, int64_t count, int attempt) {
-  std::vector<Outcome> outcomes;
+std::vector<engine::Outcome> ProcessOffsets(engine::Processor& processor, int64_t count,
+                                            int attempt) {
+  std::vector<engine::Outcome> outcomes;
   outcomes.reserve(count);
   for (int64_t offset = 0; offset < count; ++offset) {
     outcomes.push_back(processor.Process(MakeRecord(offset, "k", "orders", offset % 3), attempt));
@@ -106,7 +107,7 @@ std::vector<Outcome> ProcessOffsets(Processor& processor, int64_t count, int att
   return outcomes;
 }
 
-bool Same(const std::vector<Outcome>& a, const std::vector<Outcome>& b) {
+bool Same(const std::vector<engine::Outcome>& a, const std::vector<engine::Outcome>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].kind != b[i].kind || a[i].reason != b[i].reason) return false;
@@ -132,8 +133,8 @@ TEST(SimulateProcessorTest, SeedAttemptAndRecordChangeTheOutcome) {
   EXPECT_FALSE(Same(ProcessOffsets(processor, 2000, 1), ProcessOffsets(processor, 2000, 2)));
   int differ = 0;
   for (int64_t offset = 0; offset < 2000; ++offset) {
-    const Outcome a = processor.Process(MakeRecord(offset, "k", "orders"), 1);
-    const Outcome b = processor.Process(MakeRecord(offset, "k", "payments"), 1);
+    const engine::Outcome a = processor.Process(MakeRecord(offset, "k", "orders"), 1);
+    const engine::Outcome b = processor.Process(MakeRecord(offset, "k", "payments"), 1);
     differ += a.kind != b.kind;
   }
   EXPECT_GT(differ, 0);
@@ -141,8 +142,8 @@ TEST(SimulateProcessorTest, SeedAttemptAndRecordChangeTheOutcome) {
 
 TEST(SimulateProcessorTest, DeterministicWhicheverThreadCalls) {
   SimulateProcessor processor(Parse(kRates));
-  const std::vector<Outcome> expected = ProcessOffsets(processor, 5000, 1);
-  std::vector<std::vector<Outcome>> results(4);
+  const std::vector<engine::Outcome> expected = ProcessOffsets(processor, 5000, 1);
+  std::vector<std::vector<engine::Outcome>> results(4);
   std::vector<std::thread> threads;
   for (auto& result : results) {
     threads.emplace_back([&processor, &result] { result = ProcessOffsets(processor, 5000, 1); });
@@ -156,7 +157,7 @@ TEST(SimulateProcessorTest, RatesAreHonoured) {
   constexpr int kRecords = 10000;
   int transient = 0;
   int permanent = 0;
-  for (const Outcome& outcome : ProcessOffsets(processor, kRecords, 1)) {
+  for (const engine::Outcome& outcome : ProcessOffsets(processor, kRecords, 1)) {
     transient += outcome.kind == Kind::kRetriable;
     permanent += outcome.kind == Kind::kPermanent;
   }

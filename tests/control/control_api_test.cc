@@ -90,7 +90,7 @@ class ControlApiTest : public ::testing::Test {
   void TearDown() override {
     if (!ready_ || client_ == nullptr) return;
     engine_->processor->set_failing(false);
-    if (engine_->engine->ordering() != Ordering::kUnordered) {
+    if (engine_->engine->ordering() != engine::Ordering::kUnordered) {
       EXPECT_TRUE(client_->SetOrderingMode(v1::UNORDERED, false).ok());
     }
     std::vector<uint32_t> retry = RetryThreadIds(*client_);
@@ -205,7 +205,7 @@ TEST_F(ControlApiTest, StopRetryThreadsValidatesArguments) {
   };
   uint32_t primary = 0;
   for (const auto& stats : engine_->engine->Threads()) {
-    if (stats->role() == ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
+    if (stats->role() == engine::ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
   }
   const std::vector<Case> cases = {
       {0, {}, grpc::StatusCode::INVALID_ARGUMENT, "count: must be at least 1"},
@@ -330,7 +330,7 @@ TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
 
   // The engine rolls the drain back before it answers; allow for the answer
   // having been lost to the client's own deadline.
-  EXPECT_TRUE(WaitFor([&] { return engine_->engine->state() == EngineState::kRunning; },
+  EXPECT_TRUE(WaitFor([&] { return engine_->engine->state() == engine::EngineState::kRunning; },
                       absl::Seconds(10)));
   const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
@@ -430,7 +430,7 @@ TEST_F(ControlApiTest, SetOrderingModeValidatesArguments) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message << ": " << s;
     EXPECT_THAT(s.message(), HasSubstr(c.message));
   }
-  EXPECT_EQ(engine_->engine->ordering(), Ordering::kUnordered) << "nothing changed";
+  EXPECT_EQ(engine_->engine->ordering(), engine::Ordering::kUnordered) << "nothing changed";
   EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
 }
 
@@ -465,7 +465,7 @@ TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
   EXPECT_EQ(key->mode(), v1::KEY);
   EXPECT_THAT(key->stopped_thread_ids(), IsEmpty());
   EXPECT_THAT(key->started_thread_ids(), IsEmpty()) << "a retry thread runs already";
-  EXPECT_EQ(engine_->engine->ordering(), Ordering::kKey);
+  EXPECT_EQ(engine_->engine->ordering(), engine::Ordering::kKey);
 
   engine_->processor->set_failing(true);
   const int64_t followed_before = engine_->engine->Totals().followed;
@@ -606,7 +606,7 @@ TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
 TEST_F(ControlApiTest, WatchMetricsFiltersThreadsAndIgnoresUnknownIds) {
   uint32_t primary = 0;
   for (const auto& stats : engine_->engine->Threads()) {
-    if (stats->role() == ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
+    if (stats->role() == engine::ThreadRole::kPrimary) primary = static_cast<uint32_t>(stats->id());
   }
   int snapshots = 0;
   const absl::Status s =

@@ -237,7 +237,7 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
       right->SetOrderingMode(v1::UNORDERED, false);
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_EQ(same->mode(), v1::UNORDERED);
-  EXPECT_EQ(engine_->engine->ordering(), Ordering::kUnordered);
+  EXPECT_EQ(engine_->engine->ordering(), engine::Ordering::kUnordered);
   EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
 }
 
@@ -500,7 +500,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   testing::DownstreamServer downstream;
   ASSERT_TRUE(downstream.Start().ok());
   const testing::TestTopics topics = testing::CreateTopics("control-health-downstream");
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.downstream = {.outage_after = 2, .probe_initial_ms = 50, .probe_max_ms = 200};
   v1::GrpcProcessorConfig processor_config;
   processor_config.set_target(downstream.target());
@@ -508,7 +508,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   absl::StatusOr<std::unique_ptr<GrpcProcessor>> processor =
       GrpcProcessor::Create(processor_config);
   ASSERT_TRUE(processor.ok()) << processor.status();
-  std::unique_ptr<Engine> engine = testing::StartEngine(options, *std::move(processor));
+  std::unique_ptr<engine::Engine> engine = testing::StartEngine(options, *std::move(processor));
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine);
   ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
@@ -550,15 +550,15 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
 // health stayed SERVING through the whole outage that followed.
 TEST(ControlHealthTest, NotServingWhenKafkaGoesDownAfterTheRetryLeaderWent) {
   const testing::TestTopics topics = testing::CreateTopics("control-health-leader");
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.retry.threads = 1;
   // Broker 3 leads the retry topic; broker 1 coordinates the retry group,
   // so the backlog measurement gets as far as the watermarks.
   kafka::EmbeddedBroker& broker = Broker();
   ASSERT_TRUE(broker.SetGroupCoordinator(options.group_id + ".retry", 1).ok());
   for (int p = 0; p < 3; ++p) ASSERT_TRUE(broker.SetPartitionLeader(topics.retry, p, 3).ok());
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, std::make_unique<testing::SwitchProcessor>());
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::make_unique<testing::SwitchProcessor>());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE((*engine)->Start().ok());
   ControlServer server(**engine);

@@ -18,18 +18,18 @@
 
 namespace retryd::testing {
 
-Outcome SwitchProcessor::Process(const Record& record, int attempt) {
+engine::Outcome SwitchProcessor::Process(const Record& record, int attempt) {
   if (failing_.load() && record.key.has_value() && absl::StartsWith(*record.key, "fail-")) {
-    return Outcome::Retriable(absl::StrCat("test: failing, attempt ", attempt));
+    return engine::Outcome::Retriable(absl::StrCat("test: failing, attempt ", attempt));
   }
-  return Outcome::Ok();
+  return engine::Outcome::Ok();
 }
 
 std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
                                                       int max_threads) {
   auto out = std::make_unique<EngineUnderTest>();
   out->topics = CreateTopics(name);
-  EngineOptions options = TestEngineOptions(out->topics);
+  engine::EngineOptions options = TestEngineOptions(out->topics);
   options.retry.threads = retry_threads;
   options.retry.max_threads = max_threads;
   options.retry.max_attempts = 1000;  // "fail-" records circulate until released.

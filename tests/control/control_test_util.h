@@ -27,9 +27,9 @@ namespace retryd::testing {
 
 // Keys starting with "fail-" fail retriably while failing() is set (they
 // keep circulating through the retry topic); everything else succeeds.
-class SwitchProcessor : public Processor {
+class SwitchProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override;
+  engine::Outcome Process(const Record& record, int attempt) override;
   void set_failing(bool failing) { failing_.store(failing); }
 
  private:
@@ -39,7 +39,7 @@ class SwitchProcessor : public Processor {
 struct EngineUnderTest {
   TestTopics topics;
   SwitchProcessor* processor = nullptr;  // Owned by the engine.
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
 };
 
 // Creates topics named after `name`, starts an engine (StartEngine) with

@@ -107,10 +107,11 @@ TEST(BearerTokenAuthTest, ConstantTimeEquals) {
 
 // ---- SnapshotBuilder ---------------------------------------------------------
 
-ThreadSample Thread(int id, ThreadState state, int64_t state_since_ms, int64_t processed) {
-  ThreadSample t;
+engine::ThreadSample Thread(int id, engine::ThreadState state, int64_t state_since_ms,
+                            int64_t processed) {
+  engine::ThreadSample t;
   t.id = id;
-  t.role = id == 1 ? ThreadRole::kPrimary : ThreadRole::kRetry;
+  t.role = id == 1 ? engine::ThreadRole::kPrimary : engine::ThreadRole::kRetry;
   t.state = state;
   t.state_since_ms = state_since_ms;
   t.processed = processed;
@@ -119,14 +120,15 @@ ThreadSample Thread(int id, ThreadState state, int64_t state_since_ms, int64_t p
 }
 
 // Records `n` latencies of `ms` into `counts`.
-void Record(LatencyHistogram::Counts& counts, int n, double ms) {
-  counts[LatencyHistogram::BucketOf(static_cast<int64_t>(ms * 1000))] += n;
+void Record(engine::LatencyHistogram::Counts& counts, int n, double ms) {
+  counts[engine::LatencyHistogram::BucketOf(static_cast<int64_t>(ms * 1000))] += n;
 }
 
-std::shared_ptr<const EngineSample> Sample(int64_t time_ms, std::vector<ThreadSample> threads) {
-  auto s = std::make_shared<EngineSample>();
+std::shared_ptr<const engine::EngineSample> Sample(int64_t time_ms,
+                                                   std::vector<engine::ThreadSample> threads) {
+  auto s = std::make_shared<engine::EngineSample>();
   s->time_ms = time_ms;
-  s->state = EngineState::kRunning;
+  s->state = engine::EngineState::kRunning;
   s->retry_backlog = 7;
   s->threads = std::move(threads);
   return s;
@@ -142,14 +144,14 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
   std::vector<std::tuple<int, int64_t, int64_t>> max_queries;
   SnapshotBuilder builder({}, /*watch_start_ms=*/1000, [&](int id, int64_t from, int64_t to) {
     max_queries.emplace_back(id, from, to);
-    return MaxLatencies{.processing_ms = 120.0, .end_to_end_ms = 99.0};
+    return engine::MaxLatencies{.processing_ms = 120.0, .end_to_end_ms = 99.0};
   });
-  ThreadSample first = Thread(1, ThreadState::kRunning, 500, 10);
+  engine::ThreadSample first = Thread(1, engine::ThreadState::kRunning, 500, 10);
   first.parked = 4;
   Record(first.processing, 10, 1.0);
   v1::MetricsSnapshot out;
-  auto sample = std::make_shared<EngineSample>(*Sample(1000, {first}));
-  sample->ordering = Ordering::kKey;
+  auto sample = std::make_shared<engine::EngineSample>(*Sample(1000, {first}));
+  sample->ordering = engine::Ordering::kKey;
   builder.Build(sample, out);
   EXPECT_EQ(out.ordering(), v1::KEY);
   EXPECT_FALSE(out.in_order());
@@ -164,7 +166,7 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
   ASSERT_EQ(out.threads(0).assigned_partitions_size(), 1);
   EXPECT_EQ(out.threads(0).parked(), 4);
 
-  ThreadSample second = first;
+  engine::ThreadSample second = first;
   second.processed = 15;
   Record(second.processing, 5, 100.0);  // Only these five fall in the interval.
   builder.Build(Sample(1200, {second}), out);
@@ -188,54 +190,54 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
 }
 
 TEST(SnapshotBuilderTest, StoppedThreadAppearsOnceThenLeaves) {
-  SnapshotBuilder builder({}, 1000, [](int, int64_t, int64_t) { return MaxLatencies{}; });
+  SnapshotBuilder builder({}, 1000, [](int, int64_t, int64_t) { return engine::MaxLatencies{}; });
   v1::MetricsSnapshot out;
-  builder.Build(
-      Sample(1000, {Thread(1, ThreadState::kRunning, 0, 0), Thread(2, ThreadState::kRunning, 0, 0),
-                    Thread(9, ThreadState::kStopped, 900, 0)}),
-      out);
+  builder.Build(Sample(1000, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(2, engine::ThreadState::kRunning, 0, 0),
+                              Thread(9, engine::ThreadState::kStopped, 900, 0)}),
+                out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 2)) << "9 stopped before the watch began";
 
-  builder.Build(Sample(1100, {Thread(1, ThreadState::kRunning, 0, 0),
-                              Thread(2, ThreadState::kStopped, 1050, 0),
-                              Thread(9, ThreadState::kStopped, 900, 0)}),
+  builder.Build(Sample(1100, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(2, engine::ThreadState::kStopped, 1050, 0),
+                              Thread(9, engine::ThreadState::kStopped, 900, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 2));
   EXPECT_EQ(out.threads(1).state(), v1::STOPPED);
 
-  builder.Build(Sample(1200, {Thread(1, ThreadState::kRunning, 0, 0),
-                              Thread(2, ThreadState::kStopped, 1050, 0),
-                              Thread(3, ThreadState::kStarting, 1150, 0)}),
+  builder.Build(Sample(1200, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(2, engine::ThreadState::kStopped, 1050, 0),
+                              Thread(3, engine::ThreadState::kStarting, 1150, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 3)) << "2 left, the new 3 appeared";
 
-  builder.Build(Sample(1300, {Thread(1, ThreadState::kRunning, 0, 0),
-                              Thread(3, ThreadState::kFailed, 1250, 0)}),
+  builder.Build(Sample(1300, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(3, engine::ThreadState::kFailed, 1250, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 3));
   EXPECT_EQ(out.threads(1).state(), v1::FAILED);
-  builder.Build(Sample(1400, {Thread(1, ThreadState::kRunning, 0, 0),
-                              Thread(3, ThreadState::kFailed, 1250, 0)}),
+  builder.Build(Sample(1400, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(3, engine::ThreadState::kFailed, 1250, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1));
 }
 
 TEST(SnapshotBuilderTest, FiltersByIdAndIgnoresUnknownIds) {
-  SnapshotBuilder builder({2, 77}, 0, [](int, int64_t, int64_t) { return MaxLatencies{}; });
+  SnapshotBuilder builder({2, 77}, 0, [](int, int64_t, int64_t) { return engine::MaxLatencies{}; });
   v1::MetricsSnapshot out;
-  builder.Build(
-      Sample(1000, {Thread(1, ThreadState::kRunning, 0, 0), Thread(2, ThreadState::kIdle, 0, 0)}),
-      out);
+  builder.Build(Sample(1000, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(2, engine::ThreadState::kIdle, 0, 0)}),
+                out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(2));
-  builder.Build(Sample(1100, {Thread(1, ThreadState::kRunning, 0, 0),
-                              Thread(77, ThreadState::kStarting, 1050, 0)}),
+  builder.Build(Sample(1100, {Thread(1, engine::ThreadState::kRunning, 0, 0),
+                              Thread(77, engine::ThreadState::kStarting, 1050, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(77)) << "a named thread that starts later appears";
 }
 
 TEST(SnapshotBuilderTest, CarriesTheRecentScalingEventsWhateverTheFilter) {
-  SnapshotBuilder builder({77}, 0, [](int, int64_t, int64_t) { return MaxLatencies{}; });
-  auto sample = std::make_shared<EngineSample>(*Sample(1000, {}));
+  SnapshotBuilder builder({77}, 0, [](int, int64_t, int64_t) { return engine::MaxLatencies{}; });
+  auto sample = std::make_shared<engine::EngineSample>(*Sample(1000, {}));
   sample->scaling_events = {{900, 3, true, "retry backlog of 50 records is over ..."},
                             {950, 3, false, "idle for 1500 ms (no partitions)"}};
   v1::MetricsSnapshot out;
@@ -253,10 +255,10 @@ TEST(SnapshotBuilderTest, CarriesTheRecentScalingEventsWhateverTheFilter) {
 // ---- BlockingExecutor --------------------------------------------------------
 
 TEST(ProtoConvertTest, InFlightRecordKeepsEveryFieldAndANullKey) {
-  InFlightRecord r;
+  engine::InFlightRecord r;
   r.thread_id = 3;
-  r.role = ThreadRole::kRetry;
-  r.state = InFlightState::kWaitingDue;
+  r.role = engine::ThreadRole::kRetry;
+  r.state = engine::InFlightState::kWaitingDue;
   r.topic = "orders";
   r.partition = 2;
   r.offset = 41;
@@ -291,16 +293,17 @@ TEST(ProtoConvertTest, InFlightRecordKeepsEveryFieldAndANullKey) {
   ToProto(r, 0, null_key);
   EXPECT_FALSE(null_key.has_key());
   EXPECT_EQ(null_key.age_ms(), 0) << "never negative";
-  for (InFlightState s : {InFlightState::kInCall, InFlightState::kWaitingDue,
-                          InFlightState::kWaitingBehind, InFlightState::kDeferred}) {
-    EXPECT_EQ(v1::InFlightState_Name(ToProto(s)), InFlightStateName(s));
+  for (engine::InFlightState s :
+       {engine::InFlightState::kInCall, engine::InFlightState::kWaitingDue,
+        engine::InFlightState::kWaitingBehind, engine::InFlightState::kDeferred}) {
+    EXPECT_EQ(v1::InFlightState_Name(ToProto(s)), engine::InFlightStateName(s));
   }
 }
 
 // The protos take the counters by field name: a counter renamed on one
 // side only would silently read 0.
 TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
-  EngineTotals totals;
+  engine::EngineTotals totals;
   totals.processed = 1;
   totals.succeeded = 2;
   totals.failed_attempts = 3;
@@ -313,7 +316,7 @@ TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
   totals.followed = 10;
 
   v1::ThreadMetrics thread;
-  ToProto(static_cast<const Counters&>(totals), thread);
+  ToProto(static_cast<const engine::Counters&>(totals), thread);
   EXPECT_EQ(thread.processed(), 1);
   EXPECT_EQ(thread.succeeded(), 2);
   EXPECT_EQ(thread.failed_attempts(), 3);
@@ -337,20 +340,23 @@ TEST(ProtoConvertTest, CountersReachTheirProtoFieldsByName) {
 }
 
 TEST(ProtoConvertTest, OrderingAndParkedKeys) {
-  for (const Ordering o : {Ordering::kUnordered, Ordering::kInOrder, Ordering::kKey}) {
-    EXPECT_NE(ToProto(o), v1::ORDERING_UNSPECIFIED) << OrderingName(o);
-    EXPECT_EQ(FromProto(ToProto(o)), o) << OrderingName(o);
+  for (const engine::Ordering o :
+       {engine::Ordering::kUnordered, engine::Ordering::kInOrder, engine::Ordering::kKey}) {
+    EXPECT_NE(ToProto(o), v1::ORDERING_UNSPECIFIED) << engine::OrderingName(o);
+    EXPECT_EQ(FromProto(ToProto(o)), o) << engine::OrderingName(o);
   }
-  EXPECT_EQ(ToProto(Ordering::kKey), v1::KEY);
+  EXPECT_EQ(ToProto(engine::Ordering::kKey), v1::KEY);
   EXPECT_EQ(FromProto(v1::ORDERING_UNSPECIFIED), std::nullopt);
   EXPECT_EQ(FromProto(static_cast<v1::Ordering>(7)), std::nullopt);
 
   v1::ParkedKeys out;
-  ToProto(KeyParking::Summary{}, out);
+  ToProto(engine::KeyParking::Summary{}, out);
   EXPECT_EQ(out.keys(), 0);
   EXPECT_EQ(out.records(), 0);
   EXPECT_EQ(out.oldest_unix_ms(), 0) << "none parked: no time, not the far future";
-  ToProto(KeyParking::Summary{.keys = 2, .records = 5, .oldest = absl::FromUnixMillis(1234)}, out);
+  ToProto(
+      engine::KeyParking::Summary{.keys = 2, .records = 5, .oldest = absl::FromUnixMillis(1234)},
+      out);
   EXPECT_EQ(out.keys(), 2);
   EXPECT_EQ(out.records(), 5);
   EXPECT_EQ(out.oldest_unix_ms(), 1234);

@@ -31,15 +31,15 @@ namespace {
 
 constexpr std::string_view kSource = "fuzz.textproto";
 
-void CheckEngineOptions(const EngineOptions& engine) {
+void CheckEngineOptions(const engine::EngineOptions& engine) {
   Require(engine.primary_threads >= 1 && engine.primary_threads <= 64, "primary_threads in range");
   Require(engine.retry.threads >= 0 && engine.retry.threads <= engine.retry.max_threads,
           "retry.threads within retry.max_threads");
-  Require(engine.ordering != Ordering::kInOrder || engine.retry.threads == 0,
+  Require(engine.ordering != engine::Ordering::kInOrder || engine.retry.threads == 0,
           "no retry threads in order");
   Require(engine.retry.min_threads >= 0 && engine.retry.min_threads <= engine.retry.threads,
           "retry.min_threads within retry.threads");
-  Require(engine.ordering != Ordering::kInOrder || engine.retry.min_threads == 0,
+  Require(engine.ordering != engine::Ordering::kInOrder || engine.retry.min_threads == 0,
           "no retry thread floor in order");
   Require(!engine.retry.autoscale.enabled || (engine.retry.autoscale.backlog_per_thread >= 1 &&
                                               engine.retry.autoscale.idle_exit_ms >= 100),
@@ -71,11 +71,12 @@ void FuzzConfigLoader(std::string_view text) {
   }
   CheckEngineOptions(loaded->engine);
   const v1::Ordering ordering = loaded->proto.ordering();
-  Require(ordering != v1::ORDERING_UNSPECIFIED &&
-              loaded->proto.in_order() == (ordering == v1::IN_ORDER) &&
-              (loaded->engine.ordering == Ordering::kInOrder) == (ordering == v1::IN_ORDER) &&
-              (loaded->engine.ordering == Ordering::kKey) == (ordering == v1::KEY),
-          "the effective config names the engine's ordering, in both spellings");
+  Require(
+      ordering != v1::ORDERING_UNSPECIFIED &&
+          loaded->proto.in_order() == (ordering == v1::IN_ORDER) &&
+          (loaded->engine.ordering == engine::Ordering::kInOrder) == (ordering == v1::IN_ORDER) &&
+          (loaded->engine.ordering == engine::Ordering::kKey) == (ordering == v1::KEY),
+      "the effective config names the engine's ordering, in both spellings");
 
   std::string effective;
   Require(google::protobuf::TextFormat::PrintToString(loaded->proto, &effective),

@@ -29,7 +29,7 @@
 namespace retryd::fuzz {
 namespace {
 
-using Kind = Outcome::Kind;
+using Kind = engine::Outcome::Kind;
 
 // Takes bytes from the front of the input; past its end, zeros.
 class Reader {
@@ -79,7 +79,7 @@ bool SameHeader(const Header& h, const retryd::v1::RecordHeader& r) {
 }
 
 void CheckReplacement(const retryd::v1::ProcessRequest& request,
-                      const retryd::v1::ProcessResponse& response, const Outcome& outcome) {
+                      const retryd::v1::ProcessResponse& response, const engine::Outcome& outcome) {
   if (response.has_value() && response.null_value()) {
     Require(outcome.kind == Kind::kRetriable && !outcome.reason.empty(),
             "an answer with both value and null_value is retriable, with a reason");
@@ -131,7 +131,7 @@ void FuzzProcessorResponse(std::string_view input) {
           "a bad status_map is INVALID_ARGUMENT", table.status().ToString());
   if (!table.ok()) table = StatusTable();
   const retryd::v1::ProcessRequest request = Request();
-  const Outcome outcome =
+  const engine::Outcome outcome =
       OutcomeOfAnswer(*table, code, message, request, has_message ? &bytes : nullptr);
 
   if (code == grpc::StatusCode::OK) {

@@ -51,22 +51,22 @@ Headers ParseInput(std::string_view input) {
   return headers;
 }
 
-bool IsRetrydHeader(const Header& h) { return h.key.starts_with(kRetrydHeaderPrefix); }
+bool IsRetrydHeader(const Header& h) { return h.key.starts_with(engine::kRetrydHeaderPrefix); }
 
-void CheckRoundTrip(const Headers& headers, const RetryMetadata& parsed) {
-  const Headers written = WithRetryHeaders(headers, parsed);
-  Require(StripRetrydHeaders(written) == StripRetrydHeaders(headers),
+void CheckRoundTrip(const Headers& headers, const engine::RetryMetadata& parsed) {
+  const Headers written = engine::WithRetryHeaders(headers, parsed);
+  Require(engine::StripRetrydHeaders(written) == engine::StripRetrydHeaders(headers),
           "WithRetryHeaders keeps the other headers as they were");
-  absl::StatusOr<RetryMetadata> again = ParseRetryHeaders(written);
+  absl::StatusOr<engine::RetryMetadata> again = engine::ParseRetryHeaders(written);
   Require(again.ok(), "written retry headers parse", again.status().ToString());
-  RetryMetadata expected = parsed;
-  expected.error = TruncateUtf8(parsed.error, kMaxErrorBytes);
+  engine::RetryMetadata expected = parsed;
+  expected.error = engine::TruncateUtf8(parsed.error, engine::kMaxErrorBytes);
   Require(*again == expected, "written retry headers parse to what was written");
 }
 
 void CheckTruncateUtf8(std::string_view s) {
   for (size_t max_bytes : {size_t{0}, size_t{1}, size_t{3}, s.size() / 2, s.size()}) {
-    const std::string cut = TruncateUtf8(s, max_bytes);
+    const std::string cut = engine::TruncateUtf8(s, max_bytes);
     Require(cut.size() <= max_bytes || s.size() <= max_bytes,
             "TruncateUtf8 stays within max_bytes");
     Require(s.starts_with(cut), "TruncateUtf8 returns a prefix");
@@ -81,9 +81,9 @@ void CheckFitDeadLetter(std::string_view input, const Headers& headers) {
   record.key = std::string(input.substr(0, input.find('\n')));
   record.value = std::string(input);
   record.headers = headers;
-  const size_t full = RecordWireSize(record);
+  const size_t full = engine::RecordWireSize(record);
   for (size_t max_bytes : {size_t{0}, size_t{512}, size_t{1024}, full / 2, full}) {
-    const OutgoingRecord fitted = FitDeadLetter(record, max_bytes);
+    const OutgoingRecord fitted = engine::FitDeadLetter(record, max_bytes);
     Headers original;  // The record's own headers, in order.
     for (const Header& h : headers) {
       if (!IsRetrydHeader(h)) original.push_back(h);
@@ -99,18 +99,18 @@ void CheckFitDeadLetter(std::string_view input, const Headers& headers) {
     Require(!fitted.value.has_value() || record.value->starts_with(*fitted.value),
             "FitDeadLetter keeps a prefix of the value");
     const bool kept_content = fitted.key.has_value() || fitted.value.has_value() || !kept.empty();
-    Require(!kept_content || RecordWireSize(fitted) <= max_bytes,
+    Require(!kept_content || engine::RecordWireSize(fitted) <= max_bytes,
             "FitDeadLetter keeps content only while the record fits");
-    const int truncated =
-        static_cast<int>(std::count_if(fitted.headers.begin(), fitted.headers.end(),
-                                       [](const Header& h) { return h.key == kTruncatedHeader; }));
+    const int truncated = static_cast<int>(
+        std::count_if(fitted.headers.begin(), fitted.headers.end(),
+                      [](const Header& h) { return h.key == engine::kTruncatedHeader; }));
     Require(truncated == 1, "FitDeadLetter adds one retryd-truncated header");
   }
 }
 
 void FuzzRetryHeaders(std::string_view input) {
   const Headers headers = ParseInput(input);
-  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(headers);
+  absl::StatusOr<engine::RetryMetadata> parsed = engine::ParseRetryHeaders(headers);
   if (parsed.ok()) {
     CheckRoundTrip(headers, *parsed);
   } else {

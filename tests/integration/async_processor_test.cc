@@ -52,7 +52,7 @@ using ::retryd::testing::WaitForOutcomes;
 //             (and its channel is reported not ready).
 // It observes what a downstream would: calls in progress at once, overall
 // and per partition, and calls made while it was down.
-class ScriptedAsyncProcessor : public Processor {
+class ScriptedAsyncProcessor : public engine::Processor {
  public:
   ScriptedAsyncProcessor(int max_calls, int threads) : max_calls_(max_calls) {
     for (int i = 0; i < threads; ++i) pool_.emplace_back([this] { Serve(); });
@@ -65,23 +65,23 @@ class ScriptedAsyncProcessor : public Processor {
     for (std::thread& t : pool_) t.join();
   }
 
-  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
+  engine::Outcome Process(const Record&, int) override { return engine::Outcome::Ok(); }
   bool asynchronous() const override { return true; }
   int max_concurrent_calls() const override { return max_calls_; }
 
-  void Start(const Record& record, const AttemptInfo& info, std::shared_ptr<Cancellation> cancel,
-             ProcessDone done) override {
+  void Start(const Record& record, const engine::AttemptInfo& info,
+             std::shared_ptr<engine::Cancellation> cancel, engine::ProcessDone done) override {
     absl::MutexLock lock(&mu_);
     jobs_.push_back({record, info, std::move(cancel), std::move(done)});
   }
 
   // As a client of a real downstream would: while it is down, its channel
   // is not ready.
-  DownstreamHealth health() const override {
+  engine::DownstreamHealth health() const override {
     absl::MutexLock lock(&mu_);
-    DownstreamHealth health;
-    health.channel =
-        down_ ? DownstreamHealth::Channel::kNotReady : DownstreamHealth::Channel::kReady;
+    engine::DownstreamHealth health;
+    health.channel = down_ ? engine::DownstreamHealth::Channel::kNotReady
+                           : engine::DownstreamHealth::Channel::kReady;
     return health;
   }
 
@@ -105,9 +105,9 @@ class ScriptedAsyncProcessor : public Processor {
  private:
   struct Job {
     Record record;
-    AttemptInfo info;
-    std::shared_ptr<Cancellation> cancel;
-    ProcessDone done;
+    engine::AttemptInfo info;
+    std::shared_ptr<engine::Cancellation> cancel;
+    engine::ProcessDone done;
   };
 
   void Serve() {
@@ -131,12 +131,13 @@ class ScriptedAsyncProcessor : public Processor {
       // The call's work.
       absl::SleepFor(absl::Milliseconds(1 + job.record.offset % 7));
       const std::string key = job.record.key.value_or("");
-      Outcome outcome = Outcome::Ok();
+      engine::Outcome outcome = engine::Outcome::Ok();
       if (absl::StartsWith(key, "refused-")) {
-        outcome = Outcome::Unavailable("PERMISSION_DENIED: not for you", Outcome::Kind::kPermanent);
+        outcome = engine::Outcome::Unavailable("PERMISSION_DENIED: not for you",
+                                               engine::Outcome::Kind::kPermanent);
       } else if (down) {
-        outcome =
-            Outcome::Unavailable("UNAVAILABLE: connection refused", Outcome::Kind::kRetriable);
+        outcome = engine::Outcome::Unavailable("UNAVAILABLE: connection refused",
+                                               engine::Outcome::Kind::kRetriable);
       } else if (absl::StartsWith(key, "new-")) {
         outcome.value = std::optional<std::string>(absl::StrCat("NEW:", *job.record.value));
         outcome.headers = Headers{{"made-by", "scripted"}};
@@ -173,8 +174,8 @@ std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
 // thread) until every key of `keys` has its outcome, then stops it. The
 // stopped engine goes to `engine`, keeping the processor (`downstream`) alive
 // for the test to question.
-void RunToTheEnd(const EngineOptions& options, const testing::TestTopics& topics,
-                 const std::vector<std::string>& keys, std::unique_ptr<Engine>& engine,
+void RunToTheEnd(const engine::EngineOptions& options, const testing::TestTopics& topics,
+                 const std::vector<std::string>& keys, std::unique_ptr<engine::Engine>& engine,
                  ScriptedAsyncProcessor*& downstream) {
   auto processor = std::make_unique<ScriptedAsyncProcessor>(8, 16);
   downstream = processor.get();
@@ -188,10 +189,10 @@ TEST(AsyncProcessorTest, InOrderOverlapsCallsAcrossPartitionsOnly) {
   const testing::TestTopics topics = CreateTopics("async-inorder", 4);
   const std::vector<std::string> keys = NumberedKeys("ok-", 1200);
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
   ScriptedAsyncProcessor* downstream = nullptr;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(options, topics, keys, engine, downstream));
 
@@ -206,7 +207,7 @@ TEST(AsyncProcessorTest, UnorderedUsesEveryCallSlotAndReorders) {
   const testing::TestTopics topics = CreateTopics("async-unordered", 4);
   const std::vector<std::string> keys = NumberedKeys("ok-", 1200);
   ProduceKeys(topics.input, keys);
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<engine::Engine> engine;
   ScriptedAsyncProcessor* downstream = nullptr;
   ASSERT_NO_FATAL_FAILURE(RunToTheEnd(TestEngineOptions(topics), topics, keys, engine, downstream));
 
@@ -224,8 +225,8 @@ TEST(AsyncProcessorTest, ReplacementValueAndHeadersReachTheOutput) {
   const testing::TestTopics topics = CreateTopics("async-replace", 2);
   const std::vector<std::string> keys = {"new-1", "ok-2"};
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
-  std::unique_ptr<Engine> engine =
+  engine::EngineOptions options = TestEngineOptions(topics);
+  std::unique_ptr<engine::Engine> engine =
       StartEngine(options, std::make_unique<ScriptedAsyncProcessor>(4, 4));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
@@ -242,7 +243,7 @@ TEST(AsyncProcessorTest, ReplacementValueAndHeadersReachTheOutput) {
 
 TEST(AsyncProcessorTest, DownstreamOutagePausesIntakeAndSpendsNoAttempt) {
   const testing::TestTopics topics = CreateTopics("async-outage", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   // One attempt in all: a record whose call counted as a failed attempt
   // would be dead-lettered at once.
   options.retry.max_attempts = 1;
@@ -250,7 +251,7 @@ TEST(AsyncProcessorTest, DownstreamOutagePausesIntakeAndSpendsNoAttempt) {
   auto processor = std::make_unique<ScriptedAsyncProcessor>(4, 8);
   ScriptedAsyncProcessor* downstream = processor.get();
   downstream->SetDown(true);
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
 
@@ -264,7 +265,7 @@ TEST(AsyncProcessorTest, DownstreamOutagePausesIntakeAndSpendsNoAttempt) {
   EXPECT_TRUE(WaitFor(
       [&] {
         for (const auto& t : engine->Threads()) {
-          if (t->state() != ThreadState::kWaitingDownstream) return false;
+          if (t->state() != engine::ThreadState::kWaitingDownstream) return false;
         }
         return true;
       },
@@ -290,9 +291,9 @@ TEST(AsyncProcessorTest, RecordRefusedAloneIsJudgedByItsFallback) {
   std::vector<std::string> keys = NumberedKeys("ok-", 300);
   keys.push_back("refused-1");
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 200};
-  std::unique_ptr<Engine> engine =
+  std::unique_ptr<engine::Engine> engine =
       StartEngine(options, std::make_unique<ScriptedAsyncProcessor>(4, 8));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));

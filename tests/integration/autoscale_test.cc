@@ -37,22 +37,23 @@ using ::testing::UnorderedElementsAreArray;
 
 // Every record fails (retriably) while `failing` is set, as if its
 // downstream were overloaded, and succeeds once it is cleared.
-class SwitchableProcessor : public Processor {
+class SwitchableProcessor : public engine::Processor {
  public:
   explicit SwitchableProcessor(std::shared_ptr<std::atomic<bool>> failing)
       : failing_(std::move(failing)) {}
-  Outcome Process(const Record&, int) override {
-    return failing_->load() ? Outcome::Retriable("downstream overloaded") : Outcome::Ok();
+  engine::Outcome Process(const Record&, int) override {
+    return failing_->load() ? engine::Outcome::Retriable("downstream overloaded")
+                            : engine::Outcome::Ok();
   }
 
  private:
   const std::shared_ptr<std::atomic<bool>> failing_;
 };
 
-std::vector<int> RetryThreadIds(const Engine& engine) {
+std::vector<int> RetryThreadIds(const engine::Engine& engine) {
   std::vector<int> ids;
   for (const auto& s : engine.Threads()) {
-    if (s->role() == ThreadRole::kRetry) ids.push_back(s->id());
+    if (s->role() == engine::ThreadRole::kRetry) ids.push_back(s->id());
   }
   return ids;
 }
@@ -60,9 +61,9 @@ std::vector<int> RetryThreadIds(const Engine& engine) {
 // Options over `topics` with retry threads autoscaled between `min` and
 // `max`, `threads` at the start, each stopped after 1.5 s idle. Records
 // keep coming back while the downstream fails, never exhausted.
-EngineOptions AutoscaleOptions(const testing::TestTopics& topics, int threads, int min, int max,
-                               int64_t backlog_per_thread) {
-  EngineOptions options = TestEngineOptions(topics);
+engine::EngineOptions ElasticOptions(const testing::TestTopics& topics, int threads, int min,
+                                     int max, int64_t backlog_per_thread) {
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = threads;
   options.retry.min_threads = min;
   options.retry.max_threads = max;
@@ -72,17 +73,17 @@ EngineOptions AutoscaleOptions(const testing::TestTopics& topics, int threads, i
   return options;
 }
 
-std::vector<ScalingEvent> EventsOf(const Engine& engine, bool started) {
-  std::vector<ScalingEvent> out;
-  for (const ScalingEvent& e : engine.ScalingEvents()) {
+std::vector<engine::ScalingEvent> EventsOf(const engine::Engine& engine, bool started) {
+  std::vector<engine::ScalingEvent> out;
+  for (const engine::ScalingEvent& e : engine.ScalingEvents()) {
     if (e.started == started) out.push_back(e);
   }
   return out;
 }
 
-std::vector<int> IdsOf(const std::vector<ScalingEvent>& events) {
+std::vector<int> IdsOf(const std::vector<engine::ScalingEvent>& events) {
   std::vector<int> ids;
-  for (const ScalingEvent& e : events) ids.push_back(e.thread_id);
+  for (const engine::ScalingEvent& e : events) ids.push_back(e.thread_id);
   return ids;
 }
 
@@ -90,15 +91,15 @@ std::vector<int> IdsOf(const std::vector<ScalingEvent>& events) {
 // join of several seconds on the mock cluster.
 TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   const testing::TestTopics topics = CreateTopics("autoscale");  // 3 partitions.
-  EngineOptions options = AutoscaleOptions(topics, /*threads=*/1, /*min=*/1, /*max=*/4,
-                                           /*backlog_per_thread=*/10);
+  engine::EngineOptions options = ElasticOptions(topics, /*threads=*/1, /*min=*/1, /*max=*/4,
+                                                 /*backlog_per_thread=*/10);
   options.retry.backoff = {.initial_ms = 1000, .multiplier = 1.0, .max_ms = 1000};
   auto failing = std::make_shared<std::atomic<bool>>(true);
-  const std::unique_ptr<Engine> owned =
+  const std::unique_ptr<engine::Engine> owned =
       StartEngine(options, std::make_unique<SwitchableProcessor>(failing));
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
-  MetricsSampler sampler(engine, absl::Milliseconds(50));
+  engine::Engine& engine = *owned;
+  engine::MetricsSampler sampler(engine, absl::Milliseconds(50));
   sampler.Start();
   const absl::Duration kSettle = absl::Seconds(45);
   // Retry threads seen running at any look, lowest and highest.
@@ -120,8 +121,8 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   ASSERT_TRUE(
       WaitFor([&] { return retry_threads() == 3 && EventsOf(engine, true).size() == 2; }, kSettle))
       << retry_threads() << " retry threads";
-  const std::vector<ScalingEvent> starts = EventsOf(engine, true);
-  EXPECT_THAT(starts, Each(Field(&ScalingEvent::reason,
+  const std::vector<engine::ScalingEvent> starts = EventsOf(engine, true);
+  EXPECT_THAT(starts, Each(Field(&engine::ScalingEvent::reason,
                                  HasSubstr("is over backlog_per_thread (10) x 1 retry threads"))));
   std::vector<int> running = RetryThreadIds(engine);
   for (int id : IdsOf(starts)) {
@@ -154,8 +155,8 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   ASSERT_TRUE(
       WaitFor([&] { return retry_threads() == 1 && EventsOf(engine, false).size() == 3; }, kSettle))
       << retry_threads() << " retry threads";
-  const std::vector<ScalingEvent> stops = EventsOf(engine, false);
-  EXPECT_THAT(stops, Each(Field(&ScalingEvent::reason, HasSubstr("idle for"))));
+  const std::vector<engine::ScalingEvent> stops = EventsOf(engine, false);
+  EXPECT_THAT(stops, Each(Field(&engine::ScalingEvent::reason, HasSubstr("idle for"))));
   running = RetryThreadIds(engine);
   for (int id : IdsOf(stops)) {
     EXPECT_EQ(std::find(running.begin(), running.end(), id), running.end()) << id;
@@ -170,7 +171,7 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
 
   // In-order mode stops every retry thread, floor or not, and the
   // autoscaler starts none while it lasts, though the floor is 1.
-  absl::StatusOr<SetOrderingResult> toggled =
+  absl::StatusOr<engine::SetOrderingResult> toggled =
       engine.SetInOrder(true, /*drain_retries=*/true, absl::Now() + kSettle);
   ASSERT_TRUE(toggled.ok()) << toggled.status();
   EXPECT_TRUE(RetryThreadIds(engine).empty());
@@ -184,7 +185,7 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
 
   sampler.Stop();
   engine.Stop();
-  EXPECT_EQ(engine.state(), EngineState::kStopped);
+  EXPECT_EQ(engine.state(), engine::EngineState::kStopped);
 }
 
 // The thread left after an idle one is stopped is given its partitions,
@@ -193,13 +194,13 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
 // the log start (all committed long ago), or it would never count as idle.
 TEST(AutoscaleTest, PartitionsWithNothingLeftToReadAddNoLag) {
   const testing::TestTopics topics = CreateTopics("autoscale-lag");  // 3 partitions.
-  const EngineOptions options = AutoscaleOptions(topics, /*threads=*/2, /*min=*/1, /*max=*/2,
-                                                 /*backlog_per_thread=*/1000);
+  const engine::EngineOptions options = ElasticOptions(topics, /*threads=*/2, /*min=*/1, /*max=*/2,
+                                                       /*backlog_per_thread=*/1000);
   auto failing = std::make_shared<std::atomic<bool>>(true);
-  const std::unique_ptr<Engine> owned =
+  const std::unique_ptr<engine::Engine> owned =
       StartEngine(options, std::make_unique<SwitchableProcessor>(failing));
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
+  engine::Engine& engine = *owned;
   const absl::Duration kSettle = absl::Seconds(45);
 
   // Records in every partition of the retry topic, then all of them done.
@@ -213,11 +214,11 @@ TEST(AutoscaleTest, PartitionsWithNothingLeftToReadAddNoLag) {
   // Both idle: one is stopped (the floor keeps the other), which is then
   // given every partition.
   ASSERT_TRUE(WaitFor([&] { return EventsOf(engine, false).size() == 1; }, kSettle));
-  std::shared_ptr<const ThreadStats> left;
+  std::shared_ptr<const engine::ThreadStats> left;
   ASSERT_TRUE(WaitFor(
       [&] {
         for (const auto& s : engine.Threads()) {
-          if (s->role() == ThreadRole::kRetry && s->partitions().size() == 3 &&
+          if (s->role() == engine::ThreadRole::kRetry && s->partitions().size() == 3 &&
               !s->rebalancing.load()) {
             left = s;
           }

@@ -33,8 +33,8 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
 // Keys starting with `prefix` fail their first `attempts` attempts.
-std::unique_ptr<Processor> FailingFirst(const std::string& prefix, int attempts,
-                                        int latency_ms = 0) {
+std::unique_ptr<engine::Processor> FailingFirst(const std::string& prefix, int attempts,
+                                                int latency_ms = 0) {
   retryd::v1::SimulateConfig config;
   config.set_latency_ms(latency_ms);
   auto* rule = config.add_rule();
@@ -43,12 +43,12 @@ std::unique_ptr<Processor> FailingFirst(const std::string& prefix, int attempts,
   return std::make_unique<SimulateProcessor>(config);
 }
 
-std::unique_ptr<Processor> DoomedProcessor() { return FailingFirst("doomed-", 1000, 1); }
+std::unique_ptr<engine::Processor> DoomedProcessor() { return FailingFirst("doomed-", 1000, 1); }
 
-std::vector<int> RetryThreadIds(const Engine& engine) {
+std::vector<int> RetryThreadIds(const engine::Engine& engine) {
   std::vector<int> ids;
   for (const auto& s : engine.Threads()) {
-    if (s->role() == ThreadRole::kRetry) ids.push_back(s->id());
+    if (s->role() == engine::ThreadRole::kRetry) ids.push_back(s->id());
   }
   return ids;
 }
@@ -63,16 +63,16 @@ std::vector<std::string> Keys(const std::string& prefix, int n) {
 // join of several seconds on the mock cluster.
 TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   const testing::TestTopics topics = CreateTopics("control");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_threads = 3;
   options.retry.max_attempts = 3;
   // Long enough that a backlog is still there a moment later.
   options.retry.backoff = {.initial_ms = 3000, .multiplier = 1.0, .max_ms = 3000};
-  const std::unique_ptr<Engine> owned = StartEngine(options, DoomedProcessor());
+  const std::unique_ptr<engine::Engine> owned = StartEngine(options, DoomedProcessor());
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
-  MetricsSampler sampler(engine, absl::Milliseconds(50));
+  engine::Engine& engine = *owned;
+  engine::MetricsSampler sampler(engine, absl::Milliseconds(50));
   sampler.Start();
   const absl::Duration kJoin = absl::Seconds(60);
 
@@ -91,13 +91,13 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   ASSERT_EQ(started->size(), 1u);
   for (const auto& s : engine.Threads()) {
     if (s->id() == (*started)[0]) {
-      EXPECT_NE(s->state(), ThreadState::kStarting);
+      EXPECT_NE(s->state(), engine::ThreadState::kStarting);
     }
   }
   ASSERT_EQ(RetryThreadIds(engine).size(), 2u);
 
   // In order and retry threads exclude each other.
-  absl::StatusOr<SetOrderingResult> toggled = engine.SetInOrder(true, false);
+  absl::StatusOr<engine::SetOrderingResult> toggled = engine.SetInOrder(true, false);
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(toggled.status().message(), HasSubstr("StopRetryThreads"));
   EXPECT_THAT(toggled.status().message(), HasSubstr("drain_retries"));
@@ -115,7 +115,7 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   toggled = engine.SetInOrder(true, true, absl::Now() + absl::Seconds(1));
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_FALSE(engine.in_order());
-  EXPECT_EQ(engine.state(), EngineState::kRunning);
+  EXPECT_EQ(engine.state(), engine::EngineState::kRunning);
   EXPECT_EQ(RetryThreadIds(engine), before);
   // Input flows again after the failed drain.
   const int64_t consumed = engine.Totals().consumed;
@@ -155,21 +155,21 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
       << "a count above the running number stops them all";
 
   // The sampler saw the work and reports stopped threads for a while.
-  std::shared_ptr<const EngineSample> sample;
-  auto stopped_in = [&](const std::shared_ptr<const EngineSample>& s) {
-    for (const ThreadSample& t : s->threads) {
-      if (t.id == (*started)[0]) return t.state == ThreadState::kStopped;
+  std::shared_ptr<const engine::EngineSample> sample;
+  auto stopped_in = [&](const std::shared_ptr<const engine::EngineSample>& s) {
+    for (const engine::ThreadSample& t : s->threads) {
+      if (t.id == (*started)[0]) return t.state == engine::ThreadState::kStopped;
     }
     return false;
   };
   EXPECT_TRUE(WaitFor([&] { return stopped_in(sample = sampler.Latest()); }, absl::Seconds(5)));
   bool saw_primary = false;
-  for (const ThreadSample& t : sample->threads) {
-    if (t.role == ThreadRole::kPrimary) {
+  for (const engine::ThreadSample& t : sample->threads) {
+    if (t.role == engine::ThreadRole::kPrimary) {
       saw_primary = true;
       EXPECT_GT(t.processed, 30);
-      const LatencySummary latency =
-          LatencyHistogram::Summarize(t.processing, LatencyHistogram::Counts{}, 0);
+      const engine::LatencySummary latency =
+          engine::LatencyHistogram::Summarize(t.processing, engine::LatencyHistogram::Counts{}, 0);
       EXPECT_EQ(latency.count, static_cast<uint64_t>(t.processed));
       EXPECT_GE(latency.p50_ms, 1.0) << "the processor takes 1 ms";
     }
@@ -187,21 +187,22 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   const int64_t sent = engine.Totals().sent_to_retry;
   ProduceKeys(topics.input, Keys("doomed-again-", 5));
   ASSERT_TRUE(WaitFor([&] { return engine.Totals().sent_to_retry >= sent + 5; }, kJoin));
-  absl::StatusOr<SetOrderingResult> drain = absl::UnknownError("not run");
+  absl::StatusOr<engine::SetOrderingResult> drain = absl::UnknownError("not run");
   std::thread drainer([&] { drain = engine.SetInOrder(true, true, absl::Now() + absl::Hours(1)); });
   // Stopped and joined before asserting: a failed ASSERT must not leave the
   // thread joinable.
-  const bool draining = WaitFor([&] { return engine.state() == EngineState::kDraining; }, kJoin);
+  const bool draining =
+      WaitFor([&] { return engine.state() == engine::EngineState::kDraining; }, kJoin);
   engine.Stop();
   drainer.join();
   ASSERT_TRUE(draining);
   EXPECT_EQ(drain.status().code(), absl::StatusCode::kAborted) << drain.status();
   EXPECT_FALSE(engine.in_order());
-  EXPECT_EQ(engine.state(), EngineState::kStopped);
+  EXPECT_EQ(engine.state(), engine::EngineState::kStopped);
   EXPECT_EQ(engine.StartRetryThreads(1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-std::unique_ptr<Processor> FlakyProcessor() { return FailingFirst("flaky-", 1); }
+std::unique_ptr<engine::Processor> FlakyProcessor() { return FailingFirst("flaky-", 1); }
 
 std::vector<std::string> KeysOf(const std::vector<Record>& records) {
   std::vector<std::string> keys;
@@ -221,14 +222,14 @@ bool AllIn(const std::vector<std::string>& wanted, const std::vector<std::string
 // temporary retry thread; switching back starts retry.threads again.
 TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
   const testing::TestTopics topics = CreateTopics("strand");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   // Long enough that the backlog is still there when the last retry thread
   // has been stopped.
   options.retry.backoff = {.initial_ms = 3000, .multiplier = 1.0, .max_ms = 3000};
-  const std::unique_ptr<Engine> owned = StartEngine(options, FlakyProcessor());
+  const std::unique_ptr<engine::Engine> owned = StartEngine(options, FlakyProcessor());
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
+  engine::Engine& engine = *owned;
   ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
   const std::vector<std::string> flaky = Keys("flaky-", 20);
   ProduceKeys(topics.input, flaky);
@@ -239,13 +240,13 @@ TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
   ASSERT_TRUE(backlog.ok()) << backlog.status();
   ASSERT_GT(*backlog, 0) << "the records were retried before the thread stopped";
 
-  absl::StatusOr<SetOrderingResult> toggled =
+  absl::StatusOr<engine::SetOrderingResult> toggled =
       engine.SetInOrder(true, false, absl::Now() + absl::Seconds(30));
   EXPECT_EQ(toggled.status().code(), absl::StatusCode::kFailedPrecondition) << toggled.status();
   EXPECT_THAT(toggled.status().message(), HasSubstr("backlog"));
   EXPECT_THAT(toggled.status().message(), HasSubstr("drain_retries"));
   EXPECT_FALSE(engine.in_order());
-  EXPECT_EQ(engine.state(), EngineState::kRunning);
+  EXPECT_EQ(engine.state(), engine::EngineState::kRunning);
 
   toggled = engine.SetInOrder(true, true, absl::Now() + absl::Seconds(90));
   ASSERT_TRUE(toggled.ok()) << toggled.status();
@@ -277,25 +278,26 @@ TEST(EngineControlTest, InOrderNeverStrandsTheRetryBacklog) {
 // flows, instead of staying there for good.
 TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
   const testing::TestTopics topics = CreateTopics("leftover");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;  // Failures pile up in the retry topic.
   const std::vector<std::string> flaky = Keys("flaky-", 10);
   {
-    const std::unique_ptr<Engine> first = StartEngine(options, FlakyProcessor());
+    const std::unique_ptr<engine::Engine> first = StartEngine(options, FlakyProcessor());
     ASSERT_NE(first, nullptr);
     ProduceKeys(topics.input, flaky);
     ASSERT_TRUE(WaitFor([&] { return first->Totals().sent_to_retry >= 10; }, absl::Seconds(60)));
     first->Stop();
   }
 
-  options.ordering = Ordering::kInOrder;
-  const std::unique_ptr<Engine> owned = StartEngine(options, FlakyProcessor());
+  options.ordering = engine::Ordering::kInOrder;
+  const std::unique_ptr<engine::Engine> owned = StartEngine(options, FlakyProcessor());
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
+  engine::Engine& engine = *owned;
   EXPECT_TRUE(
       WaitFor([&] { return AllIn(flaky, KeysOf(ReadAll(topics.output))); }, absl::Seconds(60)))
       << "the leftover retry records were not processed";
-  EXPECT_TRUE(WaitFor([&] { return engine.state() == EngineState::kRunning; }, absl::Seconds(30)));
+  EXPECT_TRUE(
+      WaitFor([&] { return engine.state() == engine::EngineState::kRunning; }, absl::Seconds(30)));
   EXPECT_TRUE(engine.in_order());
   EXPECT_TRUE(RetryThreadIds(engine).empty()) << "the temporary retry thread stopped";
   absl::StatusOr<int64_t> backlog = engine.MeasureRetryBacklog(absl::Seconds(10));
@@ -310,14 +312,14 @@ TEST(EngineControlTest, StartInOrderDrainsALeftoverBacklog) {
 
 // Fails every record retriably, each only once `gate` opens (bounded wait),
 // so a test can decide when hand-offs start.
-class GatedFailingProcessor : public Processor {
+class GatedFailingProcessor : public engine::Processor {
  public:
   GatedFailingProcessor(absl::Notification& gate, std::atomic<int>& calls)
       : gate_(gate), calls_(calls) {}
-  Outcome Process(const Record&, int) override {
+  engine::Outcome Process(const Record&, int) override {
     calls_.fetch_add(1);
     gate_.WaitForNotificationWithTimeout(absl::Seconds(30));
-    return Outcome::Retriable("gated failure");
+    return engine::Outcome::Retriable("gated failure");
   }
 
  private:
@@ -331,15 +333,15 @@ class GatedFailingProcessor : public Processor {
 // timeout or blocking on the broker.
 TEST(EngineStopTest, StopIsBoundedWhenKafkaIsUnreachable) {
   const testing::TestTopics topics = CreateTopics("stop-unreachable");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.shutdown_timeout_ms = 2000;
   absl::Notification gate;
   std::atomic<int> calls{0};
-  const std::unique_ptr<Engine> owned =
+  const std::unique_ptr<engine::Engine> owned =
       StartEngine(options, std::make_unique<GatedFailingProcessor>(gate, calls));
   ASSERT_NE(owned, nullptr);
-  Engine& engine = *owned;
+  engine::Engine& engine = *owned;
   ASSERT_TRUE(WaitFor([&] { return testing::AllAssigned(engine, 3); }, absl::Seconds(60)));
   ProduceKeys(topics.input, Keys("stranded-", 30));
   // The primary holds fetched records behind the gate; then the cluster
@@ -367,7 +369,7 @@ TEST(EngineStopTest, StopIsBoundedWhenKafkaIsUnreachable) {
   }
   stopper.join();
   EXPECT_TRUE(bounded) << "Stop() took longer than shutdown_timeout_ms + 5 s";
-  EXPECT_EQ(engine.state(), EngineState::kStopped);
+  EXPECT_EQ(engine.state(), engine::EngineState::kStopped);
 }
 
 }  // namespace

@@ -42,9 +42,9 @@ using ::testing::HasSubstr;
 
 TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   const testing::TestTopics topics = CreateTopics("mixed");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
   // With the groups settled first, a clean run has no rebalance and so no
   // duplicate: every record must reach exactly one outcome, once.
@@ -70,8 +70,8 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   for (const Record& r : dlq) {
     const Record& original = *by_key.at(*r.key);
     EXPECT_EQ(r.value, original.value);
-    EXPECT_EQ(StripRetrydHeaders(r.headers), original.headers) << *r.key;
-    absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(r.headers);
+    EXPECT_EQ(engine::StripRetrydHeaders(r.headers), original.headers) << *r.key;
+    absl::StatusOr<engine::RetryMetadata> meta = engine::ParseRetryHeaders(r.headers);
     ASSERT_TRUE(meta.ok()) << meta.status();
     EXPECT_EQ(meta->original_topic, topics.input);
     EXPECT_EQ(meta->original_partition, original.partition);
@@ -83,7 +83,7 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   for (const Record& r : output) {
     const Record& original = *by_key.at(*r.key);
     EXPECT_EQ(r.value, original.value);
-    EXPECT_EQ(StripRetrydHeaders(r.headers), original.headers);
+    EXPECT_EQ(engine::StripRetrydHeaders(r.headers), original.headers);
     EXPECT_EQ(HeaderValue(r, "retryd-original-offset"), absl::StrCat(original.offset));
     EXPECT_EQ(HeaderValue(r, "retryd-attempt"), absl::StartsWith(*r.key, "flaky-") ? "3" : "1");
   }
@@ -94,7 +94,7 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
   }
   EXPECT_EQ(Keys(ReadAll(topics.retry)), want_retry);
 
-  const EngineTotals totals = engine->Totals();
+  const engine::EngineTotals totals = engine->Totals();
   EXPECT_EQ(totals.consumed, static_cast<int64_t>(keys.size()));
   EXPECT_EQ(totals.dead_lettered, static_cast<int64_t>(want_dlq.size()));
   EXPECT_EQ(totals.sent_to_retry, static_cast<int64_t>(want_retry.size()));
@@ -102,13 +102,13 @@ TEST(EngineTest, EveryRecordReachesExactlyOneOutcome) {
 
 TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
   const testing::TestTopics topics = CreateTopics("pressure");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   // Far below the records in flight at full speed: threads keep hitting the
   // limit, waiting for acks and pausing their partitions.
   options.max_in_flight = 8;
   options.retry.max_threads = 2;
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 3); }, absl::Seconds(60)));
   const std::vector<std::string> keys = MixedKeys(3000);
@@ -138,13 +138,13 @@ TEST(EngineTest, BackPressureLosesAndRepeatsNothing) {
 
 // Fails the first attempt of every record carrying a "fail-once" header,
 // whatever its key and value (null ones included); succeeds otherwise.
-class FailOnceByHeader : public Processor {
+class FailOnceByHeader : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
+  engine::Outcome Process(const Record& record, int attempt) override {
     for (const Header& h : record.headers) {
-      if (h.key == "fail-once" && attempt == 1) return Outcome::Retriable("fail-once");
+      if (h.key == "fail-once" && attempt == 1) return engine::Outcome::Retriable("fail-once");
     }
-    return Outcome::Ok();
+    return engine::Outcome::Ok();
   }
 };
 
@@ -153,9 +153,10 @@ class FailOnceByHeader : public Processor {
 // reaches the output with the fields it was written with.
 TEST(EngineTest, NullAndEmptyFieldsSurviveBothPaths) {
   const testing::TestTopics topics = CreateTopics("nulls");
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<FailOnceByHeader>());
+  std::unique_ptr<engine::Engine> engine =
+      StartEngine(options, std::make_unique<FailOnceByHeader>());
   ASSERT_NE(engine, nullptr);
 
   struct Case {
@@ -202,7 +203,7 @@ TEST(EngineTest, NullAndEmptyFieldsSurviveBothPaths) {
     const Record& r = output.at(absl::StrCat(i));
     EXPECT_EQ(r.key, cases[i].key);
     EXPECT_EQ(r.value, cases[i].value);
-    EXPECT_EQ(HeaderValue(r, std::string(kAttemptHeader)), cases[i].fail_once ? "2" : "1");
+    EXPECT_EQ(HeaderValue(r, std::string(engine::kAttemptHeader)), cases[i].fail_once ? "2" : "1");
     std::map<std::string, std::optional<std::string>> user_headers;
     for (const Header& h : r.headers) {
       if (!absl::StartsWith(h.key, "retryd-")) user_headers[h.key] = h.value;
@@ -221,9 +222,9 @@ TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
   // A record on the retry topic that retryd did not write.
   ProduceKeys(topics.retry, {"stray-1"});
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.max_attempts = 3;
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"doomed-1", "doomed-2", "ok-1", "stray-1"}));
   engine->Stop();
@@ -232,7 +233,7 @@ TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
   for (Record& r : ReadAll(topics.dlq)) dlq[*r.key] = std::move(r);
   ASSERT_EQ(dlq.size(), 3u);
   for (const char* key : {"doomed-1", "doomed-2"}) {
-    absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(dlq.at(key).headers);
+    absl::StatusOr<engine::RetryMetadata> meta = engine::ParseRetryHeaders(dlq.at(key).headers);
     ASSERT_TRUE(meta.ok()) << meta.status();
     EXPECT_EQ(meta->attempt, 3);
     EXPECT_THAT(meta->error, HasSubstr("gave up after attempt 3 of 3"));
@@ -254,10 +255,10 @@ TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
   }
   ProduceKeys(topics.input, keys);
 
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
   engine->Stop();
@@ -295,7 +296,7 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   const std::vector<std::string> keys = MixedKeys(3000);
   ProduceKeys(topics.input, keys);
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
   // The mock does not check an idempotent producer's sequence numbers: with
   // several batches in flight, it stores a later batch while an earlier one
@@ -305,7 +306,7 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   // the produce errors below from losing records on the mock alone.
   options.kafka_properties["max.in.flight.requests.per.connection"] = "1";
   // 1 ms per record keeps the run going while the faults hit.
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(1));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor(1));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return engine->Totals().consumed >= 300; }, absl::Seconds(60)));
 
@@ -344,11 +345,11 @@ TEST(EngineTest, RetryThreadsComingAndGoingMidRunLoseNothing) {
   const std::vector<std::string> keys = MixedKeys(4000);
   ProduceKeys(topics.input, keys);
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_threads = 4;
   // 3 ms per record keeps the primary busy while the retry group changes.
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(3));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor(3));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return engine->Totals().sent_to_retry >= 50; }, absl::Seconds(60)));
 

@@ -48,19 +48,19 @@ constexpr int kRequestTimedOut = 7;
 constexpr int kUnknownTopicOrPartition = 3;
 constexpr int kUnknownProducerId = 59;
 
-class AcceptAll : public Processor {
+class AcceptAll : public engine::Processor {
  public:
-  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
+  engine::Outcome Process(const Record&, int) override { return engine::Outcome::Ok(); }
 };
 
 // Accepts every record, all but "first" only once Open() is called (or a
 // minute has passed): what the test sets up before then meets the engine's
 // hand-offs of those records, however soon the engine fetched them.
-class AcceptAfterFirst : public Processor {
+class AcceptAfterFirst : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int) override {
+  engine::Outcome Process(const Record& record, int) override {
     if (record.key != "first") open_.WaitForNotificationWithTimeout(absl::Seconds(60));
-    return Outcome::Ok();
+    return engine::Outcome::Ok();
   }
   void Open() { open_.Notify(); }
 
@@ -80,9 +80,9 @@ int64_t UncommittedRecords(const std::string& group, const std::string& topic) {
   return lag.ok() ? *lag : -1;
 }
 
-std::shared_ptr<const ThreadStats> Primary(const Engine& engine) {
+std::shared_ptr<const engine::ThreadStats> Primary(const engine::Engine& engine) {
   for (const auto& s : engine.Threads()) {
-    if (s->role() == ThreadRole::kPrimary) return s;
+    if (s->role() == engine::ThreadRole::kPrimary) return s;
   }
   return nullptr;
 }
@@ -124,9 +124,9 @@ TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
   for (int i = 0; i < 10; ++i) small.push_back(absl::StrCat("small-", i));
   ProduceKeys(topics.input, small);
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
                       absl::Seconds(60)))
@@ -144,26 +144,26 @@ TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
   EXPECT_GT(dead.value->size(), 990000u);
   EXPECT_EQ(*dead.value, std::string(dead.value->size(), 'x'));
   EXPECT_EQ(HeaderValue(dead, "h-app"), "kept if it fits");
-  EXPECT_EQ(HeaderValue(dead, std::string(kTruncatedHeader)),
+  EXPECT_EQ(HeaderValue(dead, std::string(engine::kTruncatedHeader)),
             absl::StrCat("original key=3 value=1000100 headers=1; kept key=3 value=",
                          dead.value->size(), " headers=1"));
-  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalTopicHeader)), topics.input);
-  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalPartitionHeader)), "0");
-  EXPECT_EQ(HeaderValue(dead, std::string(kOriginalOffsetHeader)), "0");
-  EXPECT_EQ(HeaderValue(dead, std::string(kAttemptHeader)), "1");
-  EXPECT_THAT(HeaderValue(dead, std::string(kErrorHeader)),
+  EXPECT_EQ(HeaderValue(dead, std::string(engine::kOriginalTopicHeader)), topics.input);
+  EXPECT_EQ(HeaderValue(dead, std::string(engine::kOriginalPartitionHeader)), "0");
+  EXPECT_EQ(HeaderValue(dead, std::string(engine::kOriginalOffsetHeader)), "0");
+  EXPECT_EQ(HeaderValue(dead, std::string(engine::kAttemptHeader)), "1");
+  EXPECT_THAT(HeaderValue(dead, std::string(engine::kErrorHeader)),
               HasSubstr("output record refused by Kafka"));
-  EXPECT_THAT(HeaderValue(dead, std::string(kErrorHeader)), HasSubstr("too large"));
+  EXPECT_THAT(HeaderValue(dead, std::string(engine::kErrorHeader)), HasSubstr("too large"));
 }
 
 // The mock cannot delete a topic: its metadata says the output topic is
 // unknown, and produce requests fail with UNKNOWN_TOPIC_OR_PART.
 TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
   const testing::TestTopics topics = CreateTopics("deleted", 1);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
   options.kafka_properties["message.timeout.ms"] = "3000";
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
   ASSERT_NE(engine, nullptr);
   std::vector<std::string> before, after;
   for (int i = 0; i < 5; ++i) before.push_back(absl::StrCat("before-", i));
@@ -175,9 +175,9 @@ TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
   Broker().SetTopicError(topics.output, kUnknownTopicOrPartition);
   Broker().PushRequestErrors(kProduce, std::vector<int>(50, kUnknownTopicOrPartition));
   ProduceKeys(topics.input, after);  // Ahead of the injected errors: none of its own.
-  ASSERT_TRUE(
-      WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; }, absl::Seconds(60)))
-      << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
+  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == engine::ThreadState::kFailed; },
+                      absl::Seconds(60)))
+      << "state " << engine::ThreadStateName(Primary(*engine)->state()) << ", last error "
       << Primary(*engine)->last_error();
   Broker().ClearRequestErrors(kProduce);
   Broker().SetTopicError(topics.output, 0);
@@ -194,11 +194,11 @@ TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
 // a fatal error and the idempotent producer is finished.
 TEST(HandOffTest, FatalProducerErrorFailsTheThreadWithoutCommittingPastIt) {
   const testing::TestTopics topics = CreateTopics("fatal", 1);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
   auto processor = std::make_unique<AcceptAfterFirst>();
   AcceptAfterFirst* gate = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
   ProduceKeys(topics.input, {"first"});
   ASSERT_TRUE(WaitFor([&] { return UncommittedRecords(options.group_id, topics.input) == 0; },
@@ -210,9 +210,9 @@ TEST(HandOffTest, FatalProducerErrorFailsTheThreadWithoutCommittingPastIt) {
   ProduceKeys(topics.input, {"second", "third"});
   Broker().PushRequestErrors(kProduce, {kRequestTimedOut, kUnknownProducerId});
   gate->Open();
-  ASSERT_TRUE(
-      WaitFor([&] { return Primary(*engine)->state() == ThreadState::kFailed; }, absl::Seconds(60)))
-      << "state " << ThreadStateName(Primary(*engine)->state()) << ", last error "
+  ASSERT_TRUE(WaitFor([&] { return Primary(*engine)->state() == engine::ThreadState::kFailed; },
+                      absl::Seconds(60)))
+      << "state " << engine::ThreadStateName(Primary(*engine)->state()) << ", last error "
       << Primary(*engine)->last_error();
   Broker().ClearRequestErrors(kProduce);
 
@@ -232,8 +232,8 @@ TEST(HandOffTest, ResentHandOffsKeepPartitionOrderInOrderMode) {
   for (int i = 0; i < 1000; ++i) keys.push_back(absl::StrCat("k-", i));
   ProduceKeys(topics.input, keys);
 
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   options.kafka_properties["message.timeout.ms"] = "1000";
   // See BrokerFaultsLoseNothing: the mock does not check sequence numbers.
@@ -241,7 +241,8 @@ TEST(HandOffTest, ResentHandOffsKeepPartitionOrderInOrderMode) {
   // 5 ms a record: records keep coming while the errors last.
   v1::SimulateConfig slow;
   slow.set_latency_ms(5);
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<SimulateProcessor>(slow));
+  std::unique_ptr<engine::Engine> engine =
+      StartEngine(options, std::make_unique<SimulateProcessor>(slow));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return engine->Totals().consumed >= 20; }, absl::Seconds(60)));
   // Each error costs librdkafka a retry backoff (100 ms): about 3 s of
@@ -266,8 +267,8 @@ TEST(HandOffTest, ResentHandOffsKeepPartitionOrderInOrderMode) {
   std::set<std::pair<std::string, int64_t>> seen;
   int64_t copies = 0;
   for (auto r = output.rbegin(); r != output.rend(); ++r) {
-    const std::string source = HeaderValue(*r, std::string(kOriginalPartitionHeader));
-    const int64_t offset = std::stoll(HeaderValue(*r, std::string(kOriginalOffsetHeader)));
+    const std::string source = HeaderValue(*r, std::string(engine::kOriginalPartitionHeader));
+    const int64_t offset = std::stoll(HeaderValue(*r, std::string(engine::kOriginalOffsetHeader)));
     if (seen.insert({source, offset}).second) {
       offsets[{r->partition, source}].push_back(offset);
     } else {

@@ -48,7 +48,7 @@ std::vector<std::string> RoundsOfKeys(int records, int keys) {
 
 // Fails 10 % of attempts retriably, each decided by the record and the
 // attempt alone: the same workload fails the same way in every mode.
-std::unique_ptr<Processor> TenPercentFlaky() {
+std::unique_ptr<engine::Processor> TenPercentFlaky() {
   retryd::v1::SimulateConfig config;
   config.set_seed(11);
   config.set_latency_ms(0);
@@ -59,30 +59,30 @@ std::unique_ptr<Processor> TenPercentFlaky() {
 struct WorkloadRun {
   std::vector<std::string> out_of_order;  // Keys.
   int64_t lost = -1;
-  EngineTotals totals;
+  engine::EngineTotals totals;
 };
 
 // Runs the 10 %-flaky workload (20,000 records over 500 keys, 4 retry
 // threads) in `ordering` until every input record has an outcome.
-WorkloadRun RunFlakyWorkload(Ordering ordering) {
-  const TestTopics topics = CreateTopics(absl::StrCat("key-", OrderingName(ordering)), 4);
-  EngineOptions options = TestEngineOptions(topics);
+WorkloadRun RunFlakyWorkload(engine::Ordering ordering) {
+  const TestTopics topics = CreateTopics(absl::StrCat("key-", engine::OrderingName(ordering)), 4);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.ordering = ordering;
   options.retry.threads = 4;
   options.retry.max_attempts = 6;
   ProduceKeys(topics.input, RoundsOfKeys(20000, 500));
-  std::unique_ptr<Engine> engine = StartEngine(options, TenPercentFlaky());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TenPercentFlaky());
   WorkloadRun run;
   if (engine == nullptr) return run;
   const std::vector<Record> input = ReadAll(topics.input);
   const bool done = WaitFor(
       [&] {
-        const EngineTotals t = engine->Totals();
+        const engine::EngineTotals t = engine->Totals();
         if (t.in_flight != 0 || t.succeeded + t.dead_lettered < 20000) return false;
         return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0;
       },
       kDone);
-  EXPECT_TRUE(done) << OrderingName(ordering) << ": not every record reached an outcome";
+  EXPECT_TRUE(done) << engine::OrderingName(ordering) << ": not every record reached an outcome";
   engine->Stop();
   const std::vector<Record> output = ReadAll(topics.output);
   run.out_of_order = KeysOutOfOrder(output);
@@ -92,7 +92,7 @@ WorkloadRun RunFlakyWorkload(Ordering ordering) {
 }
 
 TEST(KeyOrderTest, EachKeyCompletesInInputOrderWhileRetryThreadsRunInParallel) {
-  const WorkloadRun key = RunFlakyWorkload(Ordering::kKey);
+  const WorkloadRun key = RunFlakyWorkload(engine::Ordering::kKey);
   EXPECT_EQ(key.lost, 0);
   EXPECT_TRUE(key.out_of_order.empty())
       << key.out_of_order.size() << " keys out of order, e.g. " << key.out_of_order.front();
@@ -102,7 +102,7 @@ TEST(KeyOrderTest, EachKeyCompletesInInputOrderWhileRetryThreadsRunInParallel) {
   EXPECT_GT(key.totals.followed, 0);
 
   // The same workload unordered reorders keys: the check above can fail.
-  const WorkloadRun unordered = RunFlakyWorkload(Ordering::kUnordered);
+  const WorkloadRun unordered = RunFlakyWorkload(engine::Ordering::kUnordered);
   EXPECT_EQ(unordered.lost, 0);
   EXPECT_GT(unordered.out_of_order.size(), 10u);
   EXPECT_EQ(unordered.totals.followed, 0);
@@ -110,13 +110,13 @@ TEST(KeyOrderTest, EachKeyCompletesInInputOrderWhileRetryThreadsRunInParallel) {
 
 // Fails the first attempt of every record of a flaky- key; holds every
 // later attempt until Release(), then succeeds. Other keys succeed at once.
-class HeldRetries : public Processor {
+class HeldRetries : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
-    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
-    if (attempt == 1) return Outcome::Retriable("flaky");
+  engine::Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return engine::Outcome::Ok();
+    if (attempt == 1) return engine::Outcome::Retriable("flaky");
     released_.WaitForNotificationWithTimeout(absl::Seconds(60));
-    return Outcome::Ok();
+    return engine::Outcome::Ok();
   }
   void Release() { released_.Notify(); }
 
@@ -126,8 +126,8 @@ class HeldRetries : public Processor {
 
 TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
   const TestTopics topics = CreateTopics("key-healthy", 4);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kKey;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kKey;
   options.retry.threads = 4;
   std::vector<std::string> keys;
   for (int round = 0; round < 10; ++round) {
@@ -136,7 +136,7 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
   ProduceKeys(topics.input, keys);
   auto processor = std::make_unique<HeldRetries>();
   HeldRetries* retries = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
 
   // Every healthy record is done while no flaky record's retry has ended.
@@ -151,8 +151,8 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
   const bool done =
       WaitFor([&] { return healthy_done() && engine->Totals().followed >= 450; }, kDone);
   const std::vector<Record> early = ReadAll(topics.output);
-  const KeyParking::Summary parked = engine->ParkedKeys();
-  const EngineTotals held = engine->Totals();
+  const engine::KeyParking::Summary parked = engine->ParkedKeys();
+  const engine::EngineTotals held = engine->Totals();
   retries->Release();
   ASSERT_TRUE(done) << "healthy keys were held up";
   for (const Record& r : early) {
@@ -174,10 +174,10 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
 // Waits until every record of `input` has an outcome in `topics`; then no
 // record of `engines` is in flight.
 bool AllDone(const TestTopics& topics, const std::vector<Record>& input,
-             const std::vector<Engine*>& engines) {
+             const std::vector<engine::Engine*>& engines) {
   return WaitFor(
       [&] {
-        for (Engine* engine : engines) {
+        for (engine::Engine* engine : engines) {
           if (engine->Totals().in_flight != 0) return false;
         }
         return LostRecords(input, ReadAll(topics.output), ReadAll(topics.dlq)) == 0;
@@ -187,12 +187,12 @@ bool AllDone(const TestTopics& topics, const std::vector<Record>& input,
 
 // Fails the first attempt of every record of a flaky- key, and its later
 // attempts too until Release(); other keys succeed at once.
-class FailingUntilReleased : public Processor {
+class FailingUntilReleased : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
-    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
-    if (attempt == 1 || !released_.HasBeenNotified()) return Outcome::Retriable("not yet");
-    return Outcome::Ok();
+  engine::Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return engine::Outcome::Ok();
+    if (attempt == 1 || !released_.HasBeenNotified()) return engine::Outcome::Retriable("not yet");
+    return engine::Outcome::Ok();
   }
   void Release() { released_.Notify(); }
 
@@ -202,7 +202,7 @@ class FailingUntilReleased : public Processor {
 
 TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   const TestTopics topics = CreateTopics("key-switch", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
   options.retry.max_attempts = 1000;
   // Retry threads read (and send back) their failing records often, so
@@ -216,19 +216,19 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   ProduceKeys(topics.input, first);
   auto processor = std::make_unique<FailingUntilReleased>();
   FailingUntilReleased* failing = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
   // Every flaky record is in the retry topic, failing again and again.
   ASSERT_TRUE(WaitFor([&] { return engine->Totals().sent_to_retry >= 100; }, kDone));
 
-  absl::StatusOr<SetOrderingResult> switched =
-      engine->SetOrderingMode(Ordering::kKey, false, absl::Now() + kDone);
+  absl::StatusOr<engine::SetOrderingResult> switched =
+      engine->SetOrderingMode(engine::Ordering::kKey, false, absl::Now() + kDone);
   ASSERT_TRUE(switched.ok()) << switched.status();
-  EXPECT_EQ(switched->ordering, Ordering::kKey);
+  EXPECT_EQ(switched->ordering, engine::Ordering::kKey);
   // Every flaky key, those whose record a retry thread was sending back to
   // the retry topic at that very moment included.
   EXPECT_EQ(switched->parked_keys, 50);
-  EXPECT_EQ(engine->ordering(), Ordering::kKey);
+  EXPECT_EQ(engine->ordering(), engine::Ordering::kKey);
 
   // Each parked key's second record follows the first through the retry
   // topic.
@@ -241,11 +241,11 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
   const std::vector<std::string> out_of_order = KeysOutOfOrder(ReadAll(topics.output));
   EXPECT_TRUE(out_of_order.empty()) << out_of_order.size() << " keys out of order";
 
-  switched = engine->SetOrderingMode(Ordering::kUnordered, false, absl::Now() + kDone);
+  switched = engine->SetOrderingMode(engine::Ordering::kUnordered, false, absl::Now() + kDone);
   ASSERT_TRUE(switched.ok()) << switched.status();
-  EXPECT_EQ(engine->ordering(), Ordering::kUnordered);
+  EXPECT_EQ(engine->ordering(), engine::Ordering::kUnordered);
   // drain_retries belongs to a switch to IN_ORDER only.
-  EXPECT_EQ(engine->SetOrderingMode(Ordering::kKey, true).status().code(),
+  EXPECT_EQ(engine->SetOrderingMode(engine::Ordering::kKey, true).status().code(),
             absl::StatusCode::kInvalidArgument);
   engine->Stop();
 }
@@ -253,10 +253,10 @@ TEST(KeyOrderTest, SwitchingToKeyOrderAtRuntimeParksTheKeysInTheRetryTopic) {
 // Fails every attempt of a flaky- record until Release(); other keys
 // succeed. The first retry attempt of a flaky- record waits inside the call
 // until LetGo() (Holding() tells it waits), then fails.
-class RetryHeldAcrossTheSwitch : public Processor {
+class RetryHeldAcrossTheSwitch : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int attempt) override {
-    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return Outcome::Ok();
+  engine::Outcome Process(const Record& record, int attempt) override {
+    if (!absl::StartsWith(record.key.value_or(""), "flaky-")) return engine::Outcome::Ok();
     if (attempt > 1) {
       retries_.fetch_add(1);
       if (!holding_.HasBeenNotified()) {
@@ -264,7 +264,8 @@ class RetryHeldAcrossTheSwitch : public Processor {
         let_go_.WaitForNotificationWithTimeout(absl::Seconds(60));
       }
     }
-    return released_.HasBeenNotified() ? Outcome::Ok() : Outcome::Retriable("not yet");
+    return released_.HasBeenNotified() ? engine::Outcome::Ok()
+                                       : engine::Outcome::Retriable("not yet");
   }
   bool Holding() { return holding_.WaitForNotificationWithTimeout(kDone); }
   void LetGo() { let_go_.Notify(); }
@@ -283,7 +284,7 @@ class RetryHeldAcrossTheSwitch : public Processor {
 // while it is still there, and the key's next record would overtake it.)
 TEST(KeyOrderTest, ARecordFailingAgainAsKeyOrderComesOnStaysParked) {
   const TestTopics topics = CreateTopics("key-switch-held", 1);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.max_attempts = 1000;
   options.kafka_properties["fetch.wait.max.ms"] = "100";
   auto records = [&](const std::string& value) {
@@ -301,12 +302,12 @@ TEST(KeyOrderTest, ARecordFailingAgainAsKeyOrderComesOnStaysParked) {
   ProduceRecords(records("first"));
   auto processor = std::make_unique<RetryHeldAcrossTheSwitch>();
   RetryHeldAcrossTheSwitch* held = processor.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(processor));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(processor));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(held->Holding());
 
-  absl::StatusOr<SetOrderingResult> switched =
-      engine->SetOrderingMode(Ordering::kKey, false, absl::Now() + kDone);
+  absl::StatusOr<engine::SetOrderingResult> switched =
+      engine->SetOrderingMode(engine::Ordering::kKey, false, absl::Now() + kDone);
   ASSERT_TRUE(switched.ok()) << switched.status();
   EXPECT_EQ(switched->parked_keys, 1);
   held->LetGo();
@@ -335,17 +336,18 @@ TEST(KeyOrderTest, ARecordFailingAgainAsKeyOrderComesOnStaysParked) {
 }
 
 // Fails a record whose value is "poison" every time; the rest succeed.
-class PoisonValue : public Processor {
+class PoisonValue : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int) override {
-    return record.value == "poison" ? Outcome::Retriable("poisoned") : Outcome::Ok();
+  engine::Outcome Process(const Record& record, int) override {
+    return record.value == "poison" ? engine::Outcome::Retriable("poisoned")
+                                    : engine::Outcome::Ok();
   }
 };
 
 TEST(KeyOrderTest, DeadLetterRecordFreesAParkedKey) {
   const TestTopics topics = CreateTopics("key-stuck", 1);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kKey;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kKey;
   options.retry.max_attempts = 1000;
   std::vector<OutgoingRecord> records;
   for (const char* value : {"poison", "after-1", "after-2"}) {
@@ -357,15 +359,15 @@ TEST(KeyOrderTest, DeadLetterRecordFreesAParkedKey) {
     records.push_back(std::move(r));
   }
   ProduceRecords(records);
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<PoisonValue>());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::make_unique<PoisonValue>());
   ASSERT_NE(engine, nullptr);
 
   // The poison record is retried in place by a retry thread; the two after
   // it followed it there and wait behind it, PARKED.
   auto parked_behind = [&] {
     int parked = 0;
-    for (const InFlightRecord& r : engine->ListInFlight(10, absl::Now() + kDone).records) {
-      if (r.state == InFlightState::kParked && r.key == "k") ++parked;
+    for (const engine::InFlightRecord& r : engine->ListInFlight(10, absl::Now() + kDone).records) {
+      if (r.state == engine::InFlightState::kParked && r.key == "k") ++parked;
     }
     return parked;
   };
@@ -391,21 +393,21 @@ TEST(KeyOrderTest, DeadLetterRecordFreesAParkedKey) {
 // memory of parked keys; it learns them from the retry topic.
 TEST(KeyOrderTest, KeyOrderHoldsAcrossARestartMidRun) {
   const TestTopics topics = CreateTopics("key-restart", 4);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kKey;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kKey;
   options.retry.threads = 2;
   options.retry.max_attempts = 6;
   // Long enough that many keys are parked when the first engine stops.
   options.retry.backoff = {.initial_ms = 500, .multiplier = 2.0, .max_ms = 2000};
   ProduceKeys(topics.input, RoundsOfKeys(10000, 500));
 
-  std::unique_ptr<Engine> first = StartEngine(options, TenPercentFlaky());
+  std::unique_ptr<engine::Engine> first = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(WaitFor([&] { return first->Totals().succeeded >= 5000; }, kDone));
   first->Stop();
   const int64_t parked_at_stop = first->ParkedKeys().keys;
 
-  std::unique_ptr<Engine> second = StartEngine(options, TenPercentFlaky());
+  std::unique_ptr<engine::Engine> second = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(second, nullptr);
   // It learned what the first left parked before it processed anything;
   // the records that come now for those keys follow the parked ones.
@@ -426,8 +428,8 @@ TEST(KeyOrderTest, KeyOrderHoldsAcrossARestartMidRun) {
 // other's retry threads.
 TEST(KeyOrderTest, TwoEnginesSharingTheGroupsKeepKeyOrder) {
   const TestTopics topics = CreateTopics("key-two", 4);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kKey;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kKey;
   options.retry.threads = 2;
   options.retry.max_attempts = 6;
   // The same keys in both halves: the second half's records follow keys
@@ -435,19 +437,19 @@ TEST(KeyOrderTest, TwoEnginesSharingTheGroupsKeepKeyOrder) {
   const std::vector<std::string> keys = RoundsOfKeys(20000, 500);
   ProduceKeys(topics.input, std::vector<std::string>(keys.begin(), keys.begin() + 10000));
 
-  std::unique_ptr<Engine> a = StartEngine(options, TenPercentFlaky());
+  std::unique_ptr<engine::Engine> a = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(WaitFor([&] { return a->Totals().sent_to_retry >= 200; }, kDone));
-  std::unique_ptr<Engine> b = StartEngine(options, TenPercentFlaky());
+  std::unique_ptr<engine::Engine> b = StartEngine(options, TenPercentFlaky());
   ASSERT_NE(b, nullptr);
   // The second half only once B has its share of the input partitions (and
   // A gave up the rest): B consumes part of it however fast A is.
   ASSERT_TRUE(WaitFor(
       [&] {
-        auto primary_partitions = [](const Engine& e) {
+        auto primary_partitions = [](const engine::Engine& e) {
           size_t n = 0;
           for (const auto& t : e.Threads()) {
-            if (t->role() == ThreadRole::kPrimary) n += t->partitions().size();
+            if (t->role() == engine::ThreadRole::kPrimary) n += t->partitions().size();
           }
           return n;
         };

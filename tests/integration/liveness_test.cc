@@ -38,7 +38,7 @@ using ::retryd::testing::WaitForOutcomes;
 
 // The largest `scheduled` gauge (records held until due, or queued behind a
 // held record) among `engine`'s threads of `role`.
-int64_t MaxScheduled(const Engine& engine, ThreadRole role) {
+int64_t MaxScheduled(const engine::Engine& engine, engine::ThreadRole role) {
   int64_t most = 0;
   for (const auto& s : engine.Threads()) {
     if (s->role() == role) most = std::max(most, s->scheduled.load());
@@ -70,20 +70,20 @@ std::vector<std::string> NumberedKeys(const std::string& prefix, int n) {
 // nobody to resume it.
 TEST(LivenessTest, RetryPartitionPausedAtLookaheadResumesAfterRebalance) {
   const testing::TestTopics topics = CreateTopics("lookahead-rebalance", 1);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_threads = 2;
   options.retry.lookahead = 2;
   options.retry.backoff = {.initial_ms = 2000, .multiplier = 1.0, .max_ms = 2000};
-  std::unique_ptr<Engine> engine = StartEngine(options);
+  std::unique_ptr<engine::Engine> engine = StartEngine(options);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 1); }, absl::Seconds(60)));
 
   const std::vector<std::string> keys = NumberedKeys("flaky-", 30);
   ProduceKeys(topics.input, keys);
   // The look-ahead is full: the retry partition is paused.
-  ASSERT_TRUE(
-      WaitFor([&] { return MaxScheduled(*engine, ThreadRole::kRetry) >= 2; }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor([&] { return MaxScheduled(*engine, engine::ThreadRole::kRetry) >= 2; },
+                      absl::Seconds(60)));
 
   absl::StatusOr<std::vector<int>> started =
       engine->StartRetryThreads(1, absl::Now() + absl::Seconds(60));
@@ -101,23 +101,23 @@ TEST(LivenessTest, RetryPartitionPausedAtLookaheadResumesAfterRebalance) {
 // rebalances it; the partition must flow again afterwards.
 TEST(LivenessTest, InOrderPartitionPausedAtLookaheadResumesAfterRebalance) {
   const testing::TestTopics topics = CreateTopics("inorder-rebalance", 1);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.lookahead = 2;
   // Long enough that the flaky record is still held when the group changes.
   options.retry.backoff = {.initial_ms = 5000, .multiplier = 1.0, .max_ms = 5000};
-  std::unique_ptr<Engine> first = StartEngine(options);
+  std::unique_ptr<engine::Engine> first = StartEngine(options);
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*first, 1); }, absl::Seconds(60)));
 
   std::vector<std::string> keys = {"flaky-0"};
   for (const std::string& k : NumberedKeys("ok-", 20)) keys.push_back(k);
   ProduceKeys(topics.input, keys);
-  ASSERT_TRUE(
-      WaitFor([&] { return MaxScheduled(*first, ThreadRole::kPrimary) >= 2; }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor([&] { return MaxScheduled(*first, engine::ThreadRole::kPrimary) >= 2; },
+                      absl::Seconds(60)));
 
-  std::unique_ptr<Engine> second = StartEngine(options);
+  std::unique_ptr<engine::Engine> second = StartEngine(options);
   ASSERT_NE(second, nullptr);
   for (const auto& s : second->Threads()) {
     ASSERT_TRUE(s->joined.WaitForNotificationWithTimeout(absl::Seconds(60)));
@@ -134,18 +134,18 @@ TEST(LivenessTest, InOrderPartitionPausedAtLookaheadResumesAfterRebalance) {
 // once the drain is over, input must flow again.
 TEST(LivenessTest, InputPausedForADrainResumesAfterRebalance) {
   const testing::TestTopics topics = CreateTopics("drain-rebalance", 1);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   // Long enough that the drain is still going when the group changes.
   options.retry.backoff = {.initial_ms = 4000, .multiplier = 1.0, .max_ms = 4000};
-  std::unique_ptr<Engine> first = StartEngine(options);
+  std::unique_ptr<engine::Engine> first = StartEngine(options);
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*first, 1); }, absl::Seconds(60)));
   const std::vector<std::string> flaky = NumberedKeys("flaky-", 5);
   ProduceKeys(topics.input, flaky);
   ASSERT_TRUE(WaitFor([&] { return first->Totals().sent_to_retry >= 5; }, absl::Seconds(60)));
 
-  absl::StatusOr<SetOrderingResult> drained = absl::UnknownError("not run");
+  absl::StatusOr<engine::SetOrderingResult> drained = absl::UnknownError("not run");
   std::thread drain([&] {
     drained = first->SetInOrder(true, /*drain_retries=*/true, absl::Now() + absl::Seconds(90));
   });
@@ -153,14 +153,16 @@ TEST(LivenessTest, InputPausedForADrainResumesAfterRebalance) {
   const bool paused = WaitFor(
       [&] {
         for (const auto& s : first->Threads()) {
-          if (s->role() == ThreadRole::kPrimary && s->state() == ThreadState::kPaused) return true;
+          if (s->role() == engine::ThreadRole::kPrimary &&
+              s->state() == engine::ThreadState::kPaused)
+            return true;
         }
         return false;
       },
       absl::Seconds(30));
-  EngineOptions other = options;
+  engine::EngineOptions other = options;
   other.retry.threads = 0;
-  std::unique_ptr<Engine> second = paused ? StartEngine(other) : nullptr;
+  std::unique_ptr<engine::Engine> second = paused ? StartEngine(other) : nullptr;
   if (second != nullptr) {
     for (const auto& s : second->Threads()) {
       EXPECT_TRUE(s->joined.WaitForNotificationWithTimeout(absl::Seconds(60)));
@@ -183,7 +185,7 @@ TEST(LivenessTest, InputPausedForADrainResumesAfterRebalance) {
 // commit moves past it.
 TEST(LivenessTest, FarFutureRetryRecordIsBroughtForward) {
   const testing::TestTopics topics = CreateTopics("far-future", 1);
-  RetryMetadata meta;
+  engine::RetryMetadata meta;
   meta.attempt = 2;
   meta.due_ms = 4102444800000;  // 2100-01-01.
   meta.first_failure_ms = absl::ToUnixMillis(absl::Now());
@@ -193,9 +195,9 @@ TEST(LivenessTest, FarFutureRetryRecordIsBroughtForward) {
   meta.original_timestamp_ms = meta.first_failure_ms;
   ProduceRetryRecord(topics.retry, 0, "ok-far", meta);
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.backoff.max_ms = 500;
-  std::unique_ptr<Engine> engine = StartEngine(options);
+  std::unique_ptr<engine::Engine> engine = StartEngine(options);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"ok-far"}, absl::Seconds(60)));
   int64_t clamped = 0;
@@ -214,7 +216,7 @@ TEST(LivenessTest, FarFutureRetryRecordIsBroughtForward) {
 TEST(LivenessTest, SlowProcessorKeepsItsGroupMembership) {
   const testing::TestTopics topics = CreateTopics("slow-rounds", 1);
   const std::vector<std::string> keys = NumberedKeys("ok-", 12);
-  RetryMetadata meta;
+  engine::RetryMetadata meta;
   meta.attempt = 2;
   // Read ahead well before they come due, all at the same moment.
   meta.due_ms = absl::ToUnixMillis(absl::Now() + absl::Seconds(10));
@@ -227,10 +229,10 @@ TEST(LivenessTest, SlowProcessorKeepsItsGroupMembership) {
     ProduceRetryRecord(topics.retry, 0, keys[i], meta);
   }
 
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.backoff.max_ms = 60000;
   options.kafka_properties["max.poll.interval.ms"] = "6000";
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor(/*latency_ms=*/800));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor(/*latency_ms=*/800));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(90)));
   ASSERT_TRUE(
@@ -250,13 +252,13 @@ TEST(LivenessTest, SlowProcessorKeepsItsGroupMembership) {
 // change, multiply.
 TEST(LivenessTest, RetryGroupChangesLeaveOneLiveCopyPerKey) {
   const testing::TestTopics topics = CreateTopics("one-copy", 2);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_threads = 3;
   options.retry.max_attempts = 100;
   // Some records come due between the changes, most wait through them.
   options.retry.backoff = {.initial_ms = 1000, .multiplier = 2.0, .max_ms = 30000};
-  std::unique_ptr<Engine> engine = StartEngine(options);
+  std::unique_ptr<engine::Engine> engine = StartEngine(options);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 2); }, absl::Seconds(60)));
   const std::vector<std::string> keys = NumberedKeys("doomed-", 40);
@@ -291,21 +293,21 @@ TEST(LivenessTest, RetryGroupChangesLeaveOneLiveCopyPerKey) {
 // had reached instead of starting again at 1, and it reaches the DLQ.
 TEST(LivenessTest, InOrderAttemptCountSurvivesARestart) {
   const testing::TestTopics topics = CreateTopics("inorder-attempts", 1);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.max_attempts = 3;
   options.retry.backoff = {.initial_ms = 500, .multiplier = 1.0, .max_ms = 500};
   ProduceKeys(topics.input, {"doomed-0", "ok-1"});
   {
-    std::unique_ptr<Engine> first = StartEngine(options);
+    std::unique_ptr<engine::Engine> first = StartEngine(options);
     ASSERT_NE(first, nullptr);
     // Attempts 1 and 2 failed: attempt 3 is next.
     ASSERT_TRUE(WaitFor([&] { return first->Totals().failed_attempts >= 2; }, absl::Seconds(60)));
     first->Stop();
     ASSERT_EQ(first->Totals().failed_attempts, 2) << "the first instance was stopped too late";
   }
-  std::unique_ptr<Engine> second = StartEngine(options);
+  std::unique_ptr<engine::Engine> second = StartEngine(options);
   ASSERT_NE(second, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*second, topics, {"doomed-0", "ok-1"}, absl::Seconds(60)));
   // One attempt, the last, and the record is dead-lettered.

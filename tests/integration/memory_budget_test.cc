@@ -30,13 +30,13 @@ constexpr int64_t kHeaderSlack = 4 << 10;
 
 TEST(MemoryBudgetTest, LookAheadPausesAtTheBudgetAndLosesNothing) {
   const testing::TestTopics topics = testing::CreateTopics("budget");
-  EngineOptions options = testing::TestEngineOptions(topics);
+  engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.retry.threads = 1;
   // Every retry waits 1.5 s, so the retry thread reads ahead of the due
   // times: without the budget it would hold all kRecords at once.
   options.retry.backoff = {.initial_ms = 1500, .multiplier = 1.0, .max_ms = 1500};
   options.max_held_bytes = kBudget;
-  std::unique_ptr<Engine> engine = testing::StartEngine(options, testing::TestProcessor());
+  std::unique_ptr<engine::Engine> engine = testing::StartEngine(options, testing::TestProcessor());
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(
       testing::WaitFor([&] { return testing::AllAssigned(*engine, 3); }, absl::Seconds(60)));
@@ -63,7 +63,7 @@ TEST(MemoryBudgetTest, LookAheadPausesAtTheBudgetAndLosesNothing) {
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         sample();
-        const EngineTotals t = engine->Totals();
+        const engine::EngineTotals t = engine->Totals();
         return t.in_flight == 0 && t.succeeded == static_cast<int64_t>(keys.size());
       },
       absl::Seconds(120)));

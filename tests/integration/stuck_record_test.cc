@@ -39,16 +39,16 @@ using ::testing::HasSubstr;
 
 // An asynchronous processor whose calls stay open until Release(), then
 // succeed; a cancelled call ends at once (as abandoned work does).
-class GatedProcessor : public Processor {
+class GatedProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
+  engine::Outcome Process(const Record&, int) override { return engine::Outcome::Ok(); }
   bool asynchronous() const override { return true; }
   int max_concurrent_calls() const override { return 4; }
-  void Start(const Record&, const AttemptInfo&, std::shared_ptr<Cancellation> cancel,
-             ProcessDone done) override {
+  void Start(const Record&, const engine::AttemptInfo&,
+             std::shared_ptr<engine::Cancellation> cancel, engine::ProcessDone done) override {
     absl::MutexLock lock(&mu_);
     if (released_) {
-      std::move(done)(Outcome::Ok());
+      std::move(done)(engine::Outcome::Ok());
       return;
     }
     open_.push_back({std::move(cancel), std::move(done)});
@@ -61,13 +61,13 @@ class GatedProcessor : public Processor {
       released_ = true;
       open.swap(open_);
     }
-    for (Open& call : open) std::move(call.done)(Outcome::Ok());
+    for (Open& call : open) std::move(call.done)(engine::Outcome::Ok());
   }
 
  private:
   struct Open {
-    std::shared_ptr<Cancellation> cancel;
-    ProcessDone done;
+    std::shared_ptr<engine::Cancellation> cancel;
+    engine::ProcessDone done;
   };
   absl::Mutex mu_;
   std::vector<Open> open_ ABSL_GUARDED_BY(mu_);
@@ -75,27 +75,28 @@ class GatedProcessor : public Processor {
 };
 
 // A downstream that never takes a call.
-class UnavailableProcessor : public Processor {
+class UnavailableProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record&, int) override {
-    return Outcome::Unavailable("UNAVAILABLE: connection refused", Outcome::Kind::kRetriable);
+  engine::Outcome Process(const Record&, int) override {
+    return engine::Outcome::Unavailable("UNAVAILABLE: connection refused",
+                                        engine::Outcome::Kind::kRetriable);
   }
 };
 
 // Synchronous: a call for a block- key does not end until Release();
 // doomed- keys fail retriably; the rest succeed.
-class BlockingProcessor : public Processor {
+class BlockingProcessor : public engine::Processor {
  public:
-  Outcome Process(const Record& record, int) override {
+  engine::Outcome Process(const Record& record, int) override {
     const std::string key = record.key.value_or("");
-    if (key.rfind("doomed-", 0) == 0) return Outcome::Retriable("doomed");
+    if (key.rfind("doomed-", 0) == 0) return engine::Outcome::Retriable("doomed");
     if (key.rfind("block-", 0) == 0) {
       absl::MutexLock lock(&mu_);
       blocked_ = true;
       mu_.Await(absl::Condition(&released_));
       blocked_ = false;
     }
-    return Outcome::Ok();
+    return engine::Outcome::Ok();
   }
   void Release() {
     absl::MutexLock lock(&mu_);
@@ -115,7 +116,7 @@ class BlockingProcessor : public Processor {
 // Far beyond any test's run: a record that failed stays held.
 constexpr int64_t kLongBackoffMs = 10 * 60 * 1000;
 
-InFlightList List(const Engine& engine, size_t limit = 100) {
+engine::InFlightList List(const engine::Engine& engine, size_t limit = 100) {
   return engine.ListInFlight(limit, absl::Now() + absl::Seconds(5));
 }
 
@@ -128,39 +129,39 @@ std::vector<std::string> OutputKeys(const testing::TestTopics& topics) {
 TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMovesOn) {
   const testing::TestTopics topics = CreateTopics("stuck-inorder", 1);
   ProduceKeys(topics.input, {"ok-0", "ok-1", "doomed-2", "ok-3", "ok-4", "ok-5"});
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.backoff = {
       .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
 
   // doomed-2 failed once and is retried in place much later; the three
   // records behind it wait.
   ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 4; }, absl::Seconds(30)))
       << "in flight: " << List(*engine).total;
-  const InFlightList list = List(*engine);
+  const engine::InFlightList list = List(*engine);
   ASSERT_EQ(list.records.size(), 4u);
   EXPECT_TRUE(list.unanswered_thread_ids.empty());
-  const InFlightRecord& stuck = list.records[0];  // The oldest.
+  const engine::InFlightRecord& stuck = list.records[0];  // The oldest.
   EXPECT_EQ(stuck.key, "doomed-2");
-  EXPECT_EQ(stuck.state, InFlightState::kWaitingDue);
+  EXPECT_EQ(stuck.state, engine::InFlightState::kWaitingDue);
   EXPECT_EQ(stuck.topic, topics.input);
   EXPECT_EQ(stuck.partition, 0);
   EXPECT_EQ(stuck.offset, 2);
   EXPECT_EQ(stuck.attempt, 2);  // The next one: one attempt failed.
   EXPECT_THAT(stuck.last_error, ::testing::Not(::testing::IsEmpty()));
   EXPECT_GT(stuck.due_ms, stuck.since_ms);
-  EXPECT_EQ(stuck.role, ThreadRole::kPrimary);
+  EXPECT_EQ(stuck.role, engine::ThreadRole::kPrimary);
   for (size_t i = 1; i < list.records.size(); ++i) {
-    EXPECT_EQ(list.records[i].state, InFlightState::kWaitingBehind) << i;
+    EXPECT_EQ(list.records[i].state, engine::InFlightState::kWaitingBehind) << i;
     EXPECT_EQ(list.records[i].offset, static_cast<int64_t>(i) + 2) << i;
     EXPECT_EQ(list.records[i].attempt, 1);
     EXPECT_EQ(list.records[i].thread_id, stuck.thread_id);
   }
   // A limit keeps the oldest, and the total says how many there are.
-  const InFlightList first = List(*engine, 1);
+  const engine::InFlightList first = List(*engine, 1);
   ASSERT_EQ(first.records.size(), 1u);
   EXPECT_EQ(first.records[0].offset, 2);
   EXPECT_EQ(first.total, 4);
@@ -209,23 +210,23 @@ TEST(StuckRecordTest, InOrderHeldRecordIsShownAndDeadLetteredAndItsPartitionMove
 TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
   const testing::TestTopics topics = CreateTopics("stuck-retry", 1);
   ProduceKeys(topics.input, {"ok-0", "doomed-1", "ok-2"});
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.backoff = {
       .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
-  std::unique_ptr<Engine> engine = StartEngine(options, TestProcessor());
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, TestProcessor());
   ASSERT_NE(engine, nullptr);
 
   // Unordered: the primary moves on; the retry thread holds doomed-1.
   ASSERT_TRUE(WaitFor(
       [&] {
-        const InFlightList list = List(*engine);
-        return list.total == 1 && list.records[0].role == ThreadRole::kRetry;
+        const engine::InFlightList list = List(*engine);
+        return list.total == 1 && list.records[0].role == engine::ThreadRole::kRetry;
       },
       absl::Seconds(30)));
-  const InFlightRecord held = List(*engine).records[0];
+  const engine::InFlightRecord held = List(*engine).records[0];
   EXPECT_EQ(held.key, "doomed-1");
-  EXPECT_EQ(held.state, InFlightState::kWaitingDue);
+  EXPECT_EQ(held.state, engine::InFlightState::kWaitingDue);
   EXPECT_EQ(held.topic, topics.input);  // The original coordinates.
   EXPECT_EQ(held.partition, 0);
   EXPECT_EQ(held.offset, 1);
@@ -257,18 +258,18 @@ TEST(StuckRecordTest, RetryThreadHeldRecordIsShownAndDeadLettered) {
 TEST(StuckRecordTest, RecordInAProcessorCallIsShownButNotDeadLettered) {
   const testing::TestTopics topics = CreateTopics("stuck-call", 1);
   ProduceKeys(topics.input, {"slow-0"});
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   auto owned = std::make_unique<GatedProcessor>();
   GatedProcessor* processor = owned.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(owned));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(owned));
   ASSERT_NE(engine, nullptr);
   absl::Cleanup release = [processor] { processor->Release(); };
 
   ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 1; }, absl::Seconds(30)));
-  const InFlightRecord call = List(*engine).records[0];
-  EXPECT_EQ(call.state, InFlightState::kInCall);
+  const engine::InFlightRecord call = List(*engine).records[0];
+  EXPECT_EQ(call.state, engine::InFlightState::kInCall);
   EXPECT_EQ(call.offset, 0);
   EXPECT_EQ(call.attempt, 1);
   EXPECT_EQ(call.due_ms, 0);
@@ -290,17 +291,18 @@ TEST(StuckRecordTest, RecordInAProcessorCallIsShownButNotDeadLettered) {
 TEST(StuckRecordTest, RecordDeferredWhileTheDownstreamIsDownIsShownAndDeadLettered) {
   const testing::TestTopics topics = CreateTopics("stuck-deferred", 1);
   ProduceKeys(topics.input, {"k-0"});
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
   // Down after the first unavailable call, and no probe for a long time.
   options.downstream = {
       .outage_after = 1, .probe_initial_ms = kLongBackoffMs, .probe_max_ms = kLongBackoffMs};
-  std::unique_ptr<Engine> engine = StartEngine(options, std::make_unique<UnavailableProcessor>());
+  std::unique_ptr<engine::Engine> engine =
+      StartEngine(options, std::make_unique<UnavailableProcessor>());
   ASSERT_NE(engine, nullptr);
 
   ASSERT_TRUE(WaitFor([&] { return List(*engine).total == 1; }, absl::Seconds(30)));
-  const InFlightRecord deferred = List(*engine).records[0];
-  EXPECT_EQ(deferred.state, InFlightState::kDeferred);
+  const engine::InFlightRecord deferred = List(*engine).records[0];
+  EXPECT_EQ(deferred.state, engine::InFlightState::kDeferred);
   EXPECT_EQ(deferred.key, "k-0");
   EXPECT_EQ(deferred.attempt, 1) << "no attempt used";
   EXPECT_GT(deferred.due_ms, absl::ToUnixMillis(absl::Now()));
@@ -322,14 +324,14 @@ TEST(StuckRecordTest, RecordDeferredWhileTheDownstreamIsDownIsShownAndDeadLetter
 
 TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadline) {
   const testing::TestTopics topics = CreateTopics("stuck-busy", 2);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
   options.retry.backoff = {
       .initial_ms = kLongBackoffMs, .multiplier = 1.0, .max_ms = kLongBackoffMs};
   auto owned = std::make_unique<BlockingProcessor>();
   BlockingProcessor* processor = owned.get();
-  std::unique_ptr<Engine> engine = StartEngine(options, std::move(owned));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, std::move(owned));
   ASSERT_NE(engine, nullptr);
   absl::Cleanup release = [processor] { processor->Release(); };
 
@@ -347,7 +349,8 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
   produce(1, "block-1");
   ASSERT_TRUE(WaitFor([&] { return processor->blocked(); }, absl::Seconds(30)));
 
-  const InFlightList list = engine->ListInFlight(100, absl::Now() + absl::Milliseconds(300));
+  const engine::InFlightList list =
+      engine->ListInFlight(100, absl::Now() + absl::Milliseconds(300));
   ASSERT_EQ(list.unanswered_thread_ids.size(), 1u);
   EXPECT_TRUE(list.records.empty());
 
@@ -358,7 +361,7 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
 
   // A call cancelled while it waits (a client gone) ends at once, long
   // before its deadline.
-  Cancellation cancel;
+  engine::Cancellation cancel;
   absl::StatusOr<int> cancelled;
   std::thread caller([&] {
     cancelled =
@@ -372,10 +375,10 @@ TEST(StuckRecordTest, ThreadBusyInALongCallIsNamedAndChangesNothingAfterTheDeadl
   // leaves the record where it was.
   processor->Release();
   ASSERT_TRUE(WaitFor([&] { return OutputKeys(topics).size() == 1; }, absl::Seconds(20)));
-  const InFlightList after = List(*engine);
+  const engine::InFlightList after = List(*engine);
   ASSERT_EQ(after.total, 1);
   EXPECT_EQ(after.records[0].key, "doomed-0");
-  EXPECT_EQ(after.records[0].state, InFlightState::kWaitingDue);
+  EXPECT_EQ(after.records[0].state, engine::InFlightState::kWaitingDue);
   EXPECT_TRUE(ReadAll(topics.dlq).empty());
   engine->Stop();
 }

@@ -47,8 +47,8 @@ using ::retryd::testing::WaitForOutcomes;
 constexpr size_t kPrimary = 0;
 constexpr size_t kRetry = 1;
 
-std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
-                                        uint32_t health_check_interval_ms = 0) {
+std::unique_ptr<engine::Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
+                                                uint32_t health_check_interval_ms = 0) {
   v1::GrpcProcessorConfig config;
   config.set_target(server.target());
   config.set_deadline_ms(5000);
@@ -72,12 +72,12 @@ DownstreamServer::Answer Refusal(grpc::StatusCode code, const std::string& messa
 // milliseconds; a sample is a read of each thread's lock-free state.
 class PrimaryWaitWatcher {
  public:
-  explicit PrimaryWaitWatcher(const Engine& engine)
+  explicit PrimaryWaitWatcher(const engine::Engine& engine)
       : thread_([this, &engine] {
           while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(2))) {
             for (const auto& t : engine.Threads()) {
-              if (t->role() == ThreadRole::kPrimary &&
-                  t->state() == ThreadState::kWaitingDownstream) {
+              if (t->role() == engine::ThreadRole::kPrimary &&
+                  t->state() == engine::ThreadState::kWaitingDownstream) {
                 waited_.store(true);
               }
             }
@@ -114,10 +114,10 @@ TEST(DownstreamDetectorTest, FlakyKeysNeverTakeThePrimaryRoleDown) {
       });
   ASSERT_TRUE(server.Start().ok());
   const testing::TestTopics topics = CreateTopics("detector-flaky", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 2;
   options.retry.max_attempts = 5;
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 8));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
 
@@ -126,7 +126,7 @@ TEST(DownstreamDetectorTest, FlakyKeysNeverTakeThePrimaryRoleDown) {
   PrimaryWaitWatcher watcher(*engine);
   ProduceKeys(topics.input, keys);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  const DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
   engine->Stop();
 
   EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(keys.begin(), keys.end()));
@@ -163,11 +163,11 @@ TEST_P(RefusedForeverTest, TheKeyReachesTheDlqSayingWhyAndTheRestIsDelivered) {
   for (int i = 0; i < 300; ++i) keys.push_back(absl::StrCat("ok-", i));
   keys.push_back("stuck-1");
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_attempts = 4;
   options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 4));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys, absl::Seconds(60)));
   engine->Stop();
@@ -209,11 +209,11 @@ TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) 
   std::vector<std::string> ok, stuck;
   for (int i = 0; i < 200; ++i) ok.push_back(absl::StrCat("ok-", i));
   for (int i = 0; i < 8; ++i) stuck.push_back(absl::StrCat("stuck-", i));
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_attempts = 3;
   options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 400};
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 4));
   ASSERT_NE(engine, nullptr);
   ProduceKeys(topics.input, ok);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, ok, absl::Seconds(60)));
@@ -221,7 +221,7 @@ TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) 
   // their first attempt: nothing answers while the retry role has them.
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   for (size_t i = 0; i < stuck.size(); ++i) {
-    RetryMetadata meta;
+    engine::RetryMetadata meta;
     meta.attempt = 2;
     meta.due_ms = now_ms;
     meta.first_failure_ms = now_ms;
@@ -232,7 +232,7 @@ TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) 
     testing::ProduceRetryRecord(topics.retry, static_cast<int32_t>(i % 4), stuck[i], meta);
   }
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, stuck, absl::Seconds(60)));
-  const DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
   engine->Stop();
 
   EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(ok.begin(), ok.end()));
@@ -256,18 +256,20 @@ TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
   server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(2)));
   ASSERT_TRUE(server.Start().ok());
   const testing::TestTopics topics = CreateTopics("detector-health", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   // An attempt used for the outage would show retryd-attempt 2 in the
   // output, or (with 2 attempts in all) end in the DLQ.
   options.retry.max_attempts = 2;
   options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
-  std::unique_ptr<Engine> engine =
+  std::unique_ptr<engine::Engine> engine =
       StartEngine(options, ProcessorFor(server, 4, /*health_check_interval_ms=*/100));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
   ASSERT_TRUE(WaitFor(
-      [&] { return engine->downstream().health.serving == DownstreamHealth::Serving::kServing; },
+      [&] {
+        return engine->downstream().health.serving == engine::DownstreamHealth::Serving::kServing;
+      },
       absl::Seconds(30)));
 
   std::vector<std::string> keys;
@@ -278,23 +280,24 @@ TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
   server.SetAnswer("", Refusal(grpc::StatusCode::UNAVAILABLE, "draining"));
   ASSERT_TRUE(WaitFor(
       [&] {
-        const DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamGate::Snapshot d = engine->downstream();
         return d.roles[kPrimary].down &&
-               d.roles[kPrimary].evidence == DownstreamGate::Evidence::kHealth;
+               d.roles[kPrimary].evidence == engine::DownstreamGate::Evidence::kHealth;
       },
       absl::Seconds(30)));
   // Intake paused: every primary thread stops fetching while it lasts.
   EXPECT_TRUE(WaitFor(
       [&] {
         for (const auto& t : engine->Threads()) {
-          if (t->role() == ThreadRole::kPrimary && t->state() != ThreadState::kWaitingDownstream) {
+          if (t->role() == engine::ThreadRole::kPrimary &&
+              t->state() != engine::ThreadState::kWaitingDownstream) {
             return false;
           }
         }
         return true;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(engine->downstream().roles[kRetry].evidence, DownstreamGate::Evidence::kHealth);
+  EXPECT_EQ(engine->downstream().roles[kRetry].evidence, engine::DownstreamGate::Evidence::kHealth);
   const size_t calls_when_down = server.calls().size();
   EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
 
@@ -315,11 +318,11 @@ TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
   server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(1)));
   ASSERT_TRUE(server.Start().ok());
   const testing::TestTopics topics = CreateTopics("detector-away", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_attempts = 2;
   options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 1000};
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 8));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
   std::vector<std::string> keys;
@@ -330,11 +333,12 @@ TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
   const absl::Time back_at = absl::Now() + absl::Seconds(15);
   ASSERT_TRUE(WaitFor(
       [&] {
-        const DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamGate::Snapshot d = engine->downstream();
         return d.roles[kPrimary].down && d.roles[kRetry].down;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(engine->downstream().roles[kPrimary].evidence, DownstreamGate::Evidence::kChannel);
+  EXPECT_EQ(engine->downstream().roles[kPrimary].evidence,
+            engine::DownstreamGate::Evidence::kChannel);
   // While it is away: checked every 100 ms, no attempt is used.
   absl::Notification never;
   while (!never.WaitForNotificationWithTimeout(absl::Milliseconds(100)) && absl::Now() < back_at) {
@@ -343,7 +347,7 @@ TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
   EXPECT_TRUE(engine->downstream().down);
   ASSERT_TRUE(server.Start().ok());
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  const DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
   engine->Stop();
   testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
   EXPECT_GE(downstream.roles[kPrimary].probes, 1);
@@ -361,22 +365,22 @@ TEST(DownstreamDetectorTest, AChannelThatNeverConnectsIsProbedWithBackoff) {
   std::vector<std::string> keys;
   for (int i = 0; i < 100; ++i) keys.push_back(absl::StrCat("k-", i));
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   options.retry.max_attempts = 1;
   options.downstream = {.outage_after = 5, .probe_initial_ms = 50, .probe_max_ms = 400};
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 4));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor(
       [&] {
-        const DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamGate::Snapshot d = engine->downstream();
         return d.roles[kPrimary].down &&
-               d.roles[kPrimary].evidence == DownstreamGate::Evidence::kChannel &&
+               d.roles[kPrimary].evidence == engine::DownstreamGate::Evidence::kChannel &&
                d.roles[kPrimary].probes >= 4;
       },
       absl::Seconds(60)));
   // Backed off: from the fourth probe on each waits the longest delay.
-  const DownstreamGate::Snapshot d = engine->downstream();
+  const engine::DownstreamGate::Snapshot d = engine->downstream();
   const absl::Time measured = absl::Now();
   ASSERT_TRUE(WaitFor(
       [&] { return engine->downstream().roles[kPrimary].probes >= d.roles[kPrimary].probes + 3; },

@@ -43,8 +43,8 @@ std::vector<std::string> NumberedKeys(int n) {
   return keys;
 }
 
-std::unique_ptr<Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
-                                        uint32_t deadline_ms = 5000) {
+std::unique_ptr<engine::Processor> ProcessorFor(const DownstreamServer& server, int max_calls,
+                                                uint32_t deadline_ms = 5000) {
   v1::GrpcProcessorConfig config;
   config.set_target(server.target());
   config.set_deadline_ms(deadline_ms);
@@ -62,10 +62,10 @@ TEST(GrpcEngineTest, InOrderCallsOverlapAcrossPartitionsAndOutputStaysInOrder) {
   const testing::TestTopics topics = CreateTopics("grpc-inorder", 4);
   const std::vector<std::string> keys = NumberedKeys(800);
   ProduceKeys(topics.input, keys);
-  EngineOptions options = TestEngineOptions(topics);
-  options.ordering = Ordering::kInOrder;
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.ordering = engine::Ordering::kInOrder;
   options.retry.threads = 0;
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 8));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 8));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
   engine->Stop();
@@ -97,13 +97,13 @@ TEST(GrpcEngineTest, DownstreamGoingAwayMidRunLosesNothingAndSpendsNoAttempt) {
   ASSERT_TRUE(server.Start().ok());
   server.SetAnswer("", DownstreamServer::Answer::Delayed(absl::Milliseconds(2)));
   const testing::TestTopics topics = CreateTopics("grpc-outage", 4);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
   // A record charged an attempt for the outage would show retryd-attempt 2
   // in the output, or (with 2 attempts in all) end in the DLQ.
   options.retry.max_attempts = 2;
   options.downstream = {.outage_after = 3, .probe_initial_ms = 50, .probe_max_ms = 400};
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 4));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 4));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor([&] { return AllAssigned(*engine, 4); }, absl::Seconds(60)));
 
@@ -138,7 +138,7 @@ TEST(GrpcEngineTest, RetryThreadAtItsCallLimitWaitsForACallToEnd) {
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   std::vector<OutgoingRecord> records;
   for (size_t i = 0; i < keys.size(); ++i) {
-    RetryMetadata meta;
+    engine::RetryMetadata meta;
     meta.attempt = 2;
     meta.due_ms = now_ms - 1000;
     meta.first_failure_ms = now_ms - 2000;
@@ -151,17 +151,17 @@ TEST(GrpcEngineTest, RetryThreadAtItsCallLimitWaitsForACallToEnd) {
                        .partition = static_cast<int32_t>(i % 2),
                        .key = keys[i],
                        .value = "v-" + keys[i],
-                       .headers = WithRetryHeaders({}, meta)});
+                       .headers = engine::WithRetryHeaders({}, meta)});
   }
   ProduceRecords(records);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 1;
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 1));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 1));
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
   int64_t polls = -1;
   for (const auto& stats : engine->Threads()) {
-    if (stats->role() == ThreadRole::kRetry) polls = stats->counters.Read().polls;
+    if (stats->role() == engine::ThreadRole::kRetry) polls = stats->counters.Read().polls;
   }
   engine->Stop();
 
@@ -181,10 +181,10 @@ TEST(GrpcEngineTest, CallsCancelledByAStopSpendNoAttempt) {
   ASSERT_TRUE(server.Start().ok());
   server.SetAnswer("slow-", DownstreamServer::Answer::Delayed(absl::Minutes(10)));
   const testing::TestTopics topics = CreateTopics("grpc-stop", 2);
-  EngineOptions options = TestEngineOptions(topics);
+  engine::EngineOptions options = TestEngineOptions(topics);
   options.shutdown_timeout_ms = 1000;
   options.retry.max_attempts = 2;
-  std::unique_ptr<Engine> engine = StartEngine(options, ProcessorFor(server, 1, 600000));
+  std::unique_ptr<engine::Engine> engine = StartEngine(options, ProcessorFor(server, 1, 600000));
   ASSERT_NE(engine, nullptr);
   ProduceKeys(topics.input, {"slow-1"});
   ASSERT_TRUE(server.WaitForInProgress(1, absl::Seconds(60)));

@@ -33,7 +33,7 @@ using ::retryd::testing::WaitFor;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using Kind = Outcome::Kind;
+using Kind = engine::Outcome::Kind;
 
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 // Long enough that a call with it ends only by a cancel or a deadline.
@@ -57,13 +57,14 @@ Header H(std::string key, std::optional<std::string> value) {
 // The outcome of one Start(), and how many times `done` ran.
 struct Result {
   absl::Notification done;
-  Outcome outcome;
+  engine::Outcome outcome;
   std::atomic<int> runs{0};
 };
 
-void StartInto(Processor& processor, const Record& record, Result& result,
-               std::shared_ptr<Cancellation> cancel = nullptr, AttemptInfo info = {}) {
-  processor.Start(record, info, std::move(cancel), [&result](Outcome outcome) {
+void StartInto(engine::Processor& processor, const Record& record, Result& result,
+               std::shared_ptr<engine::Cancellation> cancel = nullptr,
+               engine::AttemptInfo info = {}) {
+  processor.Start(record, info, std::move(cancel), [&result](engine::Outcome outcome) {
     if (result.runs.fetch_add(1) == 0) {
       result.outcome = std::move(outcome);
       result.done.Notify();
@@ -125,7 +126,7 @@ TEST_F(GrpcProcessorTest, EveryStatusMapsAsDocumented) {
   ASSERT_NE(processor, nullptr);
   for (const Expected& e : kDefaultTable) {
     SCOPED_TRACE(e.name);
-    const Outcome outcome = processor->Process(Keyed(absl::StrCat(e.name, "/1")), 1);
+    const engine::Outcome outcome = processor->Process(Keyed(absl::StrCat(e.name, "/1")), 1);
     EXPECT_EQ(outcome.kind, e.kind);
     if (e.kind == Kind::kOk) {
       EXPECT_FALSE(outcome.value.has_value());
@@ -137,7 +138,7 @@ TEST_F(GrpcProcessorTest, EveryStatusMapsAsDocumented) {
       EXPECT_EQ(outcome.fallback, *e.fallback);
     }
   }
-  const Outcome ok = processor->Process(Keyed("anything"), 1);
+  const engine::Outcome ok = processor->Process(Keyed("anything"), 1);
   EXPECT_EQ(ok.kind, Kind::kOk);
   EXPECT_EQ(ok.reason, "");
   EXPECT_FALSE(ok.value.has_value());
@@ -161,11 +162,11 @@ TEST_F(GrpcProcessorTest, StatusMapOverridesTheTable) {
   ASSERT_NE(processor, nullptr);
 
   EXPECT_EQ(processor->Process(Keyed("c5/x"), 1).kind, Kind::kRetriable);
-  const Outcome aborted = processor->Process(Keyed("c10/x"), 1);
+  const engine::Outcome aborted = processor->Process(Keyed("c10/x"), 1);
   EXPECT_EQ(aborted.kind, Kind::kPermanent);
   EXPECT_EQ(aborted.reason, "ABORTED");
   EXPECT_EQ(processor->Process(Keyed("c14/x"), 1).kind, Kind::kOk);
-  const Outcome denied = processor->Process(Keyed("c7/x"), 1);
+  const engine::Outcome denied = processor->Process(Keyed("c7/x"), 1);
   EXPECT_EQ(denied.kind, Kind::kUnavailable);
   EXPECT_EQ(denied.fallback, Kind::kRetriable);
   // Not overridden: as by default.
@@ -178,7 +179,7 @@ TEST_F(GrpcProcessorTest, PassingTheDeadlineIsRetriable) {
   config.set_deadline_ms(200);
   std::unique_ptr<GrpcProcessor> processor = Make(config);
   ASSERT_NE(processor, nullptr);
-  const Outcome outcome = processor->Process(Keyed("slow"), 1);
+  const engine::Outcome outcome = processor->Process(Keyed("slow"), 1);
   EXPECT_EQ(outcome.kind, Kind::kRetriable);
   EXPECT_THAT(outcome.reason, StartsWith("DEADLINE_EXCEEDED"));
   // The downstream learns that nobody waits for the answer any more.
@@ -192,7 +193,7 @@ TEST_F(GrpcProcessorTest, RequestCarriesTheRecordAndItsHistory) {
   first.value = std::nullopt;
   first.headers = {H("trace", "abc"), H("empty", ""), H("null", std::nullopt), H("trace", "x")};
   Result result;
-  StartInto(*processor, first, result, nullptr, AttemptInfo{3, 1'699'999'999'000});
+  StartInto(*processor, first, result, nullptr, engine::AttemptInfo{3, 1'699'999'999'000});
   ASSERT_TRUE(result.done.WaitForNotificationWithTimeout(kTimeout));
   Record second = Keyed("k", 8);
   second.key = std::nullopt;
@@ -256,7 +257,7 @@ TEST_F(GrpcProcessorTest, AnOkAnswerCarriesTheReplacement) {
 
   Record record = Keyed("value");
   record.headers = {H("in", "x")};
-  const Outcome replaced = processor->Process(record, 1);
+  const engine::Outcome replaced = processor->Process(record, 1);
   ASSERT_EQ(replaced.kind, Kind::kOk);
   ASSERT_TRUE(replaced.value.has_value());
   EXPECT_EQ(*replaced.value, std::optional<std::string>("new value"));
@@ -265,7 +266,7 @@ TEST_F(GrpcProcessorTest, AnOkAnswerCarriesTheReplacement) {
               ElementsAre(H("in", "x"), H("added-null", std::nullopt), H("added", "1")));
 
   record.key = "tombstone";
-  const Outcome tomb = processor->Process(record, 1);
+  const engine::Outcome tomb = processor->Process(record, 1);
   ASSERT_EQ(tomb.kind, Kind::kOk);
   ASSERT_TRUE(tomb.value.has_value());
   EXPECT_EQ(*tomb.value, std::nullopt);
@@ -273,7 +274,7 @@ TEST_F(GrpcProcessorTest, AnOkAnswerCarriesTheReplacement) {
   EXPECT_THAT(*tomb.headers, ElementsAre(H("only", "")));
 
   record.key = "no-headers";
-  const Outcome stripped = processor->Process(record, 1);
+  const engine::Outcome stripped = processor->Process(record, 1);
   ASSERT_EQ(stripped.kind, Kind::kOk);
   EXPECT_FALSE(stripped.value.has_value());
   ASSERT_TRUE(stripped.headers.has_value());
@@ -291,7 +292,7 @@ TEST_F(GrpcProcessorTest, AnAnswerAboveMaxResponseBytesIsRetriable) {
   config.set_max_response_bytes(1024);
   std::unique_ptr<GrpcProcessor> processor = Make(config);
   ASSERT_NE(processor, nullptr);
-  const Outcome outcome = processor->Process(Keyed("huge"), 1);
+  const engine::Outcome outcome = processor->Process(Keyed("huge"), 1);
   EXPECT_EQ(outcome.kind, Kind::kRetriable);
   EXPECT_THAT(outcome.reason, StartsWith("RESOURCE_EXHAUSTED"));
   EXPECT_EQ(processor->Process(Keyed("fits"), 1).kind, Kind::kOk);
@@ -304,7 +305,7 @@ TEST_F(GrpcProcessorTest, AMalformedAnswerIsRetriable) {
   server_.SetAnswer("", both);
   std::unique_ptr<GrpcProcessor> processor = Make();
   ASSERT_NE(processor, nullptr);
-  const Outcome outcome = processor->Process(Keyed("k"), 1);
+  const engine::Outcome outcome = processor->Process(Keyed("k"), 1);
   EXPECT_EQ(outcome.kind, Kind::kRetriable);
   EXPECT_THAT(outcome.reason, HasSubstr("both value and null_value"));
 }
@@ -318,7 +319,7 @@ TEST_F(GrpcProcessorTest, AnAnswerThatDoesNotParseIsRetriable) {
   server_.SetAnswer("", wrong);
   std::unique_ptr<GrpcProcessor> processor = Make();
   ASSERT_NE(processor, nullptr);
-  const Outcome outcome = processor->Process(Keyed("k"), 1);
+  const engine::Outcome outcome = processor->Process(Keyed("k"), 1);
   EXPECT_EQ(outcome.kind, Kind::kRetriable);
   EXPECT_THAT(outcome.reason, HasSubstr("not a ProcessResponse"));
   EXPECT_FALSE(outcome.value.has_value());
@@ -377,9 +378,9 @@ TEST_F(GrpcProcessorTest, CallsStartedTogetherOverlapAtTheDownstream) {
   EXPECT_EQ(processor->max_concurrent_calls(), kCalls);
   EXPECT_TRUE(processor->asynchronous());
   std::vector<Result> results(kCalls);
-  std::vector<std::shared_ptr<Cancellation>> cancels;
+  std::vector<std::shared_ptr<engine::Cancellation>> cancels;
   for (int i = 0; i < kCalls; ++i) {
-    cancels.push_back(std::make_shared<Cancellation>());
+    cancels.push_back(std::make_shared<engine::Cancellation>());
     StartInto(*processor, Keyed(absl::StrCat("k", i), i), results[i], cancels.back());
   }
   EXPECT_TRUE(server_.WaitForCalls(kCalls, kTimeout));
@@ -392,7 +393,7 @@ TEST_F(GrpcProcessorTest, CancellingEndsTheCallAndDoneRunsOnce) {
   server_.SetAnswer("", DownstreamServer::Answer::Delayed(kForever));
   std::unique_ptr<GrpcProcessor> processor = Make();
   ASSERT_NE(processor, nullptr);
-  auto cancel = std::make_shared<Cancellation>();
+  auto cancel = std::make_shared<engine::Cancellation>();
   Result result;
   StartInto(*processor, Keyed("k"), result, cancel);
   ASSERT_TRUE(server_.WaitForCalls(1, kTimeout));
@@ -401,7 +402,7 @@ TEST_F(GrpcProcessorTest, CancellingEndsTheCallAndDoneRunsOnce) {
   EXPECT_TRUE(server_.WaitForCancelled(1, kTimeout));
 
   // Cancelled before it starts: it never reaches the downstream.
-  auto early = std::make_shared<Cancellation>();
+  auto early = std::make_shared<engine::Cancellation>();
   early->Cancel();
   Result never_sent;
   StartInto(*processor, Keyed("k"), never_sent, early);
@@ -434,7 +435,7 @@ TEST_F(GrpcProcessorTest, ADownServerIsUnavailableUntilItIsBack) {
   std::unique_ptr<GrpcProcessor> processor = Make();
   ASSERT_NE(processor, nullptr);
   server_.Stop();
-  const Outcome down = processor->Process(Keyed("k"), 1);
+  const engine::Outcome down = processor->Process(Keyed("k"), 1);
   EXPECT_EQ(down.kind, Kind::kUnavailable);
   EXPECT_EQ(down.fallback, Kind::kRetriable);
   EXPECT_THAT(down.reason, StartsWith("UNAVAILABLE"));
@@ -455,7 +456,7 @@ TEST_F(GrpcProcessorTest, ASlowToConnectDownstreamIsReachedByTheFirstCall) {
   config.set_target(link.target());
   std::unique_ptr<GrpcProcessor> processor = Make(config);
   ASSERT_NE(processor, nullptr);
-  const Outcome outcome = processor->Process(Keyed("k"), 1);
+  const engine::Outcome outcome = processor->Process(Keyed("k"), 1);
   EXPECT_EQ(outcome.kind, Kind::kOk) << outcome.reason;
   EXPECT_EQ(link.connections(), 1);
   EXPECT_EQ(server_.calls().size(), 1u);

@@ -17,7 +17,7 @@ namespace retryd::testing {
 
 // perm- fails permanently, flaky- fails twice then succeeds, doomed- always
 // fails retriably, everything else succeeds.
-std::unique_ptr<Processor> TestProcessor(uint32_t latency_ms) {
+std::unique_ptr<engine::Processor> TestProcessor(uint32_t latency_ms) {
   retryd::v1::SimulateConfig config;
   config.set_seed(7);
   config.set_latency_ms(latency_ms);
@@ -111,14 +111,14 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
 // distinct keys, not records: after a rebalance or a fault some records are
 // processed twice, and a count of records would let a test stop the engine
 // before the last keys were done. On timeout, says which keys are missing.
-::testing::AssertionResult WaitForOutcomes(const Engine& engine, const TestTopics& topics,
+::testing::AssertionResult WaitForOutcomes(const engine::Engine& engine, const TestTopics& topics,
                                            const std::vector<std::string>& keys,
                                            absl::Duration timeout) {
   std::vector<std::string> missing = keys;
   const bool done = WaitFor(
       [&] {
         // Cheap necessary condition first: each key needs at least one outcome.
-        const EngineTotals t = engine.Totals();
+        const engine::EngineTotals t = engine.Totals();
         if (t.in_flight != 0 || static_cast<size_t>(t.succeeded + t.dead_lettered) < keys.size()) {
           return false;
         }
@@ -128,7 +128,7 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
       absl::Seconds(120));
   if (done) return ::testing::AssertionSuccess();
   // Where the missing records are, for whoever debugs this.
-  const EngineTotals t = engine.Totals();
+  const engine::EngineTotals t = engine.Totals();
   ::testing::AssertionResult failure = ::testing::AssertionFailure();
   failure << "after 120 s, " << missing.size() << " keys have no outcome (engine: consumed "
           << t.consumed << ", succeeded " << t.succeeded << ", dead-lettered " << t.dead_lettered
@@ -172,10 +172,11 @@ void ExpectEachKeyWhereItBelongs(const TestTopics& topics, const std::vector<std
             << ", in DLQ " << dlq.size() - want_dlq.size() << "\n";
 }
 
-std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
-                                    std::unique_ptr<Processor> processor) {
+std::unique_ptr<engine::Engine> StartEngine(const engine::EngineOptions& options,
+                                            std::unique_ptr<engine::Processor> processor) {
   if (processor == nullptr) processor = TestProcessor();
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options, std::move(processor));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(options, std::move(processor));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return nullptr;
   absl::Status started = (*engine)->Start();
@@ -184,7 +185,7 @@ std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
 }
 
 void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::string& key,
-                        const RetryMetadata& meta) {
+                        const engine::RetryMetadata& meta) {
   kafka::ProducerOptions options;
   options.bootstrap_servers = BootstrapServers();
   options.properties = ClientProperties();
@@ -195,7 +196,7 @@ void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::
   r.partition = partition;
   r.key = key;
   r.value = absl::StrCat("v-", key);
-  r.headers = WithRetryHeaders({}, meta);
+  r.headers = engine::WithRetryHeaders({}, meta);
   absl::Mutex mu;
   absl::Status delivery = absl::UnknownError("not delivered");
   ASSERT_TRUE((*producer)

@@ -23,12 +23,12 @@ namespace retryd::testing {
 // The simulator with fixed rules: perm- fails permanently, flaky- fails
 // twice then succeeds, doomed- always fails retriably, everything else
 // succeeds; each call takes `latency_ms`.
-std::unique_ptr<Processor> TestProcessor(uint32_t latency_ms = 0);
+std::unique_ptr<engine::Processor> TestProcessor(uint32_t latency_ms = 0);
 
 // Creates and starts an engine over `options` running `processor` (the
 // TestProcessor when null); null, with a test failure, if either fails.
-std::unique_ptr<Engine> StartEngine(const EngineOptions& options,
-                                    std::unique_ptr<Processor> processor = nullptr);
+std::unique_ptr<engine::Engine> StartEngine(const engine::EngineOptions& options,
+                                            std::unique_ptr<engine::Processor> processor = nullptr);
 
 // `n` keys: every 13th perm-, every 7th flaky-, the rest ok-.
 std::vector<std::string> MixedKeys(int n);
@@ -61,7 +61,7 @@ std::vector<std::string> MissingKeys(const TestTopics& topics,
 // some records are processed twice, and a count of records would let a test
 // stop the engine before the last keys were done. On timeout, says which
 // keys are missing and where they sit.
-::testing::AssertionResult WaitForOutcomes(const Engine& engine, const TestTopics& topics,
+::testing::AssertionResult WaitForOutcomes(const engine::Engine& engine, const TestTopics& topics,
                                            const std::vector<std::string>& keys,
                                            absl::Duration timeout = absl::Seconds(120));
 
@@ -80,7 +80,7 @@ void ExpectAllDoneOnTheFirstAttempt(const TestTopics& topics, const std::vector<
 // in its retryd-* headers (key `key`, value "v-<key>"), as retryd itself or
 // a replay tool would.
 void ProduceRetryRecord(const std::string& topic, int32_t partition, const std::string& key,
-                        const RetryMetadata& meta);
+                        const engine::RetryMetadata& meta);
 
 // The offsets `group_id` has committed on `topic`, by partition (-1: none),
 // read the way a monitoring tool reads them, without joining the group.

@@ -225,8 +225,8 @@ TestTopics CreateTopics(const std::string& name, int partitions) {
   return t;
 }
 
-EngineOptions TestEngineOptions(const TestTopics& topics) {
-  EngineOptions o;
+engine::EngineOptions TestEngineOptions(const TestTopics& topics) {
+  engine::EngineOptions o;
   o.bootstrap_servers = BootstrapServers();
   o.group_id = absl::StrCat(topics.input, "-group");
   if (OnRealKafka()) {
@@ -312,8 +312,8 @@ std::string HeaderValue(const Record& record, const std::string& name) {
   return value;
 }
 
-bool AllAssigned(const Engine& engine, size_t partitions) {
-  std::map<ThreadRole, size_t> assigned;
+bool AllAssigned(const engine::Engine& engine, size_t partitions) {
+  std::map<engine::ThreadRole, size_t> assigned;
   for (const auto& stats : engine.Threads()) {
     const size_t n = stats->partitions().size();
     if (n == 0) return false;

@@ -55,7 +55,7 @@ TestTopics CreateTopics(const std::string& name, int partitions = 3);
 
 // Options for an engine on the test broker over `topics`, in a fresh group;
 // fast backoff and commits so tests finish quickly.
-EngineOptions TestEngineOptions(const TestTopics& topics);
+engine::EngineOptions TestEngineOptions(const TestTopics& topics);
 
 // Produces one record per key (value "v-<key>"), waits for every ack.
 void ProduceKeys(const std::string& topic, const std::vector<std::string>& keys);
@@ -73,7 +73,7 @@ std::string HeaderValue(const Record& record, const std::string& name);
 // True once every thread of `engine` has partitions and, per role, all
 // `partitions` are assigned: the groups are stable, so no rebalance will
 // interrupt what the test does next.
-bool AllAssigned(const Engine& engine, size_t partitions);
+bool AllAssigned(const engine::Engine& engine, size_t partitions);
 
 }  // namespace retryd::testing
 

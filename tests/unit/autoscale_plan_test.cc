@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/autoscaler.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 using ::testing::ElementsAre;
@@ -118,4 +118,4 @@ TEST(AutoscalePlanTest, AnIdleThreadWithPartitionsStaysIfTheRestWouldBeOverTheMa
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 BackoffOptions Options(int64_t initial_ms, double multiplier, int64_t max_ms) {
@@ -153,4 +153,4 @@ TEST(BackoffTest, DelayAtHugeAttemptIsBoundedByMax) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

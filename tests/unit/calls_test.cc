@@ -13,7 +13,7 @@
 #include "server/engine/rebalance_checkpoint.h"
 #include "tests/unit/held_record.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 const TopicPartition kA{"orders", 0};
@@ -136,4 +136,4 @@ TEST(RebalanceCheckpointTest, AReleaseBeforeTheRequestIsServedEndsIt) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

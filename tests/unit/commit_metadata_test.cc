@@ -6,7 +6,7 @@
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/ordering/in_place_retry.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 TEST(PartitionStateTest, RoundTrips) {
@@ -70,4 +70,4 @@ TEST(PartitionStateTest, DoneRangesOfAnotherOffsetOrMalformedAreIgnored) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // Only a safety net so that a broken tracker fails the test instead of
@@ -250,4 +250,4 @@ TEST(CompletionTrackerTest, ConcurrentBeginAndComplete) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

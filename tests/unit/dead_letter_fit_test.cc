@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/handoff/retry_headers.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 std::string ValueOf(const OutgoingRecord& r, std::string_view key) {
@@ -84,4 +84,4 @@ TEST(FitDeadLetterTest, NullValueStaysNull) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

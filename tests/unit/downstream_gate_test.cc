@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/api/processor.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 using Admission = DownstreamGate::Admission;
@@ -242,4 +242,4 @@ TEST_F(DownstreamGateTest, ARoleDownWithNothingWaitingLetsRecordsIn) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 using ::testing::ElementsAre;
@@ -219,9 +219,9 @@ TEST(DueSchedulerTest, TakePartitionReturnsItsRecordsEarliestFirst) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 TEST(DueSchedulerTest, TakeFirstRemovesOneRecordAndKeepsTheHeapInOrder) {
@@ -244,4 +244,4 @@ TEST(DueSchedulerTest, TakeFirstRemovesOneRecordAndKeepsTheHeapInOrder) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

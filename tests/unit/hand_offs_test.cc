@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 std::string ValueOf(const Headers& headers, std::string_view key) {
@@ -247,4 +247,4 @@ TEST(HandOffDeliveryTest, RecordRefusedInItsSmallestFormFailsTheThread) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -8,7 +8,7 @@
 
 #include "server/engine/due_scheduler.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 inline HeldRecord HeldAt(const TopicPartition& tp, int64_t offset,
                          std::optional<std::string> key = std::nullopt) {
@@ -22,6 +22,6 @@ inline HeldRecord HeldAt(const TopicPartition& tp, int64_t offset,
   return held;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_TESTS_UNIT_HELD_RECORD_H_

@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 const TopicPartition kTp{"orders", 0};
@@ -152,4 +152,4 @@ TEST(InOrderQueueTest, DropForgetsEverythingOfThePartition) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -10,7 +10,7 @@
 #include "server/engine/ordering/key_parking.h"
 #include "tests/unit/held_record.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 const TopicPartition kTp{"orders", 0};
@@ -158,4 +158,4 @@ TEST(KeyParkingTest, ReplaceChangesOnlyThePartitionsNamed) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

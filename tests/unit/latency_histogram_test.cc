@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 TEST(LatencyHistogramTest, BucketsAreMonotonicAndAbout19PercentWide) {
@@ -49,4 +49,4 @@ TEST(LatencyHistogramTest, EmptyIntervalIsAllZero) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 TEST(LatestMeasurementTest, NothingBeforeTheFirstStore) {
@@ -55,4 +55,4 @@ TEST(LatestMeasurementTest, ConcurrentStoresKeepTheLatestTicket) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

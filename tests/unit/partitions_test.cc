@@ -8,7 +8,7 @@
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/ordering/in_place_retry.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 const TopicPartition kA{"orders", 0};
@@ -121,4 +121,4 @@ TEST(PartitionsTest, APartitionAssignedAgainWithoutARevokeKeepsItsPause) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 using ::testing::ElementsAre;
@@ -512,4 +512,4 @@ TEST(SetHeaderTest, AddsToEmpty) {
 }
 
 }  // namespace
-}  // namespace retryd
+}  // namespace retryd::engine

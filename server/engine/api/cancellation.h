@@ -16,7 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class Cancellation {
  public:
@@ -77,6 +77,6 @@ class Cancellation {
   std::map<int64_t, absl::AnyInvocable<void()>> wakes_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_API_CANCELLATION_H_

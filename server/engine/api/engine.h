@@ -40,7 +40,7 @@
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class Autoscaler;
 class Worker;
@@ -401,6 +401,6 @@ class Engine {
   const std::unique_ptr<Autoscaler> autoscaler_;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_API_ENGINE_H_

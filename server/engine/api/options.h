@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace retryd {
+namespace retryd::engine {
 
 struct BackoffOptions {
   int64_t initial_ms = 100;  // Cap of the first retry's delay.
@@ -77,6 +77,6 @@ struct EngineOptions {
   int shutdown_timeout_ms = 30000;  // Graceful stop: wait this long for acks.
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_API_OPTIONS_H_

@@ -23,7 +23,7 @@
 #include "server/engine/api/cancellation.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 struct Outcome {
   enum class Kind {
@@ -129,6 +129,6 @@ class Processor {
   }
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_API_PROCESSOR_H_

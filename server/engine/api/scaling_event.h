@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace retryd {
+namespace retryd::engine {
 
 // One automatic start or stop of a retry thread.
 struct ScalingEvent {
@@ -18,6 +18,6 @@ struct ScalingEvent {
   std::string reason;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_API_SCALING_EVENT_H_

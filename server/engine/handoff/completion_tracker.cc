@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace retryd {
+namespace retryd::engine {
 
 bool CompletionTracker::Begin(int64_t offset) {
   absl::MutexLock lock(&mu_);
@@ -78,4 +78,4 @@ bool CompletionTracker::abandoned() const {
   return abandoned_;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

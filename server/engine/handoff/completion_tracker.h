@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class CompletionTracker {
  public:
@@ -92,6 +92,6 @@ class CompletionTracker {
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_HANDOFF_COMPLETION_TRACKER_H_

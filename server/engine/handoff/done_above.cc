@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 constexpr absl::string_view kDonePrefix = "retryd-done/1 offset=";
@@ -51,4 +51,4 @@ std::vector<std::pair<int64_t, int64_t>> DecodeDoneAbove(absl::string_view metad
   return ranges;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -19,7 +19,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // The most bytes EncodeDoneAbove writes: well under Kafka's default
 // offset.metadata.max.bytes (4096), above which a broker refuses the commit.
@@ -38,6 +38,6 @@ std::string EncodeDoneAbove(int64_t offset, const std::vector<std::pair<int64_t,
 std::vector<std::pair<int64_t, int64_t>> DecodeDoneAbove(absl::string_view metadata,
                                                          int64_t committed);
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_HANDOFF_DONE_ABOVE_H_

@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 // Values echoed in error messages are cut to this many bytes: a header may be
@@ -291,4 +291,4 @@ void SetHeader(Headers& headers, std::string_view key, std::string value) {
   headers.push_back(Header{std::string(key), std::move(value)});
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

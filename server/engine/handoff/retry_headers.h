@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 inline constexpr std::string_view kRetrydHeaderPrefix = "retryd-";
 
@@ -112,6 +112,6 @@ size_t RecordWireSize(const OutgoingRecord& record);
 // When even the retryd headers do not fit, they are returned alone.
 OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes);
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_HANDOFF_RETRY_HEADERS_H_

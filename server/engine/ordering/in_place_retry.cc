@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace retryd {
+namespace retryd::engine {
 namespace {
 
 constexpr absl::string_view kPrefix = "retryd/1 ";
@@ -43,4 +43,4 @@ std::optional<InPlaceRetry> DecodeInPlaceRetry(absl::string_view metadata) {
   return retry;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -16,7 +16,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // A record retried in place at `offset`.
 struct InPlaceRetry {
@@ -37,6 +37,6 @@ std::string EncodeInPlaceRetry(const InPlaceRetry& retry);
 // never trusted).
 std::optional<InPlaceRetry> DecodeInPlaceRetry(absl::string_view metadata);
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_ORDERING_IN_PLACE_RETRY_H_

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace retryd {
+namespace retryd::engine {
 
 void KeyParking::AddLocked(const ParkedRecord& r) {
   auto [it, inserted] = keys_.try_emplace(r.key);
@@ -106,4 +106,4 @@ KeyParking::Summary KeyParking::summary() const {
   return s;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

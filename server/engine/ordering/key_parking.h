@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 // A key within its input partition.
 struct PartitionKey {
@@ -120,6 +120,6 @@ class KeyParking {
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_ORDERING_KEY_PARKING_H_

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace retryd {
+namespace retryd::engine {
 
 struct Counters {
   int64_t processed = 0;        // Processor calls.
@@ -120,6 +120,6 @@ class AtomicCounters {
   std::array<std::atomic<int64_t>, kCounterCount> values_{};
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_

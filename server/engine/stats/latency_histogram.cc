@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-namespace retryd {
+namespace retryd::engine {
 
 int LatencyHistogram::BucketOf(int64_t micros) {
   if (micros < 1) return 0;
@@ -65,4 +65,4 @@ LatencySummary LatencyHistogram::Summarize(const Counts& now, const Counts& befo
   return s;
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

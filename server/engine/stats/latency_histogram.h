@@ -14,7 +14,7 @@
 
 #include "absl/time/time.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 struct LatencySummary {
   uint64_t count = 0;
@@ -50,6 +50,6 @@ class LatencyHistogram {
   std::atomic<int64_t> max_micros_{0};
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_STATS_LATENCY_HISTOGRAM_H_

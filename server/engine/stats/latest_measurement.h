@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 class LatestMeasurement {
  public:
@@ -50,6 +50,6 @@ class LatestMeasurement {
   std::atomic<int64_t> value_{kNone};  // Read without `mu_`.
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_STATS_LATEST_MEASUREMENT_H_

@@ -1,6 +1,6 @@
 #include "server/engine/stats/thread_stats.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 const char* ThreadRoleName(ThreadRole role) {
   return role == ThreadRole::kPrimary ? "primary" : "retry";
@@ -30,4 +30,4 @@ const char* ThreadStateName(ThreadState state) {
   return "UNKNOWN";
 }
 
-}  // namespace retryd
+}  // namespace retryd::engine

@@ -21,7 +21,7 @@
 #include "server/engine/stats/latency_histogram.h"
 #include "server/model/record.h"
 
-namespace retryd {
+namespace retryd::engine {
 
 enum class ThreadRole { kPrimary, kRetry };
 
@@ -123,6 +123,6 @@ class ThreadStats {
   std::vector<TopicPartition> partitions_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd
+}  // namespace retryd::engine
 
 #endif  // RETRYD_SERVER_ENGINE_STATS_THREAD_STATS_H_
