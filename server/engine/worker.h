@@ -62,6 +62,7 @@
 #include "server/engine/handoff/completion_tracker.h"
 #include "server/engine/handoff/done_above.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/held_records.h"
 #include "server/engine/in_flight.h"
 #include "server/engine/in_order_queue.h"
 #include "server/engine/key_lanes.h"
@@ -154,15 +155,9 @@ class Worker : public kafka::ConsumerListener {
   // Answers the requests posted since the last time (see Post); `serving`
   // false: the thread stops, each is answered UNAVAILABLE.
   void ServeRequests(bool serving);
-  // The `limit` oldest records this thread holds, oldest first; `total`:
-  // how many it holds.
-  std::vector<InFlightRecord> ListHeld(size_t limit, int64_t& total) const;
-  InFlightRecord Describe(const HeldRecord& held, InFlightState state) const;
   // An operator's DeadLetterRecord: dead-letters the held record the
   // request names, answering once its hand-off is acknowledged.
   void ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request);
-  // Removes the held or waiting record named `record`, if this thread has it.
-  std::optional<HeldRecord> TakeHeld(const RecordCoordinates& record);
   // Takes the records the consumer has ready, waiting up to `wait` for the
   // first: up to kMaxBatch of them, stopping early once one calls for the
   // loop's housekeeping (a pause, a call slot, a stop). Returns how many it
@@ -330,6 +325,8 @@ class Worker : public kafka::ConsumerListener {
   InOrderQueue& queue_ = partitions_.queue();
   // partitions_'s: key order's lane per key with a record in progress here.
   KeyLanes& lanes_ = partitions_.lanes();
+  // Every record held above, seen as one (ListInFlight, DeadLetterRecord).
+  HeldRecords held_records_{id_, role_, calls_, scheduler_, queue_, lanes_};
   LogThrottle clamp_log_{absl::Seconds(1)};
   // Between a checkpoint and the rebalance it prepares (see
   // RequestCheckpoint).

@@ -1,5 +1,6 @@
 // Worker: the requests other threads post to it (ListInFlight and an
-// operator's DeadLetterRecord), served on the worker's own thread.
+// operator's DeadLetterRecord), served on the worker's own thread from what
+// HeldRecords sees of every record it holds.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -14,21 +15,6 @@ namespace {
 
 std::string Name(const RecordCoordinates& record) {
   return absl::StrCat(record.topic, "/", record.partition, "@", record.offset);
-}
-
-// What every description starts from: where the record comes from.
-InFlightRecord Base(int thread_id, ThreadRole role, const Record& record,
-                    const TopicPartition& source, int64_t source_offset) {
-  InFlightRecord r;
-  r.thread_id = thread_id;
-  r.role = role;
-  r.topic = record.topic;
-  r.partition = record.partition;
-  r.offset = record.offset;
-  r.read_from = source;
-  r.read_offset = source_offset;
-  r.key = record.key;
-  return r;
 }
 
 }  // namespace
@@ -67,7 +53,7 @@ void Worker::ServeRequests(bool serving) {
     switch (request->kind) {
       case WorkerRequest::Kind::kList: {
         int64_t total = 0;
-        std::vector<InFlightRecord> records = ListHeld(request->limit, total);
+        std::vector<InFlightRecord> records = held_records_.List(request->limit, total);
         request->Answer(absl::OkStatus(), std::move(records), total);
         break;
       }
@@ -78,73 +64,22 @@ void Worker::ServeRequests(bool serving) {
   }
 }
 
-InFlightRecord Worker::Describe(const HeldRecord& held, InFlightState state) const {
-  InFlightRecord r = Base(id_, role_, held.record, held.source, held.source_offset);
-  r.state = state;
-  r.attempt = held.attempt;
-  if (state == InFlightState::kWaitingDue || state == InFlightState::kDeferred) {
-    r.due_ms = held.due_ms;
-  }
-  r.since_ms = held.first_failure_ms > 0 ? held.first_failure_ms : held.read_ms;
-  r.last_error = held.last_error;
-  return r;
-}
-
-std::vector<InFlightRecord> Worker::ListHeld(size_t limit, int64_t& total) const {
-  std::vector<InFlightRecord> records;
-  calls_.ForEach([&](const Calls::Call& call) {
-    if (!call.cancel->cancelled()) records.push_back(Describe(call.held, InFlightState::kInCall));
-  });
-  scheduler_.ForEach([&](const HeldRecord& held) {
-    records.push_back(
-        Describe(held, held.deferred ? InFlightState::kDeferred : InFlightState::kWaitingDue));
-  });
-  queue_.ForEachWaiting([&](const TopicPartition& tp, const InOrderQueue::Waiting& waiting) {
-    InFlightRecord r = Base(id_, role_, waiting.record, tp, waiting.record.offset);
-    r.state = InFlightState::kWaitingBehind;
-    r.since_ms = waiting.read_ms;
-    records.push_back(std::move(r));
-  });
-  lanes_.ForEachWaiting(
-      [&](const HeldRecord& held) { records.push_back(Describe(held, InFlightState::kParked)); });
-  total = static_cast<int64_t>(records.size());
-  KeepOldest(records, limit);
-  return records;
-}
-
-std::optional<HeldRecord> Worker::TakeHeld(const RecordCoordinates& record) {
-  std::optional<HeldRecord> held =
-      scheduler_.TakeFirst([&record](const HeldRecord& h) { return record.Names(h.record); });
-  if (held.has_value()) {
-    mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
-    return held;
-  }
-  // Behind an earlier record of its key (key order): the key's lane goes on
-  // without it.
-  held = lanes_.Take(record);
-  if (held.has_value()) return held;
-  return queue_.Take(record);
-}
-
 void Worker::ServeDeadLetter(const std::shared_ptr<WorkerRequest>& request) {
   const RecordCoordinates& wanted = request->record;
-  bool in_call = false;
-  calls_.ForEach([&](const Calls::Call& call) {
-    in_call = in_call || (wanted.Names(call.held.record) && !call.cancel->cancelled());
-  });
-  if (in_call) {
+  if (held_records_.InCall(wanted)) {
     request->Answer(absl::FailedPreconditionError(absl::StrCat(
         Name(wanted), " is in a processor call on thread ", id_,
         " right now; try again once the call has ended (should it fail, the record is held "
         "again)")));
     return;
   }
-  std::optional<HeldRecord> held = TakeHeld(wanted);
+  std::optional<HeldRecord> held = held_records_.Take(wanted);
   if (!held.has_value()) {
     request->Answer(
         absl::NotFoundError(absl::StrCat("thread ", id_, " holds no record ", Name(wanted))));
     return;
   }
+  mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
   const TopicPartition tp = held->source;
   // Its state no longer rides with the commits: the partition moves on once
   // the dead-letter record is acknowledged.
