@@ -1,0 +1,39 @@
+package retryd.peers.spring;
+
+/**
+ * The rule every peer shares, so outcomes can be judged from outside by key:
+ * {@code flaky-} keys fail on attempts 1 and 2 and succeed on attempt 3,
+ * {@code perm-} keys always fail, any other key succeeds at once.
+ */
+final class ProcessingRule {
+
+	static final int FLAKY_FAILURES = 2;
+
+	private ProcessingRule() {
+	}
+
+	/** Throws if attempt {@code attempt} (1-based) of a record with this key fails. */
+	static void check(String key, int attempt) {
+		if (key == null) {
+			return;
+		}
+		if (key.startsWith("perm-")) {
+			throw new ProcessingFailed("poison record, attempt " + attempt);
+		}
+		if (key.startsWith("flaky-") && attempt <= FLAKY_FAILURES) {
+			throw new ProcessingFailed("flaky record, attempt " + attempt);
+		}
+	}
+
+	/** A failed attempt; retriable, no stack trace needed. */
+	static final class ProcessingFailed extends RuntimeException {
+
+		private static final long serialVersionUID = 1L;
+
+		ProcessingFailed(String message) {
+			super(message, null, false, false);
+		}
+
+	}
+
+}
