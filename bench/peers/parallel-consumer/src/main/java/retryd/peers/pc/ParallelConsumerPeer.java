@@ -1,5 +1,7 @@
 package retryd.peers.pc;
 
+import retryd.peers.rule.ProcessingRule;
+
 import static io.confluent.parallelconsumer.ParallelConsumerOptions.CommitMode.PERIODIC_CONSUMER_ASYNCHRONOUS;
 
 import java.nio.charset.StandardCharsets;

@@ -1,5 +1,7 @@
 package retryd.peers.spring;
 
+import retryd.peers.rule.ProcessingRule;
+
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 

@@ -1,19 +1,19 @@
-package retryd.peers.spring;
+package retryd.peers.rule;
 
 /**
  * The rule every peer shares, so outcomes can be judged from outside by key:
  * {@code flaky-} keys fail on attempts 1 and 2 and succeed on attempt 3,
  * {@code perm-} keys always fail, any other key succeeds at once.
  */
-final class ProcessingRule {
+public final class ProcessingRule {
 
-	static final int FLAKY_FAILURES = 2;
+	public static final int FLAKY_FAILURES = 2;
 
 	private ProcessingRule() {
 	}
 
 	/** Throws if attempt {@code attempt} (1-based) of a record with this key fails. */
-	static void check(String key, int attempt) {
+	public static void check(String key, int attempt) {
 		if (key == null) {
 			return;
 		}
@@ -26,7 +26,7 @@ final class ProcessingRule {
 	}
 
 	/** A failed attempt; retriable, no stack trace needed. */
-	static final class ProcessingFailed extends RuntimeException {
+	public static final class ProcessingFailed extends RuntimeException {
 
 		private static final long serialVersionUID = 1L;
 
