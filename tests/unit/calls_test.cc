@@ -1,6 +1,6 @@
 // Calls (a worker's processor calls in flight) and RebalanceCheckpoint (the
 // steps of a checkpoint before a rebalance), with no broker: the processor
-// here keeps each call's `done` until the test ends it.
+// here (HeldCalls) keeps each call's `done` until the test ends it.
 #include "server/engine/calls.h"
 
 #include <map>
@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/engine/rebalance_checkpoint.h"
+#include "tests/unit/held_calls.h"
 #include "tests/unit/held_record.h"
 
 namespace retryd::engine {
@@ -18,23 +19,6 @@ namespace {
 
 const TopicPartition kA{"orders", 0};
 const TopicPartition kB{"orders", 1};
-
-class HeldCalls : public Processor {
- public:
-  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
-  bool asynchronous() const override { return true; }
-  void Start(const Record& record, const AttemptInfo&, std::shared_ptr<Cancellation> cancel,
-             ProcessDone done) override {
-    pending[record.offset] = std::move(done);
-    cancels[record.offset] = std::move(cancel);
-  }
-  void End(int64_t offset, Outcome outcome) {
-    std::move(pending.at(offset))(std::move(outcome));
-    pending.erase(offset);
-  }
-  std::map<int64_t, ProcessDone> pending;
-  std::map<int64_t, std::shared_ptr<Cancellation>> cancels;
-};
 
 struct Fixture {
   KeyParking parking;

@@ -11,6 +11,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/held_calls.h"
 #include "tests/unit/held_record.h"
 
 namespace retryd::engine {
@@ -18,18 +19,6 @@ namespace {
 
 const TopicPartition kA{"orders", 0};
 const TopicPartition kB{"orders", 1};
-
-// Keeps every call open: the test's records stay in their calls.
-class OpenCalls : public Processor {
- public:
-  Outcome Process(const Record&, int) override { return Outcome::Ok(); }
-  bool asynchronous() const override { return true; }
-  void Start(const Record&, const AttemptInfo&, std::shared_ptr<Cancellation>,
-             ProcessDone done) override {
-    open.push_back(std::move(done));
-  }
-  std::vector<ProcessDone> open;
-};
 
 struct Fixture {
   Fixture() {
@@ -53,7 +42,7 @@ struct Fixture {
   }
 
   KeyParking parking;
-  OpenCalls processor;
+  HeldCalls processor;  // Keeps every call open: its record stays in it.
   std::shared_ptr<WorkerMailbox> mailbox =
       std::make_shared<WorkerMailbox>(4, ThreadRole::kRetry, 10, &parking);
   Calls calls{processor, mailbox, /*max_calls=*/4};
