@@ -63,13 +63,16 @@ struct WorkloadRun {
 };
 
 // Runs the 10 %-flaky workload (20,000 records over 500 keys, 4 retry
-// threads) in `ordering` until every input record has an outcome.
-WorkloadRun RunFlakyWorkload(engine::Ordering ordering) {
+// threads) in `ordering` until every input record has an outcome; retries
+// wait `backoff_ms` (the test default when 0).
+WorkloadRun RunFlakyWorkload(engine::Ordering ordering, int64_t backoff_ms = 0) {
   const TestTopics topics = CreateTopics(absl::StrCat("key-", engine::OrderingName(ordering)), 4);
   engine::EngineOptions options = TestEngineOptions(topics);
   options.ordering = ordering;
   options.retry.threads = 4;
   options.retry.max_attempts = 6;
+  if (backoff_ms > 0)
+    options.retry.backoff = {.initial_ms = backoff_ms, .multiplier = 1.0, .max_ms = backoff_ms};
   ProduceKeys(topics.input, RoundsOfKeys(20000, 500));
   std::unique_ptr<engine::Engine> engine = StartEngine(options, TenPercentFlaky());
   WorkloadRun run;
@@ -102,7 +105,10 @@ TEST(KeyOrderTest, EachKeyCompletesInInputOrderWhileRetryThreadsRunInParallel) {
   EXPECT_GT(key.totals.followed, 0);
 
   // The same workload unordered reorders keys: the check above can fail.
-  const WorkloadRun unordered = RunFlakyWorkload(engine::Ordering::kUnordered);
+  // Its retries wait a second, so a retried record comes back after the
+  // next records of its key (500 records later) however slowly the primary
+  // runs (ThreadSanitizer), not only when it runs fast.
+  const WorkloadRun unordered = RunFlakyWorkload(engine::Ordering::kUnordered, /*backoff_ms=*/1000);
   EXPECT_EQ(unordered.lost, 0);
   EXPECT_GT(unordered.out_of_order.size(), 10u);
   EXPECT_EQ(unordered.totals.followed, 0);
