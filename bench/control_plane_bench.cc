@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
 #include "retryd/v1/control.grpc.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/control/control_server.h"
 #include "server/engine/api/engine.h"
@@ -198,6 +199,7 @@ struct Segment {
 };
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   Flags flags(argc, argv, "control plane: GetStatus latency and watcher cost under load");
   const int64_t segment = flags.Int("segment", 150000, "records per measured segment");

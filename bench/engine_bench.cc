@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/processors/simulate.h"
@@ -124,6 +125,7 @@ double RunBaseline(int records) {
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   std::vector<std::string> positional;
   std::string only;

@@ -56,6 +56,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -83,7 +84,7 @@ struct Workload {
 // partition is flaky.
 bool IsFlakyKey(int64_t k) { return (k / kPartitions) % kFlakyEvery == 0; }
 
-std::string engine::KeyOf(const Workload& w, int64_t i) {
+std::string KeyOf(const Workload& w, int64_t i) {
   const int64_t k = i % w.keys;
   return absl::StrCat(IsFlakyKey(k) ? "flaky-" : "ok-", k);
 }
@@ -117,7 +118,7 @@ class InputProducer {
     record.value = std::string(static_cast<size_t>(std::max(0, w.value_bytes)), 'v');
     for (int64_t i = 0; i < w.records; ++i) {
       record.partition = static_cast<int32_t>(i % kPartitions);
-      record.key = engine::KeyOf(w, i);
+      record.key = KeyOf(w, i);
       const absl::Status s = producer_->Produce(record, [&failed](absl::Status delivered) {
         if (!delivered.ok()) failed.fetch_add(1);
       });
@@ -299,6 +300,7 @@ std::vector<engine::Ordering> ParseModes(const std::string& text, bool* ok) {
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // Progress lines as they come.
   Flags flags(argc, argv,

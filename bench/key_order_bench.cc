@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "bench/gated_processor.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/kafka/topic_reader.h"
@@ -221,6 +222,7 @@ struct Result {
 };
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   const int records = argc > 1 ? std::atoi(argv[1]) : 100000;
   const int keys = argc > 2 ? std::atoi(argv[2]) : 2500;

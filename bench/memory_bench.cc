@@ -39,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -246,6 +247,7 @@ bool RunScenarios(const std::vector<Scenario>& scenarios, const std::string& end
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   bench::Flags flags(argc, argv, "peak RSS with records held in look-ahead, and idle threads");
   const std::string scenario = flags.String("scenario", "", "internal: the child's scenario");
   const int64_t records = flags.Int("records", 50'000, "retry records held in look-ahead");

@@ -50,6 +50,7 @@
 #include "bench/bench_support.h"
 #include "bench/gated_processor.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -318,6 +319,7 @@ Spread SpreadOf(std::vector<double> values) {
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // Progress lines as they come.
   Flags flags(argc, argv,

@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -143,6 +144,7 @@ double RunDrain(const ProcessorKind& kind, int threads, int64_t count, int laten
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();  // As retryd does (server/main.cc).
   SetMinLogLevel(LogLevel::kError);
   Flags flags(argc, argv, "retry drain: due records worked off by 1..n retry threads");
   const int64_t records = flags.Int("records", 20000, "due records in the retry topic");

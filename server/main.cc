@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/config/config_loader.h"
 #include "server/control/control_config.h"
@@ -264,6 +265,7 @@ absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const engine::EngineOptions&
 }
 
 int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();
   ParseFlags(argc, argv);
   absl::StatusOr<Configuration> configuration = LoadConfiguration();
   if (!configuration.ok()) {

@@ -7,6 +7,9 @@
 //                              build `cond` is not even evaluated.
 //   ThreadOwner                the thread an object is confined to: Bind()
 //                              on it, then Check() where the contract holds.
+//   MatchMutexChecksToBuild()  abseil's mutex deadlock detection as the
+//                              build asks: on in debug builds, off in
+//                              release builds.
 //
 // Thread-safety: ThreadOwner's Bind() and Check() may race only as the
 // contract they check is broken; both touch one atomic.
@@ -38,6 +41,15 @@ inline constexpr bool kDebugChecks = true;
     if (!(cond)) ::retryd::DebugCheckFailed(#cond, (what), __FILE__, __LINE__); \
   } while (false)
 #endif
+
+// Debian builds abseil without NDEBUG, which leaves its mutex deadlock
+// detection on in every program linking it: each Lock() and Unlock() then
+// updates a process-wide lock graph under a global spin lock, four times the
+// instructions of the lock itself, on every thread. A release binary calls
+// this first thing in main(), before any thread starts; a debug build keeps
+// the detection (it aborts on a lock-order cycle, which the sanitizer runs
+// want to see).
+void MatchMutexChecksToBuild();
 
 class ThreadOwner {
  public:
