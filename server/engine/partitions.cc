@@ -48,15 +48,39 @@ std::vector<TopicPartition> Partitions::Revoke(const std::vector<TopicPartition>
     auto it = entries_.find(tp);
     if (it == entries_.end()) continue;
     if (it->second.paused) paused.push_back(tp);
+    SetPaused(it->second, false);
+    SetKeysUnknown(it->second, false);
     it->second.tracker->Abandon();
+    if (found_ == it) found_ = entries_.end();
     entries_.erase(it);
   }
   return paused;
 }
 
+Partitions::Entry* Partitions::Find(const TopicPartition& tp) {
+  if (found_ == entries_.end() || found_->first.partition != tp.partition ||
+      found_->first.topic != tp.topic) {
+    found_ = entries_.find(tp);
+    if (found_ == entries_.end()) return nullptr;
+  }
+  return &found_->second;
+}
+
+void Partitions::SetPaused(Entry& e, bool paused) {
+  if (e.paused == paused) return;
+  e.paused = paused;
+  paused ? ++paused_count_ : --paused_count_;
+}
+
+void Partitions::SetKeysUnknown(Entry& e, bool unknown) {
+  if (e.keys_unknown == unknown) return;
+  e.keys_unknown = unknown;
+  unknown ? ++keys_unknown_count_ : --keys_unknown_count_;
+}
+
 std::shared_ptr<CompletionTracker> Partitions::Tracker(const TopicPartition& tp) const {
-  auto it = entries_.find(tp);
-  return it == entries_.end() ? nullptr : it->second.tracker;
+  const Entry* e = Find(tp);
+  return e == nullptr ? nullptr : e->tracker;
 }
 
 std::vector<TopicPartition> Partitions::Assigned() const {
@@ -67,9 +91,9 @@ std::vector<TopicPartition> Partitions::Assigned() const {
 }
 
 bool Partitions::DoneBefore(const TopicPartition& tp, int64_t offset) {
-  auto it = entries_.find(tp);
-  if (it == entries_.end() || it->second.done_before.empty()) return false;
-  std::vector<std::pair<int64_t, int64_t>>& ranges = it->second.done_before;
+  Entry* e = Find(tp);
+  if (e == nullptr || e->done_before.empty()) return false;
+  std::vector<std::pair<int64_t, int64_t>>& ranges = e->done_before;
   // Ranges in increasing order, records too: those passed are used up.
   auto passed = std::find_if(ranges.begin(), ranges.end(),
                              [offset](const auto& range) { return range.second >= offset; });
@@ -129,29 +153,24 @@ kafka::CommitOffsets Partitions::LastCommitted() const {
 }
 
 bool Partitions::paused(const TopicPartition& tp) const {
-  auto it = entries_.find(tp);
-  return it != entries_.end() && it->second.paused;
+  const Entry* e = Find(tp);
+  return e != nullptr && e->paused;
 }
 
 void Partitions::NotePaused(const std::vector<TopicPartition>& tps, bool paused) {
   for (const TopicPartition& tp : tps) {
-    if (auto it = entries_.find(tp); it != entries_.end()) it->second.paused = paused;
+    if (Entry* e = Find(tp); e != nullptr) SetPaused(*e, paused);
   }
 }
 
-bool Partitions::all_paused() const {
-  return !entries_.empty() && std::all_of(entries_.begin(), entries_.end(),
-                                          [](const auto& e) { return e.second.paused; });
-}
-
 bool Partitions::keys_unknown(const TopicPartition& tp) const {
-  auto it = entries_.find(tp);
-  return it != entries_.end() && it->second.keys_unknown;
+  const Entry* e = Find(tp);
+  return e != nullptr && e->keys_unknown;
 }
 
 void Partitions::SetKeysUnknown(const std::vector<TopicPartition>& tps) {
   for (const TopicPartition& tp : tps) {
-    if (auto it = entries_.find(tp); it != entries_.end()) it->second.keys_unknown = true;
+    if (Entry* e = Find(tp); e != nullptr) SetKeysUnknown(*e, true);
   }
 }
 
@@ -163,13 +182,8 @@ std::vector<TopicPartition> Partitions::KeysUnknown() const {
   return unknown;
 }
 
-bool Partitions::any_keys_unknown() const {
-  return std::any_of(entries_.begin(), entries_.end(),
-                     [](const auto& e) { return e.second.keys_unknown; });
-}
-
 void Partitions::ClearKeysUnknown() {
-  for (auto& [tp, e] : entries_) e.keys_unknown = false;
+  for (auto& [tp, e] : entries_) SetKeysUnknown(e, false);
 }
 
 }  // namespace retryd::engine

@@ -30,6 +30,10 @@ namespace retryd::engine {
 
 class Partitions {
  public:
+  Partitions() = default;
+  Partitions(const Partitions&) = delete;  // found_ points into entries_.
+  Partitions& operator=(const Partitions&) = delete;
+
   // Entries for `tps`, each with a new tracker and nothing committed yet.
   void Assign(const std::vector<TopicPartition>& tps);
   // What the group had committed for assigned partitions, read at
@@ -42,7 +46,7 @@ class Partitions {
   // unassign and assign: the caller resumes them).
   std::vector<TopicPartition> Revoke(const std::vector<TopicPartition>& tps);
 
-  bool Has(const TopicPartition& tp) const { return entries_.contains(tp); }
+  bool Has(const TopicPartition& tp) const { return Find(tp) != nullptr; }
   // `tp`'s tracker; null if it is not assigned.
   std::shared_ptr<CompletionTracker> Tracker(const TopicPartition& tp) const;
   std::vector<TopicPartition> Assigned() const;
@@ -69,14 +73,15 @@ class Partitions {
   bool paused(const TopicPartition& tp) const;
   void NotePaused(const std::vector<TopicPartition>& tps, bool paused);
   // Whether every partition is paused (and there is one).
-  bool all_paused() const;
+  bool all_paused() const { return !entries_.empty() && paused_count_ == entries_.size(); }
 
   // Key order, a primary: partitions whose parked keys it does not know yet;
   // paused, their records wait.
   bool keys_unknown(const TopicPartition& tp) const;
   void SetKeysUnknown(const std::vector<TopicPartition>& tps);
   std::vector<TopicPartition> KeysUnknown() const;
-  bool any_keys_unknown() const;  // KeysUnknown() is not empty; no copy.
+  // KeysUnknown() is not empty; no copy.
+  bool any_keys_unknown() const { return keys_unknown_count_ > 0; }
   void ClearKeysUnknown();
 
   InOrderQueue& queue() { return queue_; }
@@ -94,7 +99,26 @@ class Partitions {
     bool keys_unknown = false;
   };
 
-  std::map<TopicPartition, Entry> entries_;
+  using Entries = std::map<TopicPartition, Entry>;
+
+  // The entry of `tp`, null if it is not assigned. A record's partition is
+  // looked up several times while it is handled, and records come in runs
+  // of one partition: the last entry found is kept (`found_`) and checked
+  // first, so a lookup costs one comparison however many partitions there
+  // are. Valid until its entry is erased (Revoke), which clears it.
+  Entry* Find(const TopicPartition& tp);
+  const Entry* Find(const TopicPartition& tp) const {
+    return const_cast<Partitions*>(this)->Find(tp);  // Changes only the cache.
+  }
+  void SetPaused(Entry& e, bool paused);
+  void SetKeysUnknown(Entry& e, bool unknown);
+
+  Entries entries_;
+  Entries::iterator found_ = entries_.end();
+  // How many entries are paused, how many have their keys unknown: asked
+  // every loop, not counted there.
+  size_t paused_count_ = 0;
+  size_t keys_unknown_count_ = 0;
   InOrderQueue queue_;
   KeyLanes lanes_;
 };

@@ -120,5 +120,45 @@ TEST(PartitionsTest, APartitionAssignedAgainWithoutARevokeKeepsItsPause) {
   EXPECT_TRUE(p.paused(kA));
 }
 
+// all_paused and any_keys_unknown are kept as counts, asked every loop:
+// they follow every change, a revoke's included, and a partition looked up
+// last (the lookup keeps it) is found no more once it is revoked.
+TEST(PartitionsTest, PausedAndKeysUnknownFollowEveryChangeAndARevokedPartitionIsGone) {
+  Partitions p;
+  EXPECT_FALSE(p.all_paused());  // None assigned.
+  p.Assign({kA, kB});
+  p.NotePaused({kA}, true);
+  p.NotePaused({kA}, true);  // Twice: counted once.
+  EXPECT_FALSE(p.all_paused());
+  p.NotePaused({kB}, true);
+  EXPECT_TRUE(p.all_paused());
+  p.NotePaused({kA}, false);
+  EXPECT_FALSE(p.all_paused());
+
+  p.SetKeysUnknown({kA, kB});
+  EXPECT_TRUE(p.any_keys_unknown());
+  EXPECT_NE(p.Tracker(kB), nullptr);  // kB is the one looked up last.
+  EXPECT_EQ(p.Revoke({kB}), (std::vector<TopicPartition>{kB}));
+  EXPECT_EQ(p.Tracker(kB), nullptr);
+  EXPECT_FALSE(p.paused(kB));
+  EXPECT_FALSE(p.keys_unknown(kB));
+  EXPECT_FALSE(p.all_paused());  // kA is not paused.
+  p.NotePaused({kA}, true);
+  EXPECT_TRUE(p.all_paused());  // kB's pause went with it.
+  EXPECT_TRUE(p.any_keys_unknown());
+  p.ClearKeysUnknown();
+  EXPECT_FALSE(p.any_keys_unknown());
+  p.SetKeysUnknown({kA});
+  p.Revoke({kA});
+  EXPECT_FALSE(p.any_keys_unknown());
+  EXPECT_FALSE(p.all_paused());
+
+  // Assigned again: found, with a new tracker.
+  p.Assign({kB});
+  EXPECT_NE(p.Tracker(kB), nullptr);
+  EXPECT_TRUE(p.Has(kB));
+  EXPECT_FALSE(p.Has(kA));
+}
+
 }  // namespace
 }  // namespace retryd::engine
