@@ -1,6 +1,8 @@
 #include "server/engine/hand_offs.h"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,19 +27,20 @@ absl::Status PartitionGivenUp(int thread_id) {
       "owner reads it again"));
 }
 
-// The retryd-* headers of an output record, in place of any of the same
-// names (as SetHeader would, in one pass).
-void AppendOutputHeaders(const HeldRecord& held, Headers& headers) {
+// Drops the headers an output record's OutputHeaders replace (as SetHeader
+// would, in one pass).
+void DropOutputHeaders(Headers& headers) {
   std::erase_if(headers, [](const Header& h) {
     return h.key == kOriginalTopicHeader || h.key == kOriginalPartitionHeader ||
            h.key == kOriginalOffsetHeader || h.key == kAttemptHeader;
   });
-  headers.reserve(headers.size() + 4);
-  headers.push_back(Header{std::string(kOriginalTopicHeader), held.record.topic});
-  headers.push_back(
-      Header{std::string(kOriginalPartitionHeader), absl::StrCat(held.record.partition)});
-  headers.push_back(Header{std::string(kOriginalOffsetHeader), absl::StrCat(held.record.offset)});
-  headers.push_back(Header{std::string(kAttemptHeader), absl::StrCat(held.attempt)});
+}
+
+// `value` in decimal into `buffer`, as a view of it.
+template <size_t N>
+std::string_view Decimal(int64_t value, char (&buffer)[N]) {
+  static_assert(N >= 20, "an int64 takes up to 20 characters");
+  return {buffer, static_cast<size_t>(std::to_chars(buffer, buffer + N, value).ptr - buffer)};
 }
 
 }  // namespace
@@ -86,12 +89,44 @@ bool HandOffMailbox::has_failed() const {
   return failed;
 }
 
-void HandOffMailbox::Done(std::shared_ptr<HandOff> hand_off) {
+void HandOffMailbox::Done(std::unique_ptr<EmittedHandOff> emitted) {
   // Released now, as they would be when freed.
-  hand_off->charge = ByteCharge();
-  hand_off->sent_back = ByteCharge();
+  emitted->hand_off.charge = ByteCharge();
+  emitted->hand_off.sent_back = ByteCharge();
   absl::MutexLock lock(&done_mu);
-  done.push_back(std::move(hand_off));
+  done.push_back(std::move(emitted));
+}
+
+void EmittedHandOff::Delivered(std::unique_ptr<kafka::Delivery> self, absl::Status status,
+                               int32_t partition, int64_t offset) {
+  if (!status.ok()) {
+    HandOffs::OnFailed(mailbox, std::move(hand_off), status);
+  } else {
+    if (hand_off.parks) {
+      mailbox->parking->Placed(hand_off.parks->key, hand_off.parks->offset, partition, offset);
+    }
+    HandOffs::OnDelivered(mailbox, hand_off);
+  }
+  // `self` is this object: the mailbox keeps it, for the worker to free.
+  self.release();
+  mailbox->Done(std::unique_ptr<EmittedHandOff>(this));
+}
+
+OutputHeaders::OutputHeaders(const HandOff& hand_off) {
+  if (hand_off.kind != HandOffKind::kOutput) return;
+  const RetryMetadata& origin = hand_off.origin;
+  refs_ = {
+      kafka::HeaderRef{kOriginalTopicHeader, origin.original_topic},
+      kafka::HeaderRef{kOriginalPartitionHeader, Decimal(origin.original_partition, partition_)},
+      kafka::HeaderRef{kOriginalOffsetHeader, Decimal(origin.original_offset, offset_)},
+      kafka::HeaderRef{kAttemptHeader, Decimal(origin.attempt, attempt_)}};
+  count_ = refs_.size();
+}
+
+int64_t OutputHeaders::bytes() const {
+  int64_t bytes = 0;
+  for (const kafka::HeaderRef& h : refs()) bytes += h.key.size() + (h.value ? h.value->size() : 0);
+  return bytes;
 }
 
 RetryMetadata OriginOf(const HeldRecord& held) {
@@ -125,8 +160,8 @@ HandOff OutputHandOff(ThreadRole role, HeldRecord& held, Outcome& outcome,
   // What the processor made of it, else the input as it was.
   h.record.value = outcome.value ? std::move(*outcome.value) : std::move(held.record.value);
   h.record.headers = outcome.headers ? std::move(*outcome.headers) : std::move(held.record.headers);
-  AppendOutputHeaders(held, h.record.headers);
-  h.charge = std::move(held.charge);  // The bytes moved; so does their charge.
+  DropOutputHeaders(h.record.headers);  // OutputHeaders adds them when it is produced.
+  h.charge = std::move(held.charge);    // The bytes moved; so does their charge.
   return h;
 }
 
@@ -223,35 +258,27 @@ HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
                    std::shared_ptr<HandOffMailbox> mailbox)
     : options_(options), producer_(producer), mailbox_(std::move(mailbox)) {}
 
-void HandOffs::Emit(HandOff hand_off, bool in_order) {
+void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
   mailbox_->in_flight.fetch_add(1, std::memory_order_relaxed);
   hand_off.in_order = in_order;
+  // The delivery owns the hand-off, so its value outlives the delivery
+  // report: Kafka reads it in place rather than holding a copy.
+  auto emitted = std::make_unique<EmittedHandOff>(mailbox_, std::move(hand_off));
+  HandOff& h = emitted->hand_off;
+  // Views into `h`, which stays where it is from here on.
+  const OutputHeaders more_headers(h);
   // A hand-off made of a held record carries its charge: resized, never
   // charged twice while the held record is still alive.
-  if (hand_off.charge.charged()) {
-    hand_off.charge.Resize(RecordBytes(hand_off.record));
+  const int64_t bytes = RecordBytes(h.record) + more_headers.bytes();
+  if (h.charge.charged()) {
+    h.charge.Resize(bytes);
   } else {
-    hand_off.charge = Charge(RecordBytes(hand_off.record));
+    h.charge = Charge(bytes);
   }
-  auto shared = std::make_shared<HandOff>(std::move(hand_off));
-  std::shared_ptr<HandOffMailbox> mailbox = mailbox_;
-  // The callback owns the hand-off, so its value outlives the delivery
-  // report: Kafka reads it in place rather than holding a copy.
-  absl::Status status = producer_.ProduceInPlace(
-      shared->record,
-      kafka::PlacedCallback([mailbox, shared](absl::Status delivery, int32_t partition,
-                                              int64_t offset) mutable {
-        if (!delivery.ok()) {
-          OnFailed(mailbox, std::move(*shared), delivery);
-        } else {
-          if (shared->parks) {
-            mailbox->parking->Placed(shared->parks->key, shared->parks->offset, partition, offset);
-          }
-          OnDelivered(mailbox, *shared);
-        }
-        mailbox->Done(std::move(shared));
-      }));
-  if (!status.ok()) OnFailed(mailbox_, std::move(*shared), status);
+  std::unique_ptr<kafka::Delivery> delivery = std::move(emitted);
+  absl::Status status = producer_.ProduceInPlace(h.record, more_headers.refs(), delivery);
+  // Refused: `delivery` is still ours, and `h` in it.
+  if (!status.ok()) OnFailed(mailbox_, std::move(h), status);
 }
 
 void HandOffs::FreeDone() {

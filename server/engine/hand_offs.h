@@ -11,12 +11,14 @@
 #ifndef RETRYD_SERVER_ENGINE_HAND_OFFS_H_
 #define RETRYD_SERVER_ENGINE_HAND_OFFS_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,24 @@ struct HandOff {
   ByteCharge sent_back;
 };
 
+// The retryd-* headers an output hand-off carries (original topic,
+// partition, offset, attempt), made from its origin when it is produced:
+// built on the stack for the producer to copy, not kept as strings in the
+// hand-off. Empty for any other kind, whose headers are in its record.
+class OutputHeaders {
+ public:
+  explicit OutputHeaders(const HandOff& hand_off);
+  std::span<const kafka::HeaderRef> refs() const { return {refs_.data(), count_}; }
+  int64_t bytes() const;  // Keys and values, as RecordBytes counts them.
+
+ private:
+  char partition_[20];
+  char offset_[20];
+  char attempt_[20];
+  std::array<kafka::HeaderRef, 4> refs_;
+  size_t count_ = 0;
+};
+
 // A hand-off whose produce failed, to be sent again by the worker.
 struct Redo {
   HandOff hand_off;
@@ -91,6 +111,8 @@ struct Redo {
   // dead-letter record saying why, rather than sent again as it was.
   std::string refused;
 };
+
+struct EmittedHandOff;
 
 // A thread's stats plus what delivery reports hand back to its worker.
 // Shared with in-flight delivery callbacks, which may outlive the worker.
@@ -122,7 +144,7 @@ struct HandOffMailbox : ThreadStats {
   // on the producer's delivery thread, its memory would go back to the
   // worker's malloc arena from another thread, contending for its lock with
   // every allocation the worker makes.
-  void Done(std::shared_ptr<HandOff> hand_off) ABSL_LOCKS_EXCLUDED(done_mu);
+  void Done(std::unique_ptr<EmittedHandOff> emitted) ABSL_LOCKS_EXCLUDED(done_mu);
 
   const int64_t resume_below;   // Back-pressure ends below this many in flight.
   KeyParking* const parking;    // The engine's; outlives every delivery report.
@@ -138,7 +160,20 @@ struct HandOffMailbox : ThreadStats {
   LogThrottle redo_log{absl::Seconds(1)};
 
   absl::Mutex done_mu;  // Guards the field below.
-  std::vector<std::shared_ptr<HandOff>> done ABSL_GUARDED_BY(done_mu);
+  std::vector<std::unique_ptr<EmittedHandOff>> done ABSL_GUARDED_BY(done_mu);
+};
+
+// A hand-off given to Kafka: owned by the producer until its delivery
+// report, which settles it (HandOffs::OnDelivered or OnFailed) and passes it
+// to the mailbox to be freed by the worker.
+struct EmittedHandOff final : kafka::Delivery {
+  EmittedHandOff(std::shared_ptr<HandOffMailbox> mailbox, HandOff&& hand_off)
+      : mailbox(std::move(mailbox)), hand_off(std::move(hand_off)) {}
+  void Delivered(std::unique_ptr<kafka::Delivery> self, absl::Status status, int32_t partition,
+                 int64_t offset) override;
+
+  const std::shared_ptr<HandOffMailbox> mailbox;
+  HandOff hand_off;
 };
 
 // The hand-off a record's outcome makes, as the worker builds them. None of
@@ -180,7 +215,7 @@ class HandOffs {
   HandOffs& operator=(const HandOffs&) = delete;
 
   // Gives `hand_off` to Kafka; `in_order`: emitted in in-order mode.
-  void Emit(HandOff hand_off, bool in_order);
+  void Emit(HandOff&& hand_off, bool in_order);
   // Sends again the failed hand-offs whose time has come (all, if `force`):
   // a refused record as a fitted dead-letter record, one of a partition given
   // up not at all. `in_order`: the thread is in in-order mode now.
@@ -207,7 +242,7 @@ class HandOffs {
   // Swapped with HandOffMailbox::done, emptied, and swapped back next time:
   // the two vectors keep their capacity, so a delivery report never grows
   // one.
-  std::vector<std::shared_ptr<HandOff>> freeing_;
+  std::vector<std::unique_ptr<EmittedHandOff>> freeing_;
 };
 
 }  // namespace retryd::engine

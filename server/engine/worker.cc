@@ -253,8 +253,12 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
   if (!polled->has_value()) return 0;
   int taken = 0;
   const absl::Time deadline = absl::Now() + kMaxRound;
+  // Records come in runs of one partition: its name is copied once a run.
+  TopicPartition tp;
   while (true) {
-    const TopicPartition tp = (*polled)->tp();
+    if (const Record& r = **polled; r.partition != tp.partition || r.topic != tp.topic) {
+      tp = r.tp();
+    }
     HandleConsumed(tp, std::move(**polled));
     ++taken;
     // Back to the loop's housekeeping as soon as it has something to do
@@ -274,7 +278,7 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
   return taken;
 }
 
-void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
+void Worker::HandleConsumed(const TopicPartition& tp, Record&& record) {
   thread_owner_.Check("a worker handles records on its own thread");
   const std::shared_ptr<CompletionTracker> tracker = partitions_.Tracker(tp);
   if (tracker == nullptr) {
@@ -301,7 +305,7 @@ void Worker::HandleConsumed(const TopicPartition& tp, Record record) {
   }
 }
 
-void Worker::HandleInput(const TopicPartition& tp, Record record, int64_t read_ms,
+void Worker::HandleInput(const TopicPartition& tp, Record&& record, int64_t read_ms,
                          ByteCharge charge) {
   // In order it waits behind the held record of its partition; in any mode
   // behind those already waiting for a call slot. Not behind a record the
@@ -326,7 +330,7 @@ void Worker::HandleInput(const TopicPartition& tp, Record record, int64_t read_m
 }
 
 void Worker::HandleRetryRecord(const TopicPartition& tp,
-                               const std::shared_ptr<CompletionTracker>& tracker, Record record,
+                               const std::shared_ptr<CompletionTracker>& tracker, Record&& record,
                                int64_t read_ms, bool done_before, ByteCharge charge) {
   absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(record.headers);
   if (!meta.ok()) {
@@ -392,7 +396,7 @@ void Worker::RecordEndToEnd(const HeldRecord& held, absl::Time now) {
   mailbox_->end_to_end_latency.Record(now - absl::FromUnixMillis(held.record.timestamp_ms));
 }
 
-void Worker::Attempt(HeldRecord held) {
+void Worker::Attempt(HeldRecord&& held) {
   thread_owner_.Check("a worker attempts records on its own thread");
   const absl::Time now = absl::Now();
   held.waiting = ByteCharge();  // No longer waiting: the gate counts the others.
@@ -456,7 +460,7 @@ void Worker::Defer(HeldRecord held, absl::Time now) {
   mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()), std::memory_order_relaxed);
 }
 
-void Worker::Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe) {
+void Worker::Conclude(HeldRecord&& held, Outcome outcome, absl::Time started, bool probe) {
   const absl::Time finished = absl::Now();  // One clock read for both latencies.
   mailbox_->processing_latency.Record(finished - started);
   DownstreamGate& gate = *context_.gate;
@@ -724,7 +728,7 @@ void Worker::DeadLetterMalformed(const Record& record,
   Emit(std::move(h));
 }
 
-void Worker::Emit(HandOff hand_off) { hand_offs_.Emit(std::move(hand_off), InOrder()); }
+void Worker::Emit(HandOff&& hand_off) { hand_offs_.Emit(std::move(hand_off), InOrder()); }
 
 bool Worker::HandOffsBroken() {
   if (!hand_offs_.Broken()) return false;

@@ -164,17 +164,17 @@ class Worker : public kafka::ConsumerListener {
   // took.
   absl::StatusOr<int> PollBatch(absl::Duration wait);
   // `record`, read from `tp`.
-  void HandleConsumed(const TopicPartition& tp, Record record);
+  void HandleConsumed(const TopicPartition& tp, Record&& record);
   // A primary's `record`, read from `tp` at `read_ms`, its bytes `charge`d.
-  void HandleInput(const TopicPartition& tp, Record record, int64_t read_ms, ByteCharge charge);
+  void HandleInput(const TopicPartition& tp, Record&& record, int64_t read_ms, ByteCharge charge);
   // A retry thread's `record`, read from `tp`; `done_before`: the previous
   // owner completed it.
   void HandleRetryRecord(const TopicPartition& tp,
-                         const std::shared_ptr<CompletionTracker>& tracker, Record record,
+                         const std::shared_ptr<CompletionTracker>& tracker, Record&& record,
                          int64_t read_ms, bool done_before, ByteCharge charge);
   // Runs `held` through the processor (the caller checked CanCall()), or
   // defers it while the downstream is down.
-  void Attempt(HeldRecord held);
+  void Attempt(HeldRecord&& held);
   // Whether a call for a record of `tp` may start now.
   bool CanCall(const TopicPartition& tp) const;
   bool AtCallLimit() const { return calls_.at_limit(); }
@@ -210,7 +210,7 @@ class Worker : public kafka::ConsumerListener {
   // lanes, each key's lowest input offset first, as if read in key order.
   void AdoptLanes();
   // Hands `held` to the outcome of its call.
-  void Conclude(HeldRecord held, Outcome outcome, absl::Time started, bool probe);
+  void Conclude(HeldRecord&& held, Outcome outcome, absl::Time started, bool probe);
   // Holds `held` (no attempt used up) until the downstream may take it.
   void Defer(HeldRecord held, absl::Time now);
   // Concludes the calls that ended.
@@ -230,7 +230,7 @@ class Worker : public kafka::ConsumerListener {
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
   // Gives `hand_off` to Kafka (HandOffs::Emit).
-  void Emit(HandOff hand_off);
+  void Emit(HandOff&& hand_off);
   // Processes held records that are due, and in-order records queued behind
   // a held record that completed, until `deadline`.
   void ProcessDue(absl::Time deadline);

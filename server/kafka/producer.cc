@@ -12,9 +12,17 @@
 namespace retryd::kafka {
 namespace {
 
-// One per accepted record: travels through librdkafka as the message opaque.
-struct Pending {
-  PlacedCallback done;
+// A callback as a Delivery.
+class CallbackDelivery final : public Delivery {
+ public:
+  explicit CallbackDelivery(PlacedCallback done) : done_(std::move(done)) {}
+  void Delivered(std::unique_ptr<Delivery> /*self*/, absl::Status status, int32_t partition,
+                 int64_t offset) override {
+    std::move(done_)(std::move(status), partition, offset);
+  }
+
+ private:
+  PlacedCallback done_;
 };
 
 // The absl code says what the caller can do about the error (see
@@ -96,7 +104,9 @@ Producer::~Producer() { Close(absl::ZeroDuration()); }
 
 void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaque*/) {
   const auto* m = static_cast<const rd_kafka_message_t*>(message);
-  auto* pending = static_cast<Pending*>(m->_private);
+  // Every accepted record travels through librdkafka with its Delivery as
+  // the message opaque.
+  std::unique_ptr<Delivery> delivery(static_cast<Delivery*>(m->_private));
   auto* self = static_cast<Producer*>(rd_kafka_opaque(rk));
   absl::Status status;
   if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -109,8 +119,9 @@ void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaq
     }
   }
   const bool placed = status.ok();
-  std::move(pending->done)(std::move(status), placed ? m->partition : -1, placed ? m->offset : -1);
-  delete pending;
+  Delivery* d = delivery.get();
+  d->Delivered(std::move(delivery), std::move(status), placed ? m->partition : -1,
+               placed ? m->offset : -1);
   self->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -130,7 +141,7 @@ absl::Status Producer::Produce(const OutgoingRecord& record, DeliveryCallback do
 }
 
 absl::Status Producer::Produce(const OutgoingRecord& record, PlacedCallback done) {
-  return Enqueue(record, std::move(done), RD_KAFKA_MSG_F_COPY);
+  return EnqueueCallback(record, std::move(done), RD_KAFKA_MSG_F_COPY);
 }
 
 absl::Status Producer::ProduceInPlace(const OutgoingRecord& record, PlacedCallback done) {
@@ -140,19 +151,36 @@ absl::Status Producer::ProduceInPlace(const OutgoingRecord& record, PlacedCallba
   // request buffer rather than copied), and its own copy under F_COPY lives
   // exactly as long: until the message is destroyed right after its
   // delivery report, which reaches `done` first (OnDelivery).
-  return Enqueue(record, std::move(done), 0);
+  return EnqueueCallback(record, std::move(done), 0);
 }
 
-absl::Status Producer::Enqueue(const OutgoingRecord& record, PlacedCallback done, int value_flags) {
+absl::Status Producer::ProduceInPlace(const OutgoingRecord& record,
+                                      std::span<const HeaderRef> more_headers,
+                                      std::unique_ptr<Delivery>& delivery) {
+  return Enqueue(record, more_headers, delivery, 0);
+}
+
+absl::Status Producer::EnqueueCallback(const OutgoingRecord& record, PlacedCallback done,
+                                       int value_flags) {
+  std::unique_ptr<Delivery> delivery = std::make_unique<CallbackDelivery>(std::move(done));
+  return Enqueue(record, {}, delivery, value_flags);
+}
+
+absl::Status Producer::Enqueue(const OutgoingRecord& record,
+                               std::span<const HeaderRef> more_headers,
+                               std::unique_ptr<Delivery>& delivery, int value_flags) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("producer is closed");
   }
-  rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size() + more_headers.size());
   for (const Header& h : record.headers) {
     rd_kafka_header_add(headers, h.key.data(), static_cast<ssize_t>(h.key.size()),
                         h.value ? h.value->data() : nullptr, h.value ? h.value->size() : 0);
   }
-  auto pending = std::make_unique<Pending>(Pending{std::move(done)});
+  for (const HeaderRef& h : more_headers) {
+    rd_kafka_header_add(headers, h.key.data(), static_cast<ssize_t>(h.key.size()),
+                        h.value ? h.value->data() : nullptr, h.value ? h.value->size() : 0);
+  }
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   // Null pointers make a null key or value, as Kafka distinguishes them from empty.
   const void* key = record.key ? record.key->data() : nullptr;
@@ -164,14 +192,14 @@ absl::Status Producer::Enqueue(const OutgoingRecord& record, PlacedCallback done
       rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
       RD_KAFKA_V_MSGFLAGS(value_flags), RD_KAFKA_V_KEY(key, key_size),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_HEADERS(headers),
-      RD_KAFKA_V_OPAQUE(pending.get()), RD_KAFKA_V_END);
+      RD_KAFKA_V_OPAQUE(delivery.get()), RD_KAFKA_V_END);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     rd_kafka_headers_destroy(headers);  // Not taken over on failure.
     if (err == RD_KAFKA_RESP_ERR__FATAL) return FatalError();
     return KafkaError(err, absl::StrCat("produce to ", record.topic));
   }
-  pending.release();  // Owned by librdkafka until OnDelivery.
+  delivery.release();  // Owned by librdkafka until OnDelivery.
   return absl::OkStatus();
 }
 

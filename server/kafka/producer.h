@@ -9,7 +9,10 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,6 +54,26 @@ using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
 // The same, told where the record landed when acknowledged (else -1, -1).
 using PlacedCallback = absl::AnyInvocable<void(absl::Status, int32_t partition, int64_t offset) &&>;
 
+// A header given by reference, appended after a record's own: librdkafka
+// copies it before Produce...() returns.
+struct HeaderRef {
+  std::string_view key;
+  std::optional<std::string_view> value;  // nullopt: a null value.
+};
+
+// One accepted record's delivery: what the caller keeps for the report and
+// what the report does, in one object the producer owns from an accepted
+// ProduceInPlace() until the report (one allocation per record, where a
+// callback would need one for itself and one for what it holds).
+class Delivery {
+ public:
+  virtual ~Delivery() = default;
+  // Called exactly once, on the delivery thread, as a PlacedCallback is;
+  // `self` is this delivery, handed back: destroy it or keep it.
+  virtual void Delivered(std::unique_ptr<Delivery> self, absl::Status status, int32_t partition,
+                         int64_t offset) = 0;
+};
+
 class Producer {
  public:
   static absl::StatusOr<std::unique_ptr<Producer>> Create(const ProducerOptions& options);
@@ -70,6 +93,12 @@ class Producer {
   // librdkafka reads it until the delivery report, never after, exactly as
   // long as it would keep its own copy. On error nothing was taken.
   absl::Status ProduceInPlace(const OutgoingRecord& record, PlacedCallback done);
+  // The same, with `more_headers` after the record's own (copied, as
+  // headers always are) and the report going to `delivery`, which must own
+  // `record.value` as `done` would. On OK the producer took `delivery` (it
+  // is null); on an error it is left with the caller, nothing taken.
+  absl::Status ProduceInPlace(const OutgoingRecord& record, std::span<const HeaderRef> more_headers,
+                              std::unique_ptr<Delivery>& delivery);
 
   // Waits until every accepted record is acknowledged or `timeout` passes.
   absl::Status Flush(absl::Duration timeout);
@@ -100,7 +129,10 @@ class Producer {
   void DeliveryLoop();
   static void OnDelivery(rd_kafka_s* rk, const void* message, void* opaque);
   // `value_flags`: RD_KAFKA_MSG_F_COPY, or 0 for the value read in place.
-  absl::Status Enqueue(const OutgoingRecord& record, PlacedCallback done, int value_flags);
+  // Takes `delivery` on OK only.
+  absl::Status Enqueue(const OutgoingRecord& record, std::span<const HeaderRef> more_headers,
+                       std::unique_ptr<Delivery>& delivery, int value_flags);
+  absl::Status EnqueueCallback(const OutgoingRecord& record, PlacedCallback done, int value_flags);
 
   HandlePtr rk_;  // Set once by Create(), destroyed in Close().
   std::atomic<bool> stop_{false};

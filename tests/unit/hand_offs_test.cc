@@ -6,6 +6,8 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -74,16 +76,45 @@ TEST(HandOffRecordsTest, OutputCarriesTheOriginHeadersAndWhatTheProcessorMade) {
   EXPECT_EQ(h.record.key, "k1");
   EXPECT_EQ(h.record.value, "made");
   EXPECT_EQ(ValueOf(h.record.headers, "trace"), "t1");
-  EXPECT_EQ(ValueOf(h.record.headers, std::string(kOriginalTopicHeader)), "orders");
-  EXPECT_EQ(ValueOf(h.record.headers, std::string(kOriginalPartitionHeader)), "2");
-  EXPECT_EQ(ValueOf(h.record.headers, std::string(kOriginalOffsetHeader)), "41");
-  EXPECT_EQ(ValueOf(h.record.headers, std::string(kAttemptHeader)), "3");
+  // The origin headers are made when the hand-off is produced, after the
+  // record's own: none of those is left in the record.
+  EXPECT_EQ(ValueOf(h.record.headers, std::string(kOriginalTopicHeader)), "<absent>");
+  const OutputHeaders origin(h);
+  ASSERT_EQ(origin.refs().size(), 4u);
+  std::vector<std::pair<std::string, std::string>> made;
+  for (const kafka::HeaderRef& ref : origin.refs()) {
+    ASSERT_TRUE(ref.value.has_value());
+    made.emplace_back(ref.key, *ref.value);
+  }
+  EXPECT_EQ(made, (std::vector<std::pair<std::string, std::string>>{
+                      {std::string(kOriginalTopicHeader), "orders"},
+                      {std::string(kOriginalPartitionHeader), "2"},
+                      {std::string(kOriginalOffsetHeader), "41"},
+                      {std::string(kAttemptHeader), "3"}}));
+  EXPECT_EQ(origin.bytes(),
+            static_cast<int64_t>(kOriginalTopicHeader.size() + 6 + kOriginalPartitionHeader.size() +
+                                 1 + kOriginalOffsetHeader.size() + 2 + kAttemptHeader.size() + 1));
   // A retry thread's keyed record releases its parked key once acknowledged;
   // a primary's never parked it.
   ASSERT_TRUE(h.release.has_value());
   EXPECT_EQ(h.release->offset, 41);
   HeldRecord primary = Held();
   EXPECT_FALSE(OutputHandOff(ThreadRole::kPrimary, primary, outcome, "o").release.has_value());
+}
+
+// An input header with an origin header's name is replaced, not repeated;
+// other kinds of hand-off carry their headers in their record.
+TEST(HandOffRecordsTest, OutputReplacesOriginHeadersOfTheInputAndOnlyOutputsGetThem) {
+  HeldRecord held = Held();
+  held.record.headers.push_back({std::string(kOriginalOffsetHeader), "999"});
+  held.record.headers.push_back({std::string(kAttemptHeader), std::nullopt});
+  Outcome outcome;
+  HandOff h = OutputHandOff(ThreadRole::kPrimary, held, outcome, "orders.out");
+  ASSERT_EQ(h.record.headers.size(), 1u);
+  EXPECT_EQ(h.record.headers[0].key, "trace");
+  EXPECT_EQ(OutputHeaders(h).refs().size(), 4u);
+  EXPECT_TRUE(OutputHeaders(RetryHandOff(Held(), HandOffKind::kRetry, "r")).refs().empty());
+  EXPECT_EQ(OutputHeaders(RetryHandOff(Held(), HandOffKind::kRetry, "r")).bytes(), 0);
 }
 
 TEST(HandOffRecordsTest, RetryRecordCarriesItsNextAttemptAndDueTime) {
