@@ -38,16 +38,19 @@ def setup(a):
         except TopicAlreadyExistsError:
             pass
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", **CLIENT)
-    sent = 0
+    # Retries: a partition of a topic just created may have no leader yet.
+    producer = KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", retries=10,
+                             retry_backoff_ms=200, **CLIENT)
+    sends = []
     for i in range(a.n):  # Interleaved, so every kind is spread over the run.
         for kind in KINDS:
             key = f"{kind}-{i}".encode()
-            producer.send(a.input, key=key, value=b"v-" + key)
-            sent += 1
+            sends.append(producer.send(a.input, key=key, value=b"v-" + key))
     producer.flush(timeout=60)
+    for send in sends:
+        send.get(timeout=60)  # Raises if the record was not written.
     producer.close()
-    print(f"smoke: produced {sent} records to {a.input}")
+    print(f"smoke: produced {len(sends)} records to {a.input}")
     return 0
 
 
