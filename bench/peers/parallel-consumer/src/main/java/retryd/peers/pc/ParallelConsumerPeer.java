@@ -25,8 +25,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeaders;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * The Parallel Consumer peer: {@code pollAndProduce} with up to
@@ -72,7 +72,7 @@ public final class ParallelConsumerPeer {
 			default -> throw new IllegalArgumentException("peer.backoff.jitter: full or none");
 		};
 
-		ParallelConsumerOptions<String, String> options = ParallelConsumerOptions.<String, String>builder()
+		ParallelConsumerOptions<byte[], byte[]> options = ParallelConsumerOptions.<byte[], byte[]>builder()
 				.ordering(ProcessingOrder.valueOf(props.getProperty("peer.ordering")))
 				.maxConcurrency(Integer.parseInt(props.getProperty("peer.concurrency")))
 				.commitMode(PERIODIC_CONSUMER_ASYNCHRONOUS)
@@ -81,12 +81,12 @@ public final class ParallelConsumerPeer {
 				.retryDelayProvider(context -> retryDelay(context, initialMs, multiplier, maxMs, fullJitter))
 				.build();
 
-		ParallelStreamProcessor<String, String> processor = ParallelStreamProcessor.createEosStreamProcessor(options);
+		ParallelStreamProcessor<byte[], byte[]> processor = ParallelStreamProcessor.createEosStreamProcessor(options);
 		processor.subscribe(List.of(props.getProperty("peer.input-topic")));
 
 		processor.pollAndProduce(context -> {
-			RecordContext<String, String> record = context.getSingleRecord();
-			ConsumerRecord<String, String> in = record.getConsumerRecord();
+			RecordContext<byte[], byte[]> record = context.getSingleRecord();
+			ConsumerRecord<byte[], byte[]> in = record.getConsumerRecord();
 			int attempt = record.getNumberOfFailedAttempts() + 1;
 			if (processingNanos > 0) {
 				LockSupport.parkNanos(processingNanos);
@@ -120,7 +120,7 @@ public final class ParallelConsumerPeer {
 	}
 
 	/** Delay after failed attempt n: min(max, initial * multiplier^(n-1)), optionally drawn from [0, that]. */
-	static Duration retryDelay(RecordContext<String, String> context, long initialMs, double multiplier, long maxMs,
+	static Duration retryDelay(RecordContext<byte[], byte[]> context, long initialMs, double multiplier, long maxMs,
 			boolean fullJitter) {
 		int failed = Math.max(1, context.getNumberOfFailedAttempts());
 		double capMs = Math.min((double) maxMs, initialMs * Math.pow(multiplier, failed - 1));
@@ -134,8 +134,8 @@ public final class ParallelConsumerPeer {
 		config.put(ConsumerConfig.GROUP_ID_CONFIG, props.getProperty("peer.group-id"));
 		config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false); // PC commits itself
 		config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-		config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-		config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+		config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+		config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
 		return config;
 	}
 
@@ -143,8 +143,8 @@ public final class ParallelConsumerPeer {
 		Properties config = new Properties();
 		config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, props.getProperty("peer.bootstrap-servers"));
 		config.put(ProducerConfig.ACKS_CONFIG, "all");
-		config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-		config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
+		config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+		config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
 		return config;
 	}
 

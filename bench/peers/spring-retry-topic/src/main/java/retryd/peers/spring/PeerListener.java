@@ -25,13 +25,13 @@ import org.springframework.stereotype.Component;
 @Component
 public class PeerListener {
 
-	private final KafkaTemplate<String, String> template;
+	private final KafkaTemplate<byte[], byte[]> template;
 
 	private final String outputTopic;
 
 	private final long processingNanos;
 
-	public PeerListener(KafkaTemplate<String, String> template, @Value("${peer.output-topic}") String outputTopic,
+	public PeerListener(KafkaTemplate<byte[], byte[]> template, @Value("${peer.output-topic}") String outputTopic,
 			@Value("${peer.processing-ms}") long processingMs) {
 		this.template = template;
 		this.outputTopic = outputTopic;
@@ -45,8 +45,8 @@ public class PeerListener {
 					maxDelayString = "${peer.backoff.max-ms}"),
 			numPartitions = "${peer.retry-topic-partitions}")
 	@KafkaListener(topics = "${peer.input-topic}", concurrency = "${peer.concurrency}")
-	public void listen(@Payload(required = false) String value,
-			@Header(name = KafkaHeaders.RECEIVED_KEY, required = false) String key,
+	public void listen(@Payload(required = false) byte[] value,
+			@Header(name = KafkaHeaders.RECEIVED_KEY, required = false) byte[] key,
 			KafkaMessageHeaderAccessor accessor) throws Exception {
 		int attempt = accessor.getNonBlockingRetryDeliveryAttempt();
 		if (this.processingNanos > 0) {
@@ -61,7 +61,7 @@ public class PeerListener {
 
 	/** The record is in the dead-letter topic already; nothing more to do. */
 	@DltHandler
-	public void dlt(@Payload(required = false) String value) {
+	public void dlt(@Payload(required = false) byte[] value) {
 	}
 
 }
