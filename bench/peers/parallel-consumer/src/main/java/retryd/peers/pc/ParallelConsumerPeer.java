@@ -1,5 +1,6 @@
 package retryd.peers.pc;
 
+import retryd.peers.downstream.Downstream;
 import retryd.peers.rule.ProcessingRule;
 
 import static io.confluent.parallelconsumer.ParallelConsumerOptions.CommitMode.PERIODIC_CONSUMER_ASYNCHRONOUS;
@@ -34,6 +35,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Retries stay in memory (PC's retry delay provider); PC has no dead-letter
  * queue, so the attempt that reaches {@code peer.attempts} produces the record
  * to {@code peer.dlq-topic} instead of the output topic, which completes it.
+ * Each attempt applies the in-process rule, or calls the RecordProcessor at
+ * {@code peer.downstream} when that is set.
  *
  * <p>Settings are {@code --name=value} arguments; see {@link #DEFAULTS}.
  */
@@ -52,7 +55,9 @@ public final class ParallelConsumerPeer {
 			{ "peer.backoff.multiplier", "2.0" },
 			{ "peer.backoff.max-ms", "60000" },
 			{ "peer.backoff.jitter", "full" }, // full (as retryd) or none
-			{ "peer.processing-ms", "0" }, };
+			{ "peer.processing-ms", "0" }, // each attempt of the in-process rule
+			{ "peer.downstream", "" }, // host:port of a RecordProcessor; empty: the in-process rule
+			{ "peer.downstream-deadline-ms", "10000" }, };
 
 	private ParallelConsumerPeer() {
 	}
@@ -71,6 +76,9 @@ public final class ParallelConsumerPeer {
 			case "none" -> false;
 			default -> throw new IllegalArgumentException("peer.backoff.jitter: full or none");
 		};
+		String target = props.getProperty("peer.downstream");
+		Downstream downstream = target.isEmpty() ? null
+				: new Downstream(target, Long.parseLong(props.getProperty("peer.downstream-deadline-ms")));
 
 		ParallelConsumerOptions<byte[], byte[]> options = ParallelConsumerOptions.<byte[], byte[]>builder()
 				.ordering(ProcessingOrder.valueOf(props.getProperty("peer.ordering")))
@@ -88,13 +96,16 @@ public final class ParallelConsumerPeer {
 			RecordContext<byte[], byte[]> record = context.getSingleRecord();
 			ConsumerRecord<byte[], byte[]> in = record.getConsumerRecord();
 			int attempt = record.getNumberOfFailedAttempts() + 1;
-			if (processingNanos > 0) {
-				LockSupport.parkNanos(processingNanos);
-			}
 			try {
+				if (downstream != null) {
+					return downstream.process(in, in.headers(), attempt, outputTopic);
+				}
+				if (processingNanos > 0) {
+					LockSupport.parkNanos(processingNanos);
+				}
 				ProcessingRule.check(in.key(), attempt);
 			}
-			catch (ProcessingRule.ProcessingFailed failed) {
+			catch (ProcessingRule.ProcessingFailed | Downstream.CallFailed failed) {
 				if (attempt < maxAttempts) {
 					throw new PCRetriableException(failed.getMessage());
 				}
@@ -108,6 +119,14 @@ public final class ParallelConsumerPeer {
 		CountDownLatch closed = new CountDownLatch(1);
 		Runtime.getRuntime().addShutdownHook(new Thread(() -> {
 			processor.closeDrainFirst();
+			if (downstream != null) {
+				try {
+					downstream.close();
+				}
+				catch (InterruptedException ex) {
+					Thread.currentThread().interrupt();
+				}
+			}
 			closed.countDown();
 		}, "peer-shutdown"));
 		// Bounded waits: notice a processor that closed on an error.
