@@ -4,11 +4,13 @@
   smoke_check.py setup BOOTSTRAP IN OUT DLQ N
       creates IN, OUT and DLQ (16 partitions each) and produces N records each
       with keys ok-i, flaky-i and perm-i (value v-<key>)
-  smoke_check.py wait BOOTSTRAP OUT DLQ N --pid PID --timeout S
+  smoke_check.py wait BOOTSTRAP OUT DLQ N --pid PID --timeout S [--processed-by NAME]
       reads OUT and DLQ from the start until every ok- and flaky- key is in
       OUT and every perm- key in DLQ, the app PID has exited, or S seconds
       have passed; prints the counts; exit 0 only if all outcomes are in and
-      none is in the wrong place
+      none is in the wrong place, and every value is as expected: the input's,
+      or with --processed-by, upper-cased in OUT and with one header,
+      processed-by: NAME (the example downstream's answer; the input has none)
 """
 import argparse
 import collections
@@ -38,16 +40,19 @@ def setup(a):
         except TopicAlreadyExistsError:
             pass
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", **CLIENT)
-    sent = 0
+    # Retries: a partition of a topic just created may have no leader yet.
+    producer = KafkaProducer(bootstrap_servers=a.bootstrap, acks="all", retries=10,
+                             retry_backoff_ms=200, **CLIENT)
+    sends = []
     for i in range(a.n):  # Interleaved, so every kind is spread over the run.
         for kind in KINDS:
             key = f"{kind}-{i}".encode()
-            producer.send(a.input, key=key, value=b"v-" + key)
-            sent += 1
+            sends.append(producer.send(a.input, key=key, value=b"v-" + key))
     producer.flush(timeout=60)
+    for send in sends:
+        send.get(timeout=60)  # Raises if the record was not written.
     producer.close()
-    print(f"smoke: produced {sent} records to {a.input}")
+    print(f"smoke: produced {len(sends)} records to {a.input}")
     return 0
 
 
@@ -86,12 +91,18 @@ def wait(a):
     want_dlq = set(keys(a.n, "perm"))
     seen = {a.output: collections.Counter(), a.dlq: collections.Counter()}
     bad_values = 0
+    answered = a.processed_by is not None
+    processed = [("processed-by", (a.processed_by or "").encode())]
     why = "timed out"
     while True:
         for tp, records in consumer.poll(timeout_ms=250).items():
             for r in records:
                 seen[tp.topic][r.key] += 1
-                if r.value != b"v-" + (r.key or b""):
+                value = b"v-" + (r.key or b"")
+                if answered and tp.topic == a.output:
+                    if r.value != value.upper() or list(r.headers) != processed:
+                        bad_values += 1
+                elif r.value != value:
                     bad_values += 1
         if want_out <= seen[a.output].keys() and want_dlq <= seen[a.dlq].keys():
             why = "all outcomes in"
@@ -116,7 +127,7 @@ def wait(a):
               f"{copies} records ({copies - present} duplicates), {strays} in the wrong topic")
         ok = ok and present == a.n and strays == 0
     if bad_values:
-        print(f"  {bad_values} records whose value is not the input's")
+        print(f"  {bad_values} records whose value or headers are not as expected")
         ok = False
     print(f"smoke: {a.label}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
@@ -134,6 +145,7 @@ def main():
     w.add_argument("--pid", type=int, required=True)
     w.add_argument("--timeout", type=float, default=180)
     w.add_argument("--label", default="app")
+    w.add_argument("--processed-by", help="expect the example downstream's answers in OUT")
     a = p.parse_args()
     return setup(a) if a.cmd == "setup" else wait(a)
 

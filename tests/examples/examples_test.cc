@@ -90,8 +90,9 @@ class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
                      << "python3-protobuf (bash scripts/setup.sh does)";
       }
     }
-    process_ = std::make_unique<RetrydProcess>(dir_.Path(GetParam().name), GetParam().args,
-                                               GetParam().binary);
+    std::vector<std::string> args = GetParam().args;
+    for (const std::string& arg : ExtraArgs()) args.push_back(arg);
+    process_ = std::make_unique<RetrydProcess>(dir_.Path(GetParam().name), args, GetParam().binary);
     const std::optional<int> port = ListeningPort(*process_);
     ASSERT_TRUE(port.has_value()) << GetParam().name << " printed no \"listening on\" line";
     port_ = *port;
@@ -111,6 +112,9 @@ class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
     }
     if (HasFailure()) KeepLogsAndPrintTails(dir_, 40);
   }
+
+  // Flags after the example's own, for a fixture that tries them.
+  virtual std::vector<std::string> ExtraArgs() const { return {}; }
 
   // One Process call, as retryd makes it. Unset `key` / `value`: null.
   grpc::Status Process(std::optional<std::string> key, std::optional<std::string> value,
@@ -237,11 +241,53 @@ TEST_P(ExampleDownstreamTest, RetrydDeliversItsDemoLoadThroughIt) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(60)), 0));
 }
 
+// The benchmark's rule (bench/peers/): flaky keys fail more than once, and
+// poison keys are retriable, so they use every attempt before the DLQ.
+class ExampleDownstreamRuleFlagsTest : public ExampleDownstreamTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--flaky_attempts", "2", "--perm_retriable"};
+  }
+};
+
+TEST_P(ExampleDownstreamRuleFlagsTest, FailsFlakyKeysOnTheirFirstNAttempts) {
+  for (const int attempt : {1, 2}) {
+    ProcessResponse response;
+    const grpc::Status status = Process("flaky-5", "late", attempt, response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED) << "attempt " << attempt;
+    EXPECT_EQ(status.error_message(), "try again");
+  }
+  ProcessResponse third;
+  const grpc::Status status = Process("flaky-5", "late", 3, third);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(third.value(), "LATE");
+  ExpectProcessedBy(third);
+}
+
+TEST_P(ExampleDownstreamRuleFlagsTest, FailsPoisonKeysRetriablyOnEveryAttempt) {
+  for (const std::string key : {"bad-7", "perm-3"}) {
+    for (const int attempt : {1, 2, 10}) {
+      ProcessResponse response;
+      const grpc::Status status = Process(key, "x", attempt, response);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED) << key << " attempt " << attempt;
+      EXPECT_EQ(status.error_message(), "cannot process " + key);
+    }
+  }
+  // Other keys are as without the flags.
+  ProcessResponse response;
+  const grpc::Status status = Process("ok-1", "abc", 1, response);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(response.value(), "ABC");
+}
+
+std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
+  return info.param.binary == kPython ? "Python" : "Cpp";
+}
+
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleDownstreamTest,
-                         ::testing::Values(CppExample(), PythonExample()),
-                         [](const ::testing::TestParamInfo<Example>& info) {
-                           return info.param.binary == kPython ? "Python" : "Cpp";
-                         });
+                         ::testing::Values(CppExample(), PythonExample()), ExampleName);
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleDownstreamRuleFlagsTest,
+                         ::testing::Values(CppExample(), PythonExample()), ExampleName);
 
 }  // namespace
 }  // namespace retryd

@@ -2,6 +2,7 @@
 // (proto/retryd/v1/processor.proto) to copy and put your own logic in.
 //
 //   retryd-example-downstream [--host 127.0.0.1] [--port 50061] [--work_ms 0]
+//                             [--flaky_attempts 1] [--perm_retriable]
 //
 // For each record: a key starting with "bad" or "perm" is refused for good
 // (INVALID_ARGUMENT: retryd dead-letters it); a key starting with "flaky"
@@ -10,6 +11,12 @@
 // picks a free port; the "listening on" line says which. --work_ms makes
 // every call take that long, like a slow service (try retryd's
 // max_concurrent_calls against it).
+//
+// Two flags change the rule, for comparing retryd with consumers that retry
+// every failure alike (bench/peers/): --flaky_attempts N fails a "flaky"
+// key's first N attempts; --perm_retriable fails a "bad" or "perm" key with
+// ABORTED on every attempt instead of INVALID_ARGUMENT, so it uses all its
+// attempts before it is dead-lettered.
 #include <pthread.h>
 
 #include <chrono>
@@ -30,29 +37,46 @@
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50061, "Port to listen on; 0 picks a free one.");
 ABSL_FLAG(int, work_ms, 0, "Milliseconds each call takes, standing for real work.");
+ABSL_FLAG(int, flaky_attempts, 1, "Attempts a \"flaky\" key fails (ABORTED) before it succeeds.");
+ABSL_FLAG(bool, perm_retriable, false,
+          "Fail \"bad\" and \"perm\" keys with ABORTED (retriable) on every attempt instead of "
+          "refusing them with INVALID_ARGUMENT (a dead letter at once).");
 
 namespace {
 
 using retryd::v1::ProcessRequest;
 using retryd::v1::ProcessResponse;
 
+// What the flags ask for; see the header comment.
+struct Rule {
+  int work_ms;
+  int flaky_attempts;
+  bool perm_retriable;
+};
+
 // The synchronous API runs each call on a thread of gRPC's pool, so calls
 // overlap and the handler may block (a database, another service).
 class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
+ public:
+  explicit ExampleProcessor(const Rule& rule) : rule_(rule) {}
+
+ private:
   grpc::Status Process(grpc::ServerContext*, const ProcessRequest* request,
                        ProcessResponse* response) override {
-    if (const int work_ms = absl::GetFlag(FLAGS_work_ms); work_ms > 0) {
+    if (rule_.work_ms > 0) {
       // The stand-in for real work: a call to a database, say.
-      std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+      std::this_thread::sleep_for(std::chrono::milliseconds(rule_.work_ms));
     }
     const retryd::v1::KafkaRecord& record = request->record();
     // retryd calls again after a crash or a lost answer: real side effects
     // should be keyed on (record.topic(), record.partition(), record.offset()).
     const std::string key = record.has_key() ? record.key() : "";  // Null key: "".
     if (absl::StartsWith(key, "bad") || absl::StartsWith(key, "perm")) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "cannot process " + key);
+      return grpc::Status(
+          rule_.perm_retriable ? grpc::StatusCode::ABORTED : grpc::StatusCode::INVALID_ARGUMENT,
+          "cannot process " + key);
     }
-    if (absl::StartsWith(key, "flaky") && request->attempt() == 1) {
+    if (absl::StartsWith(key, "flaky") && request->attempt() <= rule_.flaky_attempts) {
       return grpc::Status(grpc::StatusCode::ABORTED, "try again");
     }
     // A null value is left unset in the response: forwarded unchanged.
@@ -62,6 +86,8 @@ class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
     header->set_value("cpp-example");
     return grpc::Status::OK;
   }
+
+  const Rule rule_;
 };
 
 }  // namespace
@@ -78,7 +104,9 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  ExampleProcessor service;
+  ExampleProcessor service(Rule{.work_ms = absl::GetFlag(FLAGS_work_ms),
+                                .flaky_attempts = absl::GetFlag(FLAGS_flaky_attempts),
+                                .perm_retriable = absl::GetFlag(FLAGS_perm_retriable)});
   int port = 0;
   grpc::ServerBuilder builder;
   // Without it a second copy would share the port, and calls, silently.

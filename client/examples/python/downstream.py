@@ -2,7 +2,7 @@
 (proto/retryd/v1/processor.proto) to copy and put your own logic in.
 
   /usr/bin/python3 downstream.py --gen-dir DIR [--host 127.0.0.1] [--port 50061]
-                                 [--work-ms 0]
+                                 [--work-ms 0] [--flaky-attempts 1] [--perm-retriable]
 
 DIR holds processor_pb2.py and processor_pb2_grpc.py, made by generate.sh
 (default: $RETRYD_EXAMPLE_GEN_DIR). For each record: a key starting with "bad"
@@ -12,6 +12,13 @@ it); any other record succeeds, its value upper-cased and a header
 "processed-by" added. Port 0 picks a free port; the "listening on" line says
 which. --work-ms makes every call take that long, like a slow service (try
 retryd's max_concurrent_calls against it).
+
+Two flags change the rule, for comparing retryd with consumers that retry
+every failure alike (bench/peers/): --flaky-attempts N fails a "flaky" key's
+first N attempts; --perm-retriable fails a "bad" or "perm" key with ABORTED on
+every attempt instead of INVALID_ARGUMENT, so it uses all its attempts before
+it is dead-lettered. Each flag is also accepted with underscores, as the C++
+example spells it.
 """
 import argparse
 import importlib
@@ -29,9 +36,12 @@ class ExampleProcessor:
     """Process runs on a thread of the server's pool, so calls overlap and it
     may block (a database, another service)."""
 
-    def __init__(self, processor_pb2, work_ms):
+    def __init__(self, processor_pb2, work_ms, flaky_attempts, perm_retriable):
         self.pb2 = processor_pb2
         self.work_s = work_ms / 1000.0
+        self.flaky_attempts = flaky_attempts
+        self.perm_code = (grpc.StatusCode.ABORTED if perm_retriable
+                          else grpc.StatusCode.INVALID_ARGUMENT)
 
     def Process(self, request, context):
         if self.work_s > 0:
@@ -41,9 +51,8 @@ class ExampleProcessor:
         # should be keyed on (record.topic, record.partition, record.offset).
         key = record.key if record.HasField("key") else b""  # Null key: b"".
         if key.startswith((b"bad", b"perm")):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          "cannot process " + key.decode("utf-8", "replace"))
-        if key.startswith(b"flaky") and request.attempt == 1:
+            context.abort(self.perm_code, "cannot process " + key.decode("utf-8", "replace"))
+        if key.startswith(b"flaky") and request.attempt <= self.flaky_attempts:
             context.abort(grpc.StatusCode.ABORTED, "try again")
         response = self.pb2.ProcessResponse()
         # A null value is left unset in the response: forwarded unchanged.
@@ -61,6 +70,11 @@ def main():
                         help="where generate.sh put processor_pb2*.py")
     parser.add_argument("--work-ms", "--work_ms", type=int, default=0,
                         help="milliseconds each call takes, standing for real work")
+    parser.add_argument("--flaky-attempts", "--flaky_attempts", type=int, default=1,
+                        help='attempts a "flaky" key fails (ABORTED) before it succeeds')
+    parser.add_argument("--perm-retriable", "--perm_retriable", action="store_true",
+                        help='fail "bad" and "perm" keys with ABORTED on every attempt '
+                             'instead of refusing them with INVALID_ARGUMENT')
     args = parser.parse_args()
     if not args.gen_dir:
         parser.error("--gen-dir (or RETRYD_EXAMPLE_GEN_DIR) is required")
@@ -72,7 +86,8 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
                          options=[("grpc.so_reuseport", 0)])
     processor_pb2_grpc.add_RecordProcessorServicer_to_server(
-        ExampleProcessor(processor_pb2, args.work_ms), server)
+        ExampleProcessor(processor_pb2, args.work_ms, args.flaky_attempts, args.perm_retriable),
+        server)
     port = server.add_insecure_port(f"{args.host}:{args.port}")  # Raises if it cannot.
     # Python runs signal handlers on the main thread, which waits for this.
     stop = threading.Event()

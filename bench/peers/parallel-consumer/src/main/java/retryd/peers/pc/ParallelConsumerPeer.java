@@ -1,5 +1,6 @@
 package retryd.peers.pc;
 
+import retryd.peers.downstream.Downstream;
 import retryd.peers.rule.ProcessingRule;
 
 import static io.confluent.parallelconsumer.ParallelConsumerOptions.CommitMode.PERIODIC_CONSUMER_ASYNCHRONOUS;
@@ -25,8 +26,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeaders;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * The Parallel Consumer peer: {@code pollAndProduce} with up to
@@ -34,6 +35,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Retries stay in memory (PC's retry delay provider); PC has no dead-letter
  * queue, so the attempt that reaches {@code peer.attempts} produces the record
  * to {@code peer.dlq-topic} instead of the output topic, which completes it.
+ * Each attempt applies the in-process rule, or calls the RecordProcessor at
+ * {@code peer.downstream} when that is set.
  *
  * <p>Settings are {@code --name=value} arguments; see {@link #DEFAULTS}.
  */
@@ -52,7 +55,9 @@ public final class ParallelConsumerPeer {
 			{ "peer.backoff.multiplier", "2.0" },
 			{ "peer.backoff.max-ms", "60000" },
 			{ "peer.backoff.jitter", "full" }, // full (as retryd) or none
-			{ "peer.processing-ms", "0" }, };
+			{ "peer.processing-ms", "0" }, // each attempt of the in-process rule
+			{ "peer.downstream", "" }, // host:port of a RecordProcessor; empty: the in-process rule
+			{ "peer.downstream-deadline-ms", "10000" }, };
 
 	private ParallelConsumerPeer() {
 	}
@@ -71,8 +76,11 @@ public final class ParallelConsumerPeer {
 			case "none" -> false;
 			default -> throw new IllegalArgumentException("peer.backoff.jitter: full or none");
 		};
+		String target = props.getProperty("peer.downstream");
+		Downstream downstream = target.isEmpty() ? null
+				: new Downstream(target, Long.parseLong(props.getProperty("peer.downstream-deadline-ms")));
 
-		ParallelConsumerOptions<String, String> options = ParallelConsumerOptions.<String, String>builder()
+		ParallelConsumerOptions<byte[], byte[]> options = ParallelConsumerOptions.<byte[], byte[]>builder()
 				.ordering(ProcessingOrder.valueOf(props.getProperty("peer.ordering")))
 				.maxConcurrency(Integer.parseInt(props.getProperty("peer.concurrency")))
 				.commitMode(PERIODIC_CONSUMER_ASYNCHRONOUS)
@@ -81,20 +89,23 @@ public final class ParallelConsumerPeer {
 				.retryDelayProvider(context -> retryDelay(context, initialMs, multiplier, maxMs, fullJitter))
 				.build();
 
-		ParallelStreamProcessor<String, String> processor = ParallelStreamProcessor.createEosStreamProcessor(options);
+		ParallelStreamProcessor<byte[], byte[]> processor = ParallelStreamProcessor.createEosStreamProcessor(options);
 		processor.subscribe(List.of(props.getProperty("peer.input-topic")));
 
 		processor.pollAndProduce(context -> {
-			RecordContext<String, String> record = context.getSingleRecord();
-			ConsumerRecord<String, String> in = record.getConsumerRecord();
+			RecordContext<byte[], byte[]> record = context.getSingleRecord();
+			ConsumerRecord<byte[], byte[]> in = record.getConsumerRecord();
 			int attempt = record.getNumberOfFailedAttempts() + 1;
-			if (processingNanos > 0) {
-				LockSupport.parkNanos(processingNanos);
-			}
 			try {
+				if (downstream != null) {
+					return downstream.process(in, in.headers(), attempt, outputTopic);
+				}
+				if (processingNanos > 0) {
+					LockSupport.parkNanos(processingNanos);
+				}
 				ProcessingRule.check(in.key(), attempt);
 			}
-			catch (ProcessingRule.ProcessingFailed failed) {
+			catch (ProcessingRule.ProcessingFailed | Downstream.CallFailed failed) {
 				if (attempt < maxAttempts) {
 					throw new PCRetriableException(failed.getMessage());
 				}
@@ -108,6 +119,14 @@ public final class ParallelConsumerPeer {
 		CountDownLatch closed = new CountDownLatch(1);
 		Runtime.getRuntime().addShutdownHook(new Thread(() -> {
 			processor.closeDrainFirst();
+			if (downstream != null) {
+				try {
+					downstream.close();
+				}
+				catch (InterruptedException ex) {
+					Thread.currentThread().interrupt();
+				}
+			}
 			closed.countDown();
 		}, "peer-shutdown"));
 		// Bounded waits: notice a processor that closed on an error.
@@ -120,7 +139,7 @@ public final class ParallelConsumerPeer {
 	}
 
 	/** Delay after failed attempt n: min(max, initial * multiplier^(n-1)), optionally drawn from [0, that]. */
-	static Duration retryDelay(RecordContext<String, String> context, long initialMs, double multiplier, long maxMs,
+	static Duration retryDelay(RecordContext<byte[], byte[]> context, long initialMs, double multiplier, long maxMs,
 			boolean fullJitter) {
 		int failed = Math.max(1, context.getNumberOfFailedAttempts());
 		double capMs = Math.min((double) maxMs, initialMs * Math.pow(multiplier, failed - 1));
@@ -134,8 +153,8 @@ public final class ParallelConsumerPeer {
 		config.put(ConsumerConfig.GROUP_ID_CONFIG, props.getProperty("peer.group-id"));
 		config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false); // PC commits itself
 		config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-		config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-		config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+		config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+		config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
 		return config;
 	}
 
@@ -143,8 +162,8 @@ public final class ParallelConsumerPeer {
 		Properties config = new Properties();
 		config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, props.getProperty("peer.bootstrap-servers"));
 		config.put(ProducerConfig.ACKS_CONFIG, "all");
-		config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-		config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
+		config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+		config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
 		return config;
 	}
 

@@ -1,5 +1,7 @@
 package retryd.peers.rule;
 
+import java.nio.charset.StandardCharsets;
+
 /**
  * The rule every peer shares, so outcomes can be judged from outside by key:
  * {@code flaky-} keys fail on attempts 1 and 2 and succeed on attempt 3,
@@ -12,11 +14,12 @@ public final class ProcessingRule {
 	private ProcessingRule() {
 	}
 
-	/** Throws if attempt {@code attempt} (1-based) of a record with this key fails. */
-	public static void check(String key, int attempt) {
-		if (key == null) {
+	/** Throws if attempt {@code attempt} (1-based) of a record with this key (UTF-8, or null) fails. */
+	public static void check(byte[] keyBytes, int attempt) {
+		if (keyBytes == null) {
 			return;
 		}
+		String key = new String(keyBytes, StandardCharsets.UTF_8);
 		if (key.startsWith("perm-")) {
 			throw new ProcessingFailed("poison record, attempt " + attempt);
 		}
