@@ -147,11 +147,41 @@ plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "above baseline"
 EOF
 }
 
+# The peers bench (scripts/bench.sh peers), one chart per workload: each
+# side's healthy records/s and CPU per record over the best peer's and over
+# the bare relay's (the latter in the no-failure, 0 ms workload only).
+chart_peers() {
+  local csv="$1" name="$2"
+  gnuplot <<EOF
+$(common)
+set datafile missing "-"
+set output "$DIR/$name.png"
+set title "retryd and its peers, ${name#peers_}: ratios, log scale (1 = the best peer; CPU: lower is better)"
+set ylabel "ratio"
+set logscale y
+set yrange [0.005:200]
+set key top left
+set style data histogram
+set style histogram clustered gap 1
+set xtics rotate by -20
+set bmargin 6
+plot "$csv" skip 1 using 24:xtic(2) title "healthy records/s x best peer", \
+     "" skip 1 using 25 title "CPU per record x best peer", \
+     "" skip 1 using 22 title "healthy records/s x bare relay", \
+     "" skip 1 using 23 title "CPU per record x bare relay", \
+     1 with lines lw 1 lc rgb "black" notitle
+EOF
+}
+
 shopt -s nullglob
 drawn=0
 for csv in "$DIR"/*.csv; do
   name="$(basename "$csv" .csv)"
-  if declare -F "chart_$name" >/dev/null; then
+  if [[ "$name" == peers_* ]]; then
+    chart_peers "$csv" "$name"
+    drawn=$((drawn + 1))
+    say "charted $name"
+  elif declare -F "chart_$name" >/dev/null; then
     "chart_$name" "$csv"
     drawn=$((drawn + 1))
     say "charted $name"
