@@ -9,8 +9,9 @@
 #                  Kafka's @RetryableTopic, Confluent's Parallel Consumer) on
 #                  one real Kafka broker, started here (or RETRYD_TEST_KAFKA):
 #                  bench/peers/run.py, whose --help lists its options; tables,
-#                  CSVs and charts go to bench/results/peers/. Up to an hour
-#                  with the defaults; --scale 0.05 takes a few minutes.
+#                  CSVs and charts go to bench/results/peers/. The JVM peers
+#                  set the pace: well over an hour with the defaults on 2
+#                  cores; --scale 0.05 takes about ten minutes.
 #                  SKIP_BUILD=1 uses the binaries and jars already built.
 #                  See docs/performance.md, "Against the peers".
 #   --kafka        on a real Apache Kafka instead of the embedded broker (the
