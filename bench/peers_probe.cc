@@ -428,14 +428,14 @@ int JudgeTopics(int argc, char** argv) {
       "{\"records\": %d, \"refused_input\": %d, \"lost\": %d, \"wrong_outcome\": %d, "
       "\"duplicates\": %d, \"strays\": %d, \"keys\": %d, \"keys_out_of_order\": %d, "
       "\"measured\": %d, \"measured_healthy\": %d, \"first_ms\": %d, \"last_ms\": %d, "
-      "\"last_healthy_ms\": %d, \"window_start_ms\": %d, \"done_in_window\": %d, "
+      "\"last_healthy_ms\": %d, \"done_in_window\": %d, "
       "\"healthy_done_in_window\": %d, "
       "\"paced_healthy\": %d, \"latency_p50_ms\": %.1f, \"latency_p99_ms\": %.1f, "
       "\"ok\": %s, \"judge_s\": %.1f}\n",
       v.records, refused, v.lost, v.wrong_outcome, v.duplicates, v.strays, v.keys,
       v.keys_out_of_order, v.measured, v.measured_healthy, v.first_ms, v.last_ms, v.last_healthy_ms,
-      v.window_start_ms, v.done_in_window, v.healthy_done_in_window, v.paced_latency_ms.size(), p50,
-      p99, v.ok() && refused == 0 ? "true" : "false", absl::ToDoubleSeconds(absl::Now() - started));
+      v.done_in_window, v.healthy_done_in_window, v.paced_latency_ms.size(), p50, p99,
+      v.ok() && refused == 0 ? "true" : "false", absl::ToDoubleSeconds(absl::Now() - started));
   return v.ok() && refused == 0 ? 0 : 1;
 }
 

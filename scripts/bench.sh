@@ -60,7 +60,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "
 
 # ---- peers: scripts/bench.sh peers [run.py options] ------------------------------
 peers() {
-  local out="$ROOT/bench/results/peers" arg prev="" dir="" broker_pid=0 status=0
+  local out="$ROOT/bench/results/peers" arg prev="" broker_pid=0 status=0
   for arg in "$@"; do
     [[ "$prev" == "--out" ]] && out="$arg"
     [[ "$arg" == --out=* ]] && out="${arg#--out=}"
@@ -92,11 +92,12 @@ peers() {
   else
     # shellcheck source=scripts/local_kafka.sh
     source "$ROOT/scripts/local_kafka.sh"
-    dir="$(mktemp -d)"
-    trap 'stop_local_kafka; rm -rf "$dir"' EXIT
-    start_local_kafka "$dir" || exit 1
+    # Global, not local: the EXIT trap runs after this function has returned.
+    peers_kafka_dir="$(mktemp -d)"
+    trap 'stop_local_kafka; rm -rf "$peers_kafka_dir"' EXIT
+    start_local_kafka "$peers_kafka_dir" || exit 1
     bootstrap="$LOCAL_KAFKA_BOOTSTRAP"
-    broker_pid="$(sed -n 's/^node 1 pid \([0-9]*\) .*/\1/p' "$dir/run.out")"
+    broker_pid="$(sed -n 's/^node 1 pid \([0-9]*\) .*/\1/p' "$peers_kafka_dir/run.out")"
     say "Kafka 4.1 at $bootstrap, one node, pid ${broker_pid:-?} (stopped when the run ends)"
   fi
   /usr/bin/python3 "$ROOT/bench/peers/run.py" --bootstrap "$bootstrap" \

@@ -80,14 +80,6 @@ Verdict Judge::Finish() const {
       v.last_healthy_ms = std::max(v.last_healthy_ms, t);
     }
   }
-  int64_t warmed_up_ms = -1;
-  for (const Input& in : inputs_) {
-    if (in.seen > 0 && in.phase == Phase::kWarmUp && in.kind == Kind::kHealthy) {
-      warmed_up_ms = std::max(warmed_up_ms, in.first.timestamp_ms);
-    }
-  }
-  v.window_start_ms =
-      warmed_up_ms > v.first_ms && warmed_up_ms < v.last_healthy_ms ? warmed_up_ms : v.first_ms;
   for (const Input& in : inputs_) {
     if (in.seen == 0) continue;
     const int64_t t = in.first.timestamp_ms;
@@ -97,8 +89,8 @@ Verdict Judge::Finish() const {
       }
       continue;
     }
-    if (t >= v.window_start_ms && t <= v.last_ms) ++v.done_in_window;
-    if (in.kind == Kind::kHealthy && t >= v.window_start_ms && t <= v.last_healthy_ms) {
+    if (t >= v.first_ms && t <= v.last_ms) ++v.done_in_window;
+    if (in.kind == Kind::kHealthy && t >= v.first_ms && t <= v.last_healthy_ms) {
       ++v.healthy_done_in_window;
     }
   }

@@ -62,13 +62,11 @@ struct Verdict {
   int64_t first_ms = -1;
   int64_t last_ms = -1;
   int64_t last_healthy_ms = -1;
-  // The window over which a side's rates are taken: it opens when the last
-  // healthy warm-up record is out (the side has read past the warm-up of
-  // every partition), or at first_ms if that comes later or there is no
-  // warm-up, and closes at last_ms (last_healthy_ms for healthy records).
-  int64_t window_start_ms = -1;
-  // Warm-up and measured records whose first occurrence falls within the
-  // window: what the side did in it.
+  // Warm-up and measured records whose first occurrence falls within
+  // [first_ms, last_ms] ([first_ms, last_healthy_ms] for healthy ones): what
+  // the side did in that window. Warm-up records come first in every
+  // partition, but a side may reach a partition late, so some of them may
+  // come out within the window; they count, as the CPU they cost does.
   int64_t done_in_window = 0;
   int64_t healthy_done_in_window = 0;
 

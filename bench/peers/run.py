@@ -233,8 +233,8 @@ class Run:
         self.bare = os.path.join(build, "bench", "bare_relay")
         self.retryd = os.path.join(build, "retryd")
         self.downstream = os.path.join(build, "client", "examples", "retryd-example-downstream")
-        self.spring_jar = os.path.join(HERE, "spring-retry-topic", "target", "spring-retry-topic.jar")
-        self.pc_jar = os.path.join(HERE, "parallel-consumer", "target", "parallel-consumer.jar")
+        self.spring_jar = args.spring_jar
+        self.pc_jar = args.pc_jar
 
     # -- scale --
     def scaled(self, n, floor):
@@ -415,7 +415,7 @@ class Run:
     def fill(self, row, v, sampler):
         for k in ("lost", "wrong_outcome", "duplicates", "strays", "keys", "keys_out_of_order"):
             row[k] = v[k]
-        first, last, last_healthy = v["window_start_ms"] / 1000, v["last_ms"] / 1000, \
+        first, last, last_healthy = v["first_ms"] / 1000, v["last_ms"] / 1000, \
             v["last_healthy_ms"] / 1000
         if v["measured"] and last > first:
             row["window_s"] = last - first
@@ -629,6 +629,10 @@ def main():
                    help="paced records per second: below every side's rate with flaky keys")
     p.add_argument("--records-per-key", type=int, default=10)
     p.add_argument("--heap", default="1g", help="the JVM peers' heap, -Xms and -Xmx alike")
+    p.add_argument("--spring-jar",
+                   default=os.path.join(HERE, "spring-retry-topic", "target", "spring-retry-topic.jar"))
+    p.add_argument("--pc-jar",
+                   default=os.path.join(HERE, "parallel-consumer", "target", "parallel-consumer.jar"))
     p.add_argument("--retryd-max-in-flight", type=int, default=0,
                    help="retryd's max_in_flight (0: its default)")
     p.add_argument("--straggler-s", type=float, default=30,
