@@ -10,8 +10,8 @@
 #                  one real Kafka broker, started here (or RETRYD_TEST_KAFKA):
 #                  bench/peers/run.py, whose --help lists its options; tables,
 #                  CSVs and charts go to bench/results/peers/. The JVM peers
-#                  set the pace: well over an hour with the defaults on 2
-#                  cores; --scale 0.05 takes about ten minutes.
+#                  set the pace: about 2.5 hours with the defaults on 2 busy
+#                  cores, --scale 0.3 about one, --scale 0.1 about 20 minutes.
 #                  SKIP_BUILD=1 uses the binaries and jars already built.
 #                  See docs/performance.md, "Against the peers".
 #   --kafka        on a real Apache Kafka instead of the embedded broker (the

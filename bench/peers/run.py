@@ -261,8 +261,8 @@ class Run:
     def start_downstream(self, tag):
         log = os.path.join(self.work, f"{tag}.downstream.log")
         proc = self.children.start(
-            "downstream", [self.downstream, "--port", "0", "--work_ms", "1", "--flaky_attempts",
-                           str(2), "--perm_retriable"], log)
+            "downstream", [self.downstream, "--port", "0", "--work_ms", "1", "--flaky_attempts", "2",
+                           "--perm_retriable"], log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with open(log) as f:
@@ -277,7 +277,7 @@ class Run:
 
     def retryd_config(self, tag, topics, side, target):
         if target:
-            processor = (f'  grpc {{ target: "{target}" max_concurrent_calls: {IN_FLIGHT} }}\n')
+            processor = f'  grpc {{ target: "{target}" max_concurrent_calls: {IN_FLIGHT} }}\n'
         else:
             processor = ("  simulate {\n"
                          f'    rule {{ key_prefix: "perm-" fail_attempts: {ATTEMPTS} }}\n'
