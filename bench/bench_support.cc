@@ -110,7 +110,12 @@ void Flags::Finish() {
 kafka::ConfPtr ClientConf(const kafka::Properties& properties) {
   kafka::Properties all = testing::ClientProperties();
   for (const auto& [key, value] : properties) all[key] = value;
-  absl::StatusOr<kafka::ConfPtr> conf = kafka::MakeConf(testing::BootstrapServers(), all, {});
+  return ClientConfAt(testing::BootstrapServers(), all);
+}
+
+kafka::ConfPtr ClientConfAt(const std::string& bootstrap_servers,
+                            const kafka::Properties& properties) {
+  absl::StatusOr<kafka::ConfPtr> conf = kafka::MakeConf(bootstrap_servers, properties, {});
   if (!conf.ok()) {
     std::fprintf(stderr, "kafka client settings: %s\n", conf.status().ToString().c_str());
     return nullptr;

@@ -69,6 +69,11 @@ class Flags {
 // librdkafka refused a setting.
 kafka::ConfPtr ClientConf(const kafka::Properties& properties = {});
 
+// The same for the broker at `bootstrap_servers`, with `properties` alone:
+// for a program given its broker on the command line.
+kafka::ConfPtr ClientConfAt(const std::string& bootstrap_servers,
+                            const kafka::Properties& properties);
+
 // A librdkafka client of `type` made from `conf` (ClientConf()'s by
 // default). Null, after saying why, if it could not be made or `conf` is
 // null.

@@ -147,11 +147,53 @@ plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "above baseline"
 EOF
 }
 
+# The peers bench (scripts/bench.sh peers), one chart per workload: each
+# side's healthy records/s and CPU per record over the best peer's and over
+# the bare relay's (the latter in the no-failure, 0 ms workload only). A
+# ratio no row has (no bare relay, no peer run) is left out.
+chart_peers() {
+  local csv="$1" name="$2" plots="" series title column
+  for series in "healthy_x_best_peer:healthy records/s x best peer" \
+    "cpu_x_best_peer:CPU per record x best peer" "healthy_x_bare:healthy records/s x bare relay" \
+    "cpu_x_bare:CPU per record x bare relay"; do
+    title="${series#*:}"
+    column="$(head -n 1 "$csv" | tr ',' '\n' | grep -n -x "${series%%:*}" | cut -d: -f1)"
+    [[ -n "$column" ]] || continue
+    awk -F, -v c="$column" 'NR > 1 && $c != "-" { found = 1 } END { exit !found }' "$csv" ||
+      continue
+    plots+="${plots:+, }\"$csv\" skip 1 using $column:xtic(2) title \"$title\""
+  done
+  if [[ -z "$plots" ]]; then
+    say "no ratios in $name.csv (no peer and no bare relay ran): no chart"
+    return 1
+  fi
+  gnuplot <<EOF
+$(common)
+set datafile missing "-"
+set output "$DIR/$name.png"
+set title "retryd and its peers, ${name#peers_}: ratios, log scale (1 = the best peer; CPU: lower is better)"
+set ylabel "ratio"
+set logscale y
+set yrange [0.005:*]
+set key below horizontal
+set style data histogram
+set style histogram clustered gap 1
+set xtics rotate by -20
+set bmargin 6
+plot $plots, 1 with lines lw 1 lc rgb "black" notitle
+EOF
+}
+
 shopt -s nullglob
 drawn=0
 for csv in "$DIR"/*.csv; do
   name="$(basename "$csv" .csv)"
-  if declare -F "chart_$name" >/dev/null; then
+  if [[ "$name" == peers_* ]]; then
+    if chart_peers "$csv" "$name"; then
+      drawn=$((drawn + 1))
+      say "charted $name"
+    fi
+  elif declare -F "chart_$name" >/dev/null; then
     "chart_$name" "$csv"
     drawn=$((drawn + 1))
     say "charted $name"

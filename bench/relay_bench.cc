@@ -19,12 +19,10 @@
 // serve: they are the time each side handed a record to its producer, not
 // when the broker had it.)
 //
-// Same bytes out: the bare loop writes each record's key, value and headers
-// followed by the four headers retryd adds to an output record
-// (retryd-original-topic, -partition, -offset and retryd-attempt), with the
-// producer settings of server/kafka/producer.cc (idempotence, acks=all,
-// linger.ms=5, queue.buffering.max.messages=1000000) and the partitioner
-// choosing by key, as retryd's does. --verify=1 compares the two outputs of
+// Same bytes out: the bare loop (bench/bare_relay_loop.h) writes each
+// record's key, value and headers followed by the four headers retryd adds
+// to an output record, with the producer settings of
+// server/kafka/producer.cc. --verify=1 compares the two outputs of
 // the first round record by record.
 //
 // The sides take turns, `repeat` rounds; the table shows each side's median
@@ -33,28 +31,22 @@
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/bare_relay_loop.h"
 #include "bench/bench_support.h"
 #include "bench/gated_processor.h"
 #include "retryd/v1/config.pb.h"
 #include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
-#include "server/engine/handoff/retry_headers.h"
-#include "server/kafka/properties.h"
 #include "server/kafka/topic_reader.h"
 #include "server/processors/simulate.h"
 #include "tests/support/test_cluster.h"
@@ -140,144 +132,18 @@ double RunRetryd(const Setup& s, Watermarks& watermarks, std::string* output_top
   return seconds;
 }
 
-// The bare loop: one thread polls a consumer and produces each record, with
-// retryd's output headers added, through a producer set up as retryd's.
-class BareRelay {
- public:
-  // Returns nullptr (after saying why) if a client could not be made.
-  // `group` and `properties`: the group and the consumer settings retryd's
-  // engine would be given here.
-  static std::unique_ptr<BareRelay> Create(const std::string& input, const std::string& output,
-                                           const std::string& group,
-                                           const std::map<std::string, std::string>& properties) {
-    auto relay = std::unique_ptr<BareRelay>(new BareRelay(input, output));
-    kafka::ConfPtr pconf = ClientConf({{"client.id", "bare-producer"},
-                                       {"topic.metadata.refresh.interval.ms", "1000"},
-                                       {"linger.ms", "5"},
-                                       {"enable.idempotence", "true"},
-                                       {"acks", "all"},
-                                       {"queue.buffering.max.messages", "1000000"}});
-    if (pconf == nullptr) return nullptr;
-    rd_kafka_conf_set_dr_msg_cb(
-        pconf.get(), [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-          if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            static_cast<BareRelay*>(opaque)->failed_.fetch_add(1, std::memory_order_relaxed);
-          }
-        });
-    rd_kafka_conf_set_opaque(pconf.get(), relay.get());
-    relay->producer_ = NewClient(RD_KAFKA_PRODUCER, std::move(pconf));
-    if (relay->producer_ == nullptr) return nullptr;
-    // Learn the output topic's partitions before the first record, as
-    // retryd's engine does when it starts (Producer::PrepareTopics).
-    if (absl::StatusOr<int> n =
-            kafka::PartitionCount(relay->producer_.get(), output, absl::Seconds(10));
-        !n.ok()) {
-      std::fprintf(stderr, "bare relay: %s\n", n.status().ToString().c_str());
-      return nullptr;
-    }
-    kafka::Properties consumer = {{"client.id", "bare-consumer"},
-                                  {"group.id", group},
-                                  {"auto.offset.reset", "earliest"},
-                                  {"enable.partition.eof", "false"}};
-    for (const auto& [key, value] : properties) consumer[key] = value;
-    relay->consumer_ = NewClient(RD_KAFKA_CONSUMER, ClientConf(consumer));
-    if (relay->consumer_ == nullptr) return nullptr;
-    rd_kafka_poll_set_consumer(relay->consumer_.get());
-    std::unique_ptr<rd_kafka_topic_partition_list_t,
-                    decltype(&rd_kafka_topic_partition_list_destroy)>
-        topics(rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
-    rd_kafka_topic_partition_list_add(topics.get(), input.c_str(), RD_KAFKA_PARTITION_UA);
-    if (rd_kafka_subscribe(relay->consumer_.get(), topics.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      std::fprintf(stderr, "bare relay: subscribe failed\n");
-      return nullptr;
-    }
-    relay->thread_ = std::thread([r = relay.get()] { r->Loop(); });
-    return relay;
-  }
-
-  ~BareRelay() {
-    if (!open_.HasBeenNotified()) open_.Notify();  // The clock never started.
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-    if (consumer_ != nullptr) rd_kafka_consumer_close(consumer_.get());
-    if (producer_ != nullptr) rd_kafka_flush(producer_.get(), 10000);
-  }
-
-  // True once the loop holds its first record, with every partition assigned.
-  bool reached() const { return reached_.load(); }
-  void Open() { open_.Notify(); }
-  int64_t failed() const { return failed_.load(); }
-
- private:
-  BareRelay(std::string input, std::string output)
-      : input_(std::move(input)), output_(std::move(output)) {}
-
-  void Loop() {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), 100);
-      rd_kafka_poll(producer_.get(), 0);  // Serve delivery reports.
-      if (m == nullptr) continue;
-      if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        std::fprintf(stderr, "bare relay: %s\n", rd_kafka_message_errstr(m));
-        rd_kafka_message_destroy(m);
-        continue;
-      }
-      if (!open_.HasBeenNotified()) {
-        reached_.store(true);
-        open_.WaitForNotificationWithTimeout(absl::Seconds(120));
-      }
-      Relay(m);
-      rd_kafka_message_destroy(m);
-    }
-  }
-
-  void Relay(const rd_kafka_message_t* m) {
-    rd_kafka_headers_t* in = nullptr;
-    rd_kafka_headers_t* headers = rd_kafka_message_headers(m, &in) == RD_KAFKA_RESP_ERR_NO_ERROR
-                                      ? rd_kafka_headers_copy(in)
-                                      : rd_kafka_headers_new(4);
-    auto add = [&](std::string_view name, const std::string& value) {
-      rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                          static_cast<ssize_t>(value.size()));
-    };
-    add(engine::kOriginalTopicHeader, input_);
-    add(engine::kOriginalPartitionHeader, absl::StrCat(m->partition));
-    add(engine::kOriginalOffsetHeader, absl::StrCat(m->offset));
-    add(engine::kAttemptHeader, "1");
-    while (true) {
-      const rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer_.get(), RD_KAFKA_V_TOPIC(output_.c_str()),
-          RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
-          RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END);
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
-      if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || stop_.load()) {
-        std::fprintf(stderr, "bare relay: produce: %s\n", rd_kafka_err2str(err));
-        rd_kafka_headers_destroy(headers);
-        failed_.fetch_add(1);
-        return;
-      }
-      rd_kafka_poll(producer_.get(), 10);
-    }
-  }
-
-  const std::string input_, output_;
-  kafka::HandlePtr producer_;
-  kafka::HandlePtr consumer_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> reached_{false};
-  std::atomic<int64_t> failed_{0};
-  absl::Notification open_;
-  std::thread thread_;
-};
-
 double RunBare(const Setup& s, Watermarks& watermarks, std::string* output_topic) {
   const testing::TestTopics topics = Topics("relay-bare");
   *output_topic = topics.output;
   // The group retryd would be given (on a real broker it is deleted at exit).
   const engine::EngineOptions options = testing::TestEngineOptions(topics);
   std::unique_ptr<BareRelay> relay =
-      BareRelay::Create(s.input, topics.output, options.group_id, options.kafka_properties);
+      BareRelay::Create({.bootstrap_servers = testing::BootstrapServers(),
+                         .client_properties = testing::ClientProperties(),
+                         .consumer_properties = options.kafka_properties,
+                         .input_topic = s.input,
+                         .output_topic = topics.output,
+                         .group_id = options.group_id});
   if (relay == nullptr) return -1;
   // One member in the group: its first record comes after its whole assignment.
   const bool ready = testing::WaitFor([&] { return relay->reached(); }, absl::Seconds(60));

@@ -3,7 +3,17 @@
 # bench/results/. A few minutes on 2 cores with the defaults.
 #
 #   scripts/bench.sh [--kafka] [--only NAME[,NAME...]] [--out DIR] [-- BENCH_FLAG...]
+#   scripts/bench.sh peers [--scale F] [--sides S,...] [--workloads W,...] [--out DIR] ...
 #
+#   peers          retryd against its peers (a bare librdkafka relay, Spring
+#                  Kafka's @RetryableTopic, Confluent's Parallel Consumer) on
+#                  one real Kafka broker, started here (or RETRYD_TEST_KAFKA):
+#                  bench/peers/run.py, whose --help lists its options; tables,
+#                  CSVs and charts go to bench/results/peers/. The JVM peers
+#                  set the pace: about 2.5 hours with the defaults on 2 busy
+#                  cores, --scale 0.3 about one, --scale 0.1 about 20 minutes.
+#                  SKIP_BUILD=1 uses the binaries and jars already built.
+#                  See docs/performance.md, "Against the peers".
 #   --kafka        on a real Apache Kafka instead of the embedded broker (the
 #                  mock cluster in each bench's process): the cluster at
 #                  RETRYD_TEST_KAFKA=host:port if that is set, else one KRaft
@@ -47,6 +57,66 @@ ALL_BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_benc
 
 say() { printf 'bench.sh: %s\n' "$*" >&2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
+
+# ---- peers: scripts/bench.sh peers [run.py options] ------------------------------
+peers() {
+  local out="$ROOT/bench/results/peers" arg prev="" broker_pid=0 status=0
+  for arg in "$@"; do
+    [[ "$prev" == "--out" ]] && out="$arg"
+    [[ "$arg" == --out=* ]] && out="${arg#--out=}"
+    [[ "$arg" == -h || "$arg" == --help ]] && exec /usr/bin/python3 "$ROOT/bench/peers/run.py" --help
+    prev="$arg"
+  done
+  mkdir -p "$out"
+  out="$(cd "$out" && pwd)"
+  if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+    BUILD_DIR="$BUILD_DIR" BUILD_TARGETS="retryd retryd-example-downstream bare_relay peers_probe" \
+      bash "$ROOT/scripts/setup.sh" -DRETRYD_BUILD_BENCH=ON
+    mvn -q -f "$ROOT/bench/peers/pom.xml" package -DskipTests
+  fi
+  if ! command -v gnuplot >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]]; then
+    say "installing gnuplot-nox"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gnuplot-nox
+  fi
+
+  # The harness runs in the background and is waited for, so that a signal
+  # is handled at once: it stops the harness (which stops every process it
+  # started), then the EXIT trap stops the broker.
+  run_pid=""
+  trap '[[ -z "$run_pid" ]] || { kill -TERM "$run_pid" 2>/dev/null; wait "$run_pid"; }; exit 130' INT
+  trap '[[ -z "$run_pid" ]] || { kill -TERM "$run_pid" 2>/dev/null; wait "$run_pid"; }; exit 143' TERM
+  if [[ -n "${RETRYD_TEST_KAFKA:-}" ]]; then
+    say "on the Kafka cluster at $RETRYD_TEST_KAFKA (RETRYD_TEST_KAFKA): no broker CPU measured"
+    bootstrap="$RETRYD_TEST_KAFKA"
+  else
+    # shellcheck source=scripts/local_kafka.sh
+    source "$ROOT/scripts/local_kafka.sh"
+    # Global, not local: the EXIT trap runs after this function has returned.
+    peers_kafka_dir="$(mktemp -d)"
+    trap 'stop_local_kafka; rm -rf "$peers_kafka_dir"' EXIT
+    start_local_kafka "$peers_kafka_dir" || exit 1
+    bootstrap="$LOCAL_KAFKA_BOOTSTRAP"
+    broker_pid="$(sed -n 's/^node 1 pid \([0-9]*\) .*/\1/p' "$peers_kafka_dir/run.out")"
+    say "Kafka 4.1 at $bootstrap, one node, pid ${broker_pid:-?} (stopped when the run ends)"
+  fi
+  /usr/bin/python3 "$ROOT/bench/peers/run.py" --bootstrap "$bootstrap" \
+    --broker-pid "${broker_pid:-0}" --build-dir "$BUILD_DIR" "$@" --out "$out" &
+  run_pid=$!
+  wait "$run_pid" || status=$?
+  run_pid=""
+  if command -v gnuplot >/dev/null 2>&1; then
+    bash "$ROOT/bench/charts.sh" "$out"
+  else
+    say "gnuplot is missing: no charts (as root: apt-get install gnuplot-nox)"
+  fi
+  say "results in $out"
+  exit "$status"
+}
+if [[ "${1:-}" == peers ]]; then
+  shift
+  peers "$@"
+fi
 
 kafka=0
 only=""
