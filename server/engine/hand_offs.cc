@@ -107,9 +107,12 @@ void EmittedHandOff::Delivered(std::unique_ptr<kafka::Delivery> self, absl::Stat
     }
     HandOffs::OnDelivered(mailbox, hand_off);
   }
-  // `self` is this object: the mailbox keeps it, for the worker to free.
+  // `self` is this object: the mailbox keeps it, for the worker to free,
+  // without its reference to the mailbox (a mailbox holding itself through
+  // its own done list would never be freed).
+  const std::shared_ptr<HandOffMailbox> to = std::move(mailbox);
   self.release();
-  mailbox->Done(std::unique_ptr<EmittedHandOff>(this));
+  to->Done(std::unique_ptr<EmittedHandOff>(this));
 }
 
 OutputHeaders::OutputHeaders(const HandOff& hand_off) {

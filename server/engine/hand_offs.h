@@ -172,7 +172,7 @@ struct EmittedHandOff final : kafka::Delivery {
   void Delivered(std::unique_ptr<kafka::Delivery> self, absl::Status status, int32_t partition,
                  int64_t offset) override;
 
-  const std::shared_ptr<HandOffMailbox> mailbox;
+  std::shared_ptr<HandOffMailbox> mailbox;  // Let go of when delivered.
   HandOff hand_off;
 };
 

@@ -212,6 +212,26 @@ TEST(HandOffDeliveryTest, AcknowledgedHandOffCompletesItsRecordAndCounts) {
   EXPECT_EQ(d.mailbox->counters.Read().dead_lettered, 1);
 }
 
+// A delivered hand-off waits in its mailbox for the worker to free it; it
+// must not keep the mailbox alive from there (a mailbox holding itself
+// through its own done list is never freed), failed or acknowledged.
+TEST(HandOffDeliveryTest, ADeliveredHandOffLetsGoOfItsMailbox) {
+  for (const absl::Status& status : {absl::OkStatus(), absl::UnavailableError("broker down")}) {
+    Delivery d;
+    auto emitted = std::make_unique<EmittedHandOff>(d.mailbox, d.Begun(5));
+    EmittedHandOff* raw = emitted.get();
+    raw->Delivered(std::move(emitted), status, 0, status.ok() ? 11 : -1);
+    {
+      absl::MutexLock lock(&d.mailbox->done_mu);
+      ASSERT_EQ(d.mailbox->done.size(), 1u) << status;  // Kept for the worker to free.
+      EXPECT_EQ(d.mailbox->done.front()->mailbox, nullptr) << status;
+    }
+    const std::weak_ptr<HandOffMailbox> weak = d.mailbox;
+    d.mailbox.reset();
+    EXPECT_TRUE(weak.expired()) << status;
+  }
+}
+
 TEST(HandOffDeliveryTest, AcknowledgedOutcomeReleasesTheParkedKey) {
   Delivery d;
   const PartitionKey key{{"orders", 2}, "k1"};
