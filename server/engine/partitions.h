@@ -72,6 +72,7 @@ class Partitions {
 
   bool paused(const TopicPartition& tp) const;
   void NotePaused(const std::vector<TopicPartition>& tps, bool paused);
+  bool any_paused() const { return paused_count_ > 0; }
   // Whether every partition is paused (and there is one).
   bool all_paused() const { return !entries_.empty() && paused_count_ == entries_.size(); }
 

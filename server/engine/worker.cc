@@ -806,6 +806,13 @@ bool Worker::LookaheadFull(const TopicPartition& tp) const {
   return held >= context_.options->retry.lookahead;
 }
 
+bool Worker::AnyLookaheadMayBeFull() const {
+  if (InOrder()) return true;
+  const int64_t held =
+      static_cast<int64_t>(scheduler_.size()) + queue_.waiting() + lanes_.waiting();
+  return held >= context_.options->retry.lookahead;
+}
+
 void Worker::ReconcilePauses() {
   const int64_t in_flight = mailbox_->in_flight.load(std::memory_order_relaxed);
   if (in_flight >= context_.options->max_in_flight) {
@@ -818,6 +825,12 @@ void Worker::ReconcilePauses() {
       role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
   const bool all = backpressure_ || input_paused || quiesced_ ||
                    context_.gate->IntakePaused(role_, absl::Now()) || OverBudget();
+  // Run every loop turn: the steady state, where nothing is paused and no
+  // partition can want a pause, is told without a look at each partition.
+  if (!all && !partitions_.any_paused() && !partitions_.any_keys_unknown() &&
+      !AnyLookaheadMayBeFull()) {
+    return;
+  }
   for (const TopicPartition& tp : partitions_.Assigned()) {
     // In order, records behind a held one wait in `queue_` rather than
     // pausing at once: a pause drops what was fetched and costs a fetch

@@ -271,6 +271,10 @@ class Worker : public kafka::ConsumerListener {
   bool OverBudget();
   // Whether retry.lookahead records of `tp` are held: it is paused then.
   bool LookaheadFull(const TopicPartition& tp) const;
+  // False when no partition can be LookaheadFull: all of them together hold
+  // fewer than retry.lookahead records. Not counted in order (RecordsAhead
+  // counts more there): true.
+  bool AnyLookaheadMayBeFull() const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
   // Commits `offsets` and waits for the answer until `deadline`.
