@@ -7,7 +7,7 @@
 scripts/bench.sh peers builds what this needs, starts the broker and runs
 it; see docs/performance.md, "Against the peers", for what it measures.
 
-For each workload and each side, on topics of its own (16 partitions; the
+For each workload and each side, on topics of its own (16 partitions, or --partitions; the
 output and dead-letter topics stamped by the broker, LogAppendTime):
 
  1. peers_probe writes the input: warm-up records first in every partition,
@@ -329,7 +329,7 @@ class Run:
             argv = [self.retryd, f"--config={self.retryd_config(tag, topics, side, target)}"]
         elif side.kind == "spring":
             argv = jvm + [self.spring_jar, *self.peer_args(tag, topics, target),
-                          f"--peer.retry-topic-partitions={PARTITIONS}"]
+                          f"--peer.retry-topic-partitions={self.args.partitions}"]
         else:
             argv = jvm + [self.pc_jar, *self.peer_args(tag, topics, target),
                           f"--peer.ordering={side.ordering}", "--peer.backoff.jitter=full"]
@@ -355,7 +355,7 @@ class Run:
                 create.append(topics["retry"])
             self.probe_run("topics", f"--create={','.join(create)}",
                            f"--log_append_time={topics['out']},{topics['dlq']}",
-                           f"--partitions={PARTITIONS}", timeout=120)
+                           f"--partitions={a.partitions}", timeout=120)
             self.probe_run("produce", f"--topic={topics['in']}", f"--warmup={warmup}",
                            f"--records={records}", *self.mix_flags(w), timeout=600)
             target = None
@@ -553,8 +553,8 @@ def cell(value, digits):
     return str(value)
 
 
-def write_csv(rows, out, workload):
-    path = os.path.join(out, f"peers_{workload}.csv")
+def write_csv(rows, out, workload, name_prefix="peers"):
+    path = os.path.join(out, f"{name_prefix}_{workload}.csv")
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
@@ -628,6 +628,9 @@ def main():
     p.add_argument("--rate", type=float, default=200,
                    help="paced records per second: below every side's rate with flaky keys")
     p.add_argument("--records-per-key", type=int, default=10)
+    p.add_argument("--partitions", type=int, default=PARTITIONS,
+                   help="partitions of every topic a side reads and writes (B6: 16, 256, 1024); "
+                        "other than 16, the files are named peers_p<N>...")
     p.add_argument("--heap", default="1g", help="the JVM peers' heap, -Xms and -Xmx alike")
     p.add_argument("--spring-jar",
                    default=os.path.join(HERE, "spring-retry-topic", "target", "spring-retry-topic.jar"))
@@ -675,16 +678,18 @@ def main():
         return status
 
     add_ratios(rows)
-    meta = (f"Apache Kafka at {args.bootstrap}; scale {args.scale}; {ATTEMPTS} attempts, backoff "
+    name_prefix = "peers" if args.partitions == PARTITIONS else f"peers_p{args.partitions}"
+    meta = (f"Apache Kafka at {args.bootstrap}; {args.partitions} partitions a topic; "
+            f"scale {args.scale}; {ATTEMPTS} attempts, backoff "
             f"{BACKOFF_INITIAL_MS} ms x{BACKOFF_MULTIPLIER:g} up to {BACKOFF_MAX_MS} ms; "
             f"{args.records_per_key} records per key; paced at {args.rate:g} records/s; "
             f"JVM heap {args.heap}.")
     for w in workloads:
         mine = [r for r in rows if r["workload"] == w.name]
         if mine:
-            say(f"wrote {write_csv(mine, args.out, w.name)}")
+            say(f"wrote {write_csv(mine, args.out, w.name, name_prefix)}")
     text = markdown(rows, workloads, meta, args.rate)
-    with open(os.path.join(args.out, "peers.md"), "w") as f:
+    with open(os.path.join(args.out, f"{name_prefix}.md"), "w") as f:
         f.write(text)
     print(text)
     return 0 if all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
