@@ -53,7 +53,10 @@ std::unique_ptr<BareRelay> BareRelay::Create(const BareRelayOptions& options) {
   for (const auto& [key, value] : options.consumer_properties) consumer[key] = value;
   relay->consumer_ = NewClient(RD_KAFKA_CONSUMER, Conf(options, consumer));
   if (relay->consumer_ == nullptr) return nullptr;
-  rd_kafka_poll_set_consumer(relay->consumer_.get());
+  if (rd_kafka_poll_set_consumer(relay->consumer_.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    std::fprintf(stderr, "bare relay: cannot poll the consumer's queue\n");
+    return nullptr;
+  }
   std::unique_ptr<rd_kafka_topic_partition_list_t, decltype(&rd_kafka_topic_partition_list_destroy)>
       topics(rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
   rd_kafka_topic_partition_list_add(topics.get(), options.input_topic.c_str(),
@@ -70,8 +73,19 @@ BareRelay::~BareRelay() {
   if (!open_.HasBeenNotified()) open_.Notify();  // Never let go: nothing waits on it.
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (consumer_ != nullptr) rd_kafka_consumer_close(consumer_.get());
-  if (producer_ != nullptr) rd_kafka_flush(producer_.get(), 10000);
+  if (consumer_ != nullptr) {
+    if (rd_kafka_resp_err_t err = rd_kafka_consumer_close(consumer_.get());
+        err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::fprintf(stderr, "bare relay: consumer close: %s\n", rd_kafka_err2str(err));
+    }
+  }
+  if (producer_ != nullptr) {
+    if (rd_kafka_resp_err_t err = rd_kafka_flush(producer_.get(), 10000);
+        err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::fprintf(stderr, "bare relay: %d records not acknowledged at close: %s\n",
+                   rd_kafka_outq_len(producer_.get()), rd_kafka_err2str(err));
+    }
+  }
 }
 
 void BareRelay::Loop() {

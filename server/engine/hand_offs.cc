@@ -111,8 +111,7 @@ void EmittedHandOff::Delivered(std::unique_ptr<kafka::Delivery> self, absl::Stat
   // without its reference to the mailbox (a mailbox holding itself through
   // its own done list would never be freed).
   const std::shared_ptr<HandOffMailbox> to = std::move(mailbox);
-  self.release();
-  to->Done(std::unique_ptr<EmittedHandOff>(this));
+  to->Done(std::unique_ptr<EmittedHandOff>(static_cast<EmittedHandOff*>(self.release())));
 }
 
 OutputHeaders::OutputHeaders(const HandOff& hand_off) {
