@@ -147,6 +147,28 @@ plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "above baseline"
 EOF
 }
 
+# B6: each figure with held work over the same figure without (size 0):
+# idle CPU and RSS with a retry backlog, CPU per healthy record and RSS with
+# keys parked.
+chart_held_work_bench() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set output "$DIR/held_work_bench.png"
+set title "B6 held work: CPU and engine RSS x the same scenario at size 0 (target: CPU flat)"
+set ylabel "x size 0"
+set yrange [0:*]
+set key top left
+set style data histogram
+set style histogram clustered gap 1
+set xtics rotate by -20
+set bmargin 6
+plot "$csv" skip 1 using 8:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU", \
+     "" skip 1 using 12 title "engine RSS", \
+     1 with lines lw 2 lc rgb "red" title "size 0"
+EOF
+}
+
 shopt -s nullglob
 drawn=0
 for csv in "$DIR"/*.csv; do
