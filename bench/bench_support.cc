@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/kafka/producer.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::bench {
 
@@ -210,8 +211,18 @@ std::vector<Watermark> QueryWatermarks(const std::string& topic, int partitions)
   std::vector<Watermark> marks(static_cast<size_t>(partitions));
   for (int p = 0; p < partitions; ++p) {
     Watermark& m = marks[static_cast<size_t>(p)];
-    const rd_kafka_resp_err_t err =
-        rd_kafka_query_watermark_offsets(rk.get(), topic.c_str(), p, &m.low, &m.high, 30000);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    // A topic just made on a real broker may have no leader yet, or one its
+    // metadata does not know of: those errors pass, the others do not.
+    testing::WaitFor(
+        [&] {
+          err =
+              rd_kafka_query_watermark_offsets(rk.get(), topic.c_str(), p, &m.low, &m.high, 30000);
+          return err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
+                 err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+                 err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        },
+        absl::Seconds(30));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       std::fprintf(stderr, "watermarks of %s [%d]: %s\n", topic.c_str(), p, rd_kafka_err2str(err));
       return {};
