@@ -177,10 +177,11 @@ class RetrySettled {
     for (auto& s : engine_.Threads()) {
       if (s->role() == engine::ThreadRole::kRetry) retry.push_back(std::move(s));
     }
-    held_ = 0;
+    held_ = held_bytes_ = 0;
     int64_t budget_pauses = 0;
     for (const auto& s : retry) {
       held_ += s->scheduled.load(std::memory_order_relaxed);
+      held_bytes_ += s->held_bytes.load(std::memory_order_relaxed);
       budget_pauses += s->counters.Read().budget_pauses;
     }
     if (retry.empty() || (held_ < bound_ && budget_pauses == 0)) {
@@ -200,11 +201,14 @@ class RetrySettled {
   }
   // What the retry threads held at the last Check().
   int64_t held() const { return held_; }
+  // The bytes they held then, as they count them (ByteCharge, max_held_bytes).
+  int64_t held_bytes() const { return held_bytes_; }
 
  private:
   const engine::Engine& engine_;
   const int64_t bound_;
   int64_t held_ = 0;
+  int64_t held_bytes_ = 0;
   std::map<int, int64_t> turns_at_bound_;  // By thread id.
 };
 
@@ -308,6 +312,7 @@ int RunBacklog(const Settings& s, int64_t records) {
   }
   values["rss_before"] = rss_before;
   values["held"] = settled.held();
+  values["held_bytes"] = settled.held_bytes();
   values["retry_backlog"] = totals.retry_backlog;
   values["turns"] = totals.polls - turns_before;
   ReportToParent(values);
@@ -409,6 +414,7 @@ int RunParked(const Settings& s, int64_t keys) {
   values["rss_before"] = rss_before;
   values["healthy"] = s.healthy;
   values["held"] = settled.held();
+  values["held_bytes"] = settled.held_bytes();
   values["parked_keys"] = parked.keys;
   values["retried"] = after.failed_attempts - before.failed_attempts;
   ReportToParent(values);
@@ -433,23 +439,15 @@ std::string Ratio(double value, double baseline) {
 
 // The columns of held_work_bench.csv; each figure has its baseline (the
 // scenario's size 0, in the same run) and their ratio beside it.
-const std::vector<std::string> kColumns = {"scenario",
-                                           "size",
-                                           "held_records",
-                                           "parked_keys",
-                                           "cpu",
-                                           "cpu_unit",
-                                           "baseline_cpu",
-                                           "cpu_ratio",
-                                           "broker_cpu",
-                                           "engine_rss_mib",
-                                           "baseline_engine_rss_mib",
-                                           "rss_ratio",
-                                           "process_rss_mib",
-                                           "window_s",
-                                           "loop_turns_per_s",
-                                           "retry_backlog",
-                                           "retried"};
+const std::vector<std::string> kColumns = {"scenario",       "size",
+                                           "held_records",   "held_mib",
+                                           "parked_keys",    "cpu",
+                                           "cpu_unit",       "baseline_cpu",
+                                           "cpu_ratio",      "broker_cpu",
+                                           "engine_rss_mib", "baseline_engine_rss_mib",
+                                           "rss_ratio",      "process_rss_mib",
+                                           "window_s",       "loop_turns_per_s",
+                                           "retry_backlog",  "retried"};
 
 // Runs `scenario` at each of `sizes` (0 first: the baseline) and adds a row
 // for each; `cpu` turns a child's figures into its CPU figure. False if a
@@ -471,16 +469,16 @@ bool RunSizes(const std::string& scenario, const std::string& child_args,
     if (size == 0) baseline = r;
     const double window_s = Get(r, "window_us") / 1e6;
     const bool idle = scenario == "backlog";
-    table.AddRow({scenario, absl::StrCat(size), absl::StrCat(GetInt(r, "held")),
-                  idle ? "-" : absl::StrCat(GetInt(r, "parked_keys")), Fixed(cpu(r), 2), cpu_unit,
-                  Fixed(cpu(baseline), 2), Ratio(cpu(r), cpu(baseline)),
-                  Fixed(cpu(r) * Get(r, "broker_cpu_us") / std::max(1.0, Get(r, "cpu_us")), 2),
-                  Fixed(EngineRssMiB(r), 1), Fixed(EngineRssMiB(baseline), 1),
-                  Ratio(EngineRssMiB(r), EngineRssMiB(baseline)),
-                  Fixed(Get(r, "rss_end") / kMiB, 1), Fixed(window_s, 1),
-                  idle ? Fixed(Get(r, "turns") / window_s, 1) : "-",
-                  idle ? absl::StrCat(GetInt(r, "retry_backlog")) : "-",
-                  idle ? "-" : absl::StrCat(GetInt(r, "retried"))});
+    table.AddRow(
+        {scenario, absl::StrCat(size), absl::StrCat(GetInt(r, "held")),
+         Fixed(Get(r, "held_bytes") / kMiB, 1), idle ? "-" : absl::StrCat(GetInt(r, "parked_keys")),
+         Fixed(cpu(r), 2), cpu_unit, Fixed(cpu(baseline), 2), Ratio(cpu(r), cpu(baseline)),
+         Fixed(cpu(r) * Get(r, "broker_cpu_us") / std::max(1.0, Get(r, "cpu_us")), 2),
+         Fixed(EngineRssMiB(r), 1), Fixed(EngineRssMiB(baseline), 1),
+         Ratio(EngineRssMiB(r), EngineRssMiB(baseline)), Fixed(Get(r, "rss_end") / kMiB, 1),
+         Fixed(window_s, 1), idle ? Fixed(Get(r, "turns") / window_s, 1) : "-",
+         idle ? absl::StrCat(GetInt(r, "retry_backlog")) : "-",
+         idle ? "-" : absl::StrCat(GetInt(r, "retried"))});
   }
   return true;
 }
