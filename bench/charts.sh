@@ -163,8 +163,8 @@ set style data histogram
 set style histogram clustered gap 1
 set xtics rotate by -20
 set bmargin 6
-plot "$csv" skip 1 using 9:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU", \
-     "" skip 1 using 13 title "engine RSS", \
+plot "$csv" skip 1 using 10:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU (median ratio)", \
+     "" skip 1 using 15 title "engine RSS (median ratio)", \
      1 with lines lw 2 lc rgb "red" title "size 0"
 EOF
 }

@@ -107,6 +107,7 @@ struct Settings {
   absl::Duration idle = absl::Seconds(10);
   int64_t parked_backoff_ms = 24 * kHourMs;
   int64_t healthy = 100'000;
+  int64_t fetch_queue_kbytes = 0;  // 0: librdkafka's default.
 };
 
 int Fail(const std::string& why) {
@@ -125,6 +126,9 @@ engine::EngineOptions Options(const testing::TestTopics& topics, const Settings&
   o.retry.threads = s.retry_threads;
   o.retry.max_threads = std::max(o.retry.max_threads, s.retry_threads);
   o.retry.lookahead = s.lookahead;
+  if (s.fetch_queue_kbytes > 0) {
+    o.kafka_properties["queued.max.messages.kbytes"] = absl::StrCat(s.fetch_queue_kbytes);
+  }
   return o;
 }
 
@@ -433,52 +437,110 @@ double Get(const Result& r, const std::string& key) { return static_cast<double>
 
 double EngineRssMiB(const Result& r) { return (Get(r, "rss_end") - Get(r, "rss_before")) / kMiB; }
 
-std::string Ratio(double value, double baseline) {
-  return baseline > 0 ? Fixed(value / baseline, 2) : "-";
-}
+// The columns of held_work_bench.csv. Each figure is the median of the
+// runs, beside its baseline (the scenario's size 0, the median of the same
+// runs) and the median of the runs' ratios, each run against the baseline
+// run of its round; cpu_ratio_range gives the least and greatest of those.
+const std::vector<std::string> kColumns = {"scenario",
+                                           "size",
+                                           "runs",
+                                           "held_records",
+                                           "held_mib",
+                                           "parked_keys",
+                                           "cpu",
+                                           "cpu_unit",
+                                           "baseline_cpu",
+                                           "cpu_ratio",
+                                           "cpu_ratio_range",
+                                           "broker_cpu",
+                                           "engine_rss_mib",
+                                           "baseline_engine_rss_mib",
+                                           "rss_ratio",
+                                           "process_rss_mib",
+                                           "window_s",
+                                           "loop_turns_per_s",
+                                           "retry_backlog",
+                                           "retried"};
 
-// The columns of held_work_bench.csv; each figure has its baseline (the
-// scenario's size 0, in the same run) and their ratio beside it.
-const std::vector<std::string> kColumns = {"scenario",       "size",
-                                           "held_records",   "held_mib",
-                                           "parked_keys",    "cpu",
-                                           "cpu_unit",       "baseline_cpu",
-                                           "cpu_ratio",      "broker_cpu",
-                                           "engine_rss_mib", "baseline_engine_rss_mib",
-                                           "rss_ratio",      "process_rss_mib",
-                                           "window_s",       "loop_turns_per_s",
-                                           "retry_backlog",  "retried"};
+double Median(std::vector<double> values) { return Percentile(std::move(values), 50); }
 
-// Runs `scenario` at each of `sizes` (0 first: the baseline) and adds a row
-// for each; `cpu` turns a child's figures into its CPU figure. False if a
-// child failed.
+// Runs `scenario` at each of `sizes` (0 first: the baseline), `repeat`
+// rounds of them all, so that a machine busier at one time than another
+// weighs on every size alike, and adds a row for each size; `cpu` turns a
+// child's figures into its CPU figure. False if a child failed.
 bool RunSizes(const std::string& scenario, const std::string& child_args,
-              const std::vector<int64_t>& sizes, const std::string& cpu_unit,
+              const std::vector<int64_t>& sizes, int repeat, const std::string& cpu_unit,
               double (*cpu)(const Result&), Table& table) {
-  Result baseline;
-  for (int64_t size : sizes) {
-    std::printf("%s, size %lld ...\n", scenario.c_str(), static_cast<long long>(size));
-    std::fflush(stdout);
-    const Result r =
-        RunChild(absl::StrCat("--scenario=", scenario, " --size=", size, " ", child_args));
-    if (r.empty()) {
-      std::fprintf(stderr, "held_work_bench: %s, size %lld: the child failed\n", scenario.c_str(),
-                   static_cast<long long>(size));
-      return false;
+  std::vector<std::vector<Result>> runs(sizes.size());  // By size, then round.
+  for (int round = 1; round <= repeat; ++round) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::printf("%s, size %lld, round %d of %d ...\n", scenario.c_str(),
+                  static_cast<long long>(sizes[i]), round, repeat);
+      std::fflush(stdout);
+      Result r =
+          RunChild(absl::StrCat("--scenario=", scenario, " --size=", sizes[i], " ", child_args));
+      if (r.empty()) {
+        std::fprintf(stderr, "held_work_bench: %s, size %lld: the child failed\n", scenario.c_str(),
+                     static_cast<long long>(sizes[i]));
+        return false;
+      }
+      runs[i].push_back(std::move(r));
     }
-    if (size == 0) baseline = r;
-    const double window_s = Get(r, "window_us") / 1e6;
-    const bool idle = scenario == "backlog";
-    table.AddRow(
-        {scenario, absl::StrCat(size), absl::StrCat(GetInt(r, "held")),
-         Fixed(Get(r, "held_bytes") / kMiB, 1), idle ? "-" : absl::StrCat(GetInt(r, "parked_keys")),
-         Fixed(cpu(r), 2), cpu_unit, Fixed(cpu(baseline), 2), Ratio(cpu(r), cpu(baseline)),
-         Fixed(cpu(r) * Get(r, "broker_cpu_us") / std::max(1.0, Get(r, "cpu_us")), 2),
-         Fixed(EngineRssMiB(r), 1), Fixed(EngineRssMiB(baseline), 1),
-         Ratio(EngineRssMiB(r), EngineRssMiB(baseline)), Fixed(Get(r, "rss_end") / kMiB, 1),
-         Fixed(window_s, 1), idle ? Fixed(Get(r, "turns") / window_s, 1) : "-",
-         idle ? absl::StrCat(GetInt(r, "retry_backlog")) : "-",
-         idle ? "-" : absl::StrCat(GetInt(r, "retried"))});
+  }
+  const bool idle = scenario == "backlog";
+  // The median over the rounds of `figure` at size i, and of its ratio to
+  // the baseline's of the same round.
+  struct Figure {
+    double value = 0, ratio = 0, least = 0, greatest = 0;
+  };
+  const auto figure = [&](size_t i, const auto& of) {
+    std::vector<double> values, ratios;
+    for (int k = 0; k < repeat; ++k) {
+      values.push_back(of(runs[i][k]));
+      const double base = of(runs[0][k]);
+      if (base > 0) ratios.push_back(values.back() / base);
+    }
+    Figure f{Median(values), Median(ratios), 0, 0};
+    if (!ratios.empty()) {
+      f.least = *std::min_element(ratios.begin(), ratios.end());
+      f.greatest = *std::max_element(ratios.begin(), ratios.end());
+    }
+    return f;
+  };
+  const auto ratio = [](const Figure& f) { return f.ratio > 0 ? Fixed(f.ratio, 2) : "-"; };
+  const auto broker = [&](const Result& r) {
+    return cpu(r) * Get(r, "broker_cpu_us") / std::max(1.0, Get(r, "cpu_us"));
+  };
+  const auto seconds = [](const Result& r) { return Get(r, "window_us") / 1e6; };
+  const auto turns = [&](const Result& r) { return Get(r, "turns") / seconds(r); };
+  const auto rss = [](const Result& r) { return Get(r, "rss_end") / kMiB; };
+  const Figure base_cpu = figure(0, cpu);
+  const Figure base_rss = figure(0, EngineRssMiB);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    // What shows the mechanism engaged, from the last round.
+    const Result& last = runs[i].back();
+    const Figure c = figure(i, cpu);
+    const Figure m = figure(i, EngineRssMiB);
+    table.AddRow({scenario,
+                  absl::StrCat(sizes[i]),
+                  absl::StrCat(repeat),
+                  absl::StrCat(GetInt(last, "held")),
+                  Fixed(Get(last, "held_bytes") / kMiB, 1),
+                  idle ? "-" : absl::StrCat(GetInt(last, "parked_keys")),
+                  Fixed(c.value, 2),
+                  cpu_unit,
+                  Fixed(base_cpu.value, 2),
+                  ratio(c),
+                  absl::StrCat(Fixed(c.least, 2), "..", Fixed(c.greatest, 2)),
+                  Fixed(figure(i, broker).value, 2),
+                  Fixed(m.value, 1),
+                  Fixed(base_rss.value, 1),
+                  ratio(m),
+                  Fixed(figure(i, rss).value, 1),
+                  Fixed(figure(i, seconds).value, 1),
+                  idle ? Fixed(figure(i, turns).value, 1) : "-",
+                  idle ? absl::StrCat(GetInt(last, "retry_backlog")) : "-",
+                  idle ? "-" : absl::StrCat(GetInt(last, "retried"))});
   }
   return true;
 }
@@ -486,6 +548,11 @@ bool RunSizes(const std::string& scenario, const std::string& child_args,
 // Milliseconds of CPU per second of an idle window.
 double IdleCpu(const Result& r) {
   return Get(r, "window_us") > 0 ? Get(r, "cpu_us") / 1e3 / (Get(r, "window_us") / 1e6) : 0;
+}
+
+// Microseconds of CPU per healthy record relayed.
+double HealthyCpu(const Result& r) {
+  return Get(r, "healthy") > 0 ? Get(r, "cpu_us") / Get(r, "healthy") : 0;
 }
 
 int Main(int argc, char** argv) {
@@ -519,9 +586,15 @@ int Main(int argc, char** argv) {
   const int64_t parked_backoff_s = flags.Int(
       "parked_backoff_s", 86'400, "backoff of a parked key's record (full jitter), seconds");
   s.parked_backoff_ms = parked_backoff_s * 1000;
+  s.fetch_queue_kbytes =
+      flags.Int("fetch_queue_kbytes", 0,
+                "the consumers' queued.max.messages.kbytes (0: librdkafka's default, 64 MiB)");
+  const int repeat = static_cast<int>(
+      flags.Int("repeat", 3, "rounds of every size; each figure is the median of its rounds"));
   const std::string out = flags.String("out", "bench/results", "directory for the CSV");
   flags.Finish();
   SetMinLogLevel(LogLevel::kWarning);
+  if (repeat < 1) return Fail("--repeat must be at least 1");
   if (scenario == "backlog") return RunBacklog(s, size);
   if (scenario == "parked") return RunParked(s, size);
   if (!scenario.empty()) return Fail(absl::StrCat("unknown --scenario=", scenario));
@@ -529,7 +602,7 @@ int Main(int argc, char** argv) {
   const std::string child_args = absl::StrCat(
       "--healthy=", s.healthy, " --partitions=", s.partitions, " --value_bytes=", s.value_bytes,
       " --lookahead=", s.lookahead, " --retry_threads=", s.retry_threads, " --idle_s=", idle_s,
-      " --parked_backoff_s=", parked_backoff_s);
+      " --parked_backoff_s=", parked_backoff_s, " --fetch_queue_kbytes=", s.fetch_queue_kbytes);
   Table table("held_work_bench", kColumns);
   const std::vector<std::string> run = absl::StrSplit(scenarios, ',', absl::SkipEmpty());
   for (const std::string& name : run) {
@@ -537,11 +610,10 @@ int Main(int argc, char** argv) {
     if (name == "backlog") {
       backlog.erase(std::remove(backlog.begin(), backlog.end(), 0), backlog.end());
       backlog.insert(backlog.begin(), 0);
-      ok = RunSizes("backlog", child_args, backlog, "ms/s idle", IdleCpu, table);
+      ok = RunSizes("backlog", child_args, backlog, repeat, "ms/s idle", IdleCpu, table);
     } else if (name == "parked") {
-      ok = RunSizes(
-          "parked", child_args, {0, parked_keys}, "us/healthy record",
-          [](const Result& r) { return Get(r, "cpu_us") / Get(r, "healthy"); }, table);
+      ok = RunSizes("parked", child_args, {0, parked_keys}, repeat, "us/healthy record", HealthyCpu,
+                    table);
     } else {
       return Fail(absl::StrCat("unknown scenario '", name, "' (backlog, parked)"));
     }
@@ -552,7 +624,8 @@ int Main(int argc, char** argv) {
       "cpu: the process's user + system time, per second of the idle window (backlog) or per "
       "healthy record relayed (parked); broker_cpu: the embedded broker's threads' part of it "
       "(0 on a real broker); engine_rss: RSS at the window's end above RSS before the engine "
-      "started; ratios against size 0 of the same scenario, in this run\n");
+      "started; each figure the median of its rounds, each ratio the median of the rounds' "
+      "ratios against size 0 of the same scenario in the same round\n");
   return table.WriteCsv(out) ? 0 : 1;
 }
 
