@@ -5,20 +5,27 @@
 // their ratio, and writes held_work_bench.csv.
 //
 //   build-bench/bench/held_work_bench [--backlog=0,25000,100000]
-//       [--parked_keys=100000] [--healthy=100000] [--idle_s=10]
+//       [--parked_keys=100000] [--healthy=200000] [--idle_s=10] [--repeat=3]
 //       [--scenarios=backlog,parked] [--out=bench/results]
 //
-// On a real Kafka (scripts/bench.sh --kafka) the defaults are
-// --backlog=0,250000,1000000 --healthy=200000: the embedded broker keeps
-// only ~5 MiB of records per partition (bench_support.h), which a backlog of
-// a million retry records would overflow.
+// On a real Kafka (scripts/bench.sh --kafka) the backlogs are
+// --backlog=0,250000,1000000 by default: the embedded broker keeps only
+// ~5 MiB of records per partition (bench_support.h), which a backlog of a
+// million retry records would overflow.
+//
+// Every size runs --repeat times, in rounds of all sizes, so that a machine
+// busier at one time than another weighs on every size alike: each figure
+// is the median of its runs, each ratio the median of the runs' ratios to
+// size 0's run of the same round.
 //
 // Each scenario and size runs in a child process of its own (this program
 // run again with --scenario=...), so its CPU and RSS are its own, on fresh
 // topics of --partitions partitions. RSS is taken above the process's RSS
 // just before the engine starts, the records produced and freed memory
 // handed back (malloc_trim): the embedded broker's log, in the process, is
-// left out, and what the engine takes is alike on either broker.
+// left out, and what the engine takes is alike on either broker. The table
+// gives it at the window's end as it is, and once the allocator has handed
+// back what it kept of memory freed (trimmed), which is what is in use.
 //
 //  * backlog: N retry records due in an hour, written to the retry topic as
 //    retryd writes them, read by --retry_threads retry threads of an engine
@@ -106,7 +113,7 @@ struct Settings {
   int retry_threads = 1;
   absl::Duration idle = absl::Seconds(10);
   int64_t parked_backoff_ms = 24 * kHourMs;
-  int64_t healthy = 100'000;
+  int64_t healthy = 200'000;
   int64_t fetch_queue_kbytes = 0;  // 0: librdkafka's default.
 };
 
@@ -293,6 +300,8 @@ int RunBacklog(const Settings& s, int64_t records) {
     window.Report(values);
   }
   values["rss_end"] = ProcStatusBytes("VmRSS");
+  // What of it the allocator kept of freed memory, not in use.
+  values["rss_trimmed"] = TrimmedRss();
   const engine::EngineTotals totals = engine->Totals();
   settled.Check();
   // Before the engine stops: a graceful stop hands what it holds back to
@@ -401,6 +410,8 @@ int RunParked(const Settings& s, int64_t keys) {
     window.Report(values);
   }
   values["rss_end"] = ProcStatusBytes("VmRSS");
+  // What of it the allocator kept of freed memory, not in use.
+  values["rss_trimmed"] = TrimmedRss();
   const engine::EngineTotals after = engine->Totals();
   engine->Stop();
   const engine::EngineTotals totals = engine->Totals();
@@ -437,6 +448,11 @@ double Get(const Result& r, const std::string& key) { return static_cast<double>
 
 double EngineRssMiB(const Result& r) { return (Get(r, "rss_end") - Get(r, "rss_before")) / kMiB; }
 
+// The same once the allocator has handed back what it kept of freed memory.
+double EngineTrimmedRssMiB(const Result& r) {
+  return (Get(r, "rss_trimmed") - Get(r, "rss_before")) / kMiB;
+}
+
 // The columns of held_work_bench.csv. Each figure is the median of the
 // runs, beside its baseline (the scenario's size 0, the median of the same
 // runs) and the median of the runs' ratios, each run against the baseline
@@ -456,6 +472,7 @@ const std::vector<std::string> kColumns = {"scenario",
                                            "engine_rss_mib",
                                            "baseline_engine_rss_mib",
                                            "rss_ratio",
+                                           "engine_rss_trimmed_mib",
                                            "process_rss_mib",
                                            "window_s",
                                            "loop_turns_per_s",
@@ -536,6 +553,7 @@ bool RunSizes(const std::string& scenario, const std::string& child_args,
                   Fixed(m.value, 1),
                   Fixed(base_rss.value, 1),
                   ratio(m),
+                  Fixed(figure(i, EngineTrimmedRssMiB).value, 1),
                   Fixed(figure(i, rss).value, 1),
                   Fixed(figure(i, seconds).value, 1),
                   idle ? Fixed(figure(i, turns).value, 1) : "-",
@@ -572,8 +590,7 @@ int Main(int argc, char** argv) {
       "~5 MiB per partition, ~12,000 of these records)");
   const int64_t parked_keys = flags.Int("parked_keys", 100'000, "keys parked K");
   Settings s;
-  s.healthy = flags.Int("healthy", real ? 200'000 : 100'000,
-                        "healthy records M relayed with the keys parked");
+  s.healthy = flags.Int("healthy", 200'000, "healthy records M relayed with the keys parked");
   s.partitions = static_cast<int>(
       flags.Int("partitions", kPartitions, "partitions of the input and retry topics"));
   s.value_bytes = static_cast<int>(flags.Int("value_bytes", 100, "value size of every record"));
@@ -624,7 +641,8 @@ int Main(int argc, char** argv) {
       "cpu: the process's user + system time, per second of the idle window (backlog) or per "
       "healthy record relayed (parked); broker_cpu: the embedded broker's threads' part of it "
       "(0 on a real broker); engine_rss: RSS at the window's end above RSS before the engine "
-      "started; each figure the median of its rounds, each ratio the median of the rounds' "
+      "started (trimmed: once the allocator has handed back what it kept of freed memory); each "
+      "figure the median of its rounds, each ratio the median of the rounds' "
       "ratios against size 0 of the same scenario in the same round\n");
   return table.WriteCsv(out) ? 0 : 1;
 }
