@@ -147,25 +147,32 @@ plot "$csv" skip 1 using 0:4:xtic(1) with boxes title "above baseline"
 EOF
 }
 
-# B6: each figure with held work over the same figure without (size 0):
-# idle CPU and RSS with a retry backlog, CPU per healthy record and RSS with
-# keys parked.
+# B6: CPU with held work over the same scenario without (size 0): idle CPU
+# with a retry backlog, CPU per healthy record with keys parked; and the
+# engine's memory: RSS over its start, as it stands and trimmed, beside what
+# the retry threads hold by their own count.
 chart_held_work_bench() {
   local csv="$1"
   gnuplot <<EOF
 $(common)
+set terminal pngcairo size 1200,500 noenhanced font "sans,10"
 set output "$DIR/held_work_bench.png"
-set title "B6 held work: CPU and engine RSS x the same scenario at size 0 (target: CPU flat)"
-set ylabel "x size 0"
-set yrange [0:*]
-set key top left
+set multiplot layout 1,2 title "B6 held work (medians of the rounds)"
 set style data histogram
 set style histogram clustered gap 1
 set xtics rotate by -20
 set bmargin 6
-plot "$csv" skip 1 using 10:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU (median ratio)", \
-     "" skip 1 using 15 title "engine RSS (median ratio)", \
+set key top left
+set title "CPU x size 0 (idle ms/s; us per healthy record)"
+set yrange [0:1.6]
+plot "$csv" skip 1 using 10:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU", \
      1 with lines lw 2 lc rgb "red" title "size 0"
+set title "engine memory, MiB"
+set yrange [0:*]
+plot "$csv" skip 1 using 13:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "RSS over start", \
+     "" skip 1 using 16 title "trimmed (in use)", \
+     "" skip 1 using 5 title "held by the retry threads' count"
+unset multiplot
 EOF
 }
 
