@@ -1,6 +1,8 @@
 #include "bench/bench_support.h"
 
 #include <librdkafka/rdkafka.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,9 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
+#include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,7 +25,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "server/engine/handoff/retry_headers.h"
 #include "server/kafka/producer.h"
+#include "tests/support/wait_for.h"
 
 namespace retryd::bench {
 
@@ -183,34 +191,168 @@ bool Produce(const std::string& topic, int64_t count, int partitions,
   });
 }
 
-bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions) {
+OutgoingRecord RetryRecord(const testing::TestTopics& topics, int64_t i, int partitions,
+                           int64_t failed_ms, int64_t due_ms, int value_bytes) {
+  const auto partition = static_cast<int32_t>(i % partitions);
+  engine::RetryMetadata meta;
+  meta.attempt = 2;
+  meta.due_ms = due_ms;
+  meta.first_failure_ms = failed_ms;
+  meta.original_topic = topics.input;
+  meta.original_partition = partition;
+  meta.original_offset = i / partitions;
+  meta.original_timestamp_ms = failed_ms;
+  meta.error = "failed at its first attempt";
+  return {.topic = topics.retry,
+          .partition = partition,
+          .key = absl::StrCat("key-", i),
+          .value = std::string(static_cast<size_t>(std::max(0, value_bytes)), 'v'),
+          .headers = engine::WithRetryHeaders({}, meta)};
+}
+
+std::vector<Watermark> QueryWatermarks(const std::string& topic, int partitions) {
   const kafka::HandlePtr rk = NewClient(RD_KAFKA_PRODUCER);
-  if (rk == nullptr) return false;
+  if (rk == nullptr) return {};
+  std::vector<Watermark> marks(static_cast<size_t>(partitions));
+  for (int p = 0; p < partitions; ++p) {
+    Watermark& m = marks[static_cast<size_t>(p)];
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    // A topic just made on a real broker may have no leader yet, or one its
+    // metadata does not know of: those errors pass, the others do not.
+    testing::WaitFor(
+        [&] {
+          err =
+              rd_kafka_query_watermark_offsets(rk.get(), topic.c_str(), p, &m.low, &m.high, 30000);
+          return err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
+                 err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+                 err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        },
+        absl::Seconds(30));
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::fprintf(stderr, "watermarks of %s [%d]: %s\n", topic.c_str(), p, rd_kafka_err2str(err));
+      return {};
+    }
+  }
+  return marks;
+}
+
+bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions,
+                         bool at_least) {
+  const std::vector<Watermark> marks = QueryWatermarks(topic, partitions);
+  if (marks.empty()) return false;
   int64_t total = 0;
   bool ok = true;
   for (int p = 0; p < partitions; ++p) {
-    int64_t low = -1, high = -1;
-    const rd_kafka_resp_err_t err =
-        rd_kafka_query_watermark_offsets(rk.get(), topic.c_str(), p, &low, &high, 30000);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      std::fprintf(stderr, "check %s [%d]: %s\n", topic.c_str(), p, rd_kafka_err2str(err));
-      return false;
-    }
-    if (low != 0) {
+    const Watermark& m = marks[static_cast<size_t>(p)];
+    if (m.low != 0) {
       std::fprintf(stderr,
                    "check %s: partition %d starts at offset %lld: the broker dropped records "
                    "(its per-partition retention); spread them over more partitions\n",
-                   topic.c_str(), p, static_cast<long long>(low));
+                   topic.c_str(), p, static_cast<long long>(m.low));
       ok = false;
     }
-    total += high;
+    total += m.high;
   }
-  if (total != expected) {
-    std::fprintf(stderr, "check %s: %lld records, expected %lld\n", topic.c_str(),
-                 static_cast<long long>(total), static_cast<long long>(expected));
+  if (at_least ? total < expected : total != expected) {
+    std::fprintf(stderr, "check %s: %lld records, expected %s%lld\n", topic.c_str(),
+                 static_cast<long long>(total), at_least ? "at least " : "",
+                 static_cast<long long>(expected));
     ok = false;
   }
   return ok;
+}
+
+int64_t ProcStatusBytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    int64_t kib = 0;
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (words.size() >= 2 && absl::SimpleAtoi(words[1], &kib)) return kib * 1024;
+  }
+  return -1;
+}
+
+absl::Duration ProcessCpu() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return absl::ZeroDuration();
+  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+}
+
+namespace {
+
+CpuPart PartOf(const std::string& thread_name) {
+  if (thread_name == "rdk:mock") return kBrokerCpu;
+  if (absl::StartsWith(thread_name, "primary-") || absl::StartsWith(thread_name, "retry-") ||
+      absl::StartsWith(thread_name, "rdk:") || thread_name == "producer-dr") {
+    return kEngineCpu;
+  }
+  return kOtherCpu;
+}
+
+// Microseconds of CPU the thread `task` (/proc/self/task/<tid>) has used.
+int64_t TaskCpuMicros(const std::filesystem::path& task) {
+  // "<ns on the CPU> <ns waiting> <time slices>".
+  std::ifstream schedstat(task / "schedstat");
+  if (int64_t ns = 0; schedstat >> ns) return ns / 1000;
+  // "tid (name) state ppid ...": utime and stime, in clock ticks, are fields
+  // 14 and 15.
+  std::ifstream stat(task / "stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  int64_t ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stoll(field);
+  }
+  return ticks * 1'000'000 / sysconf(_SC_CLK_TCK);
+}
+
+}  // namespace
+
+CpuMicros ReadThreadCpu() {
+  CpuMicros micros{};
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name)) continue;  // The thread has ended.
+    micros[PartOf(name)] += TaskCpuMicros(task.path());
+  }
+  return micros;
+}
+
+void ReportToParent(const std::map<std::string, int64_t>& values) {
+  std::string line = "RESULT";
+  for (const auto& [k, v] : values) absl::StrAppend(&line, " ", k, "=", v);
+  std::cout << line << std::endl;
+}
+
+std::map<std::string, int64_t> RunChild(const std::string& args) {
+  std::map<std::string, int64_t> values;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return values;
+  self[n] = 0;
+  const std::string command = absl::StrCat(self, " ", args);
+  FILE* child = popen(command.c_str(), "r");
+  if (child == nullptr) return values;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), child) != nullptr) {
+    std::string line(buffer);
+    if (line.rfind("RESULT ", 0) != 0) continue;
+    for (absl::string_view word : absl::StrSplit(line.substr(7), ' ', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(word, '=');
+      int64_t v = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &v)) values[kv.first] = v;
+    }
+  }
+  if (pclose(child) != 0) values.clear();
+  return values;
 }
 
 Table::Table(std::string name, std::vector<std::string> columns)

@@ -1,7 +1,8 @@
 // What every program in bench/ shares: flags, clients of the bench's broker,
 // topics spread over enough partitions for the embedded broker's retention,
-// a check that the broker dropped nothing, and a result table printed and
-// written as CSV.
+// retry records as retryd writes them, a check that the broker dropped
+// nothing, what this process uses (RSS, CPU), scenarios run in child
+// processes, and a result table printed and written as CSV.
 //
 // The broker is tests/support/test_cluster.h's: the embedded one (librdkafka's
 // mock cluster, in process) unless RETRYD_TEST_BROKER=kafka names a real
@@ -16,12 +17,14 @@
 #ifndef RETRYD_BENCH_BENCH_SUPPORT_H_
 #define RETRYD_BENCH_BENCH_SUPPORT_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "server/kafka/handle.h"
 #include "server/kafka/properties.h"
 #include "server/model/record.h"
@@ -92,10 +95,64 @@ bool ProduceEach(int64_t count, const std::function<OutgoingRecord(int64_t)>& ma
 bool Produce(const std::string& topic, int64_t count, int partitions,
              const std::function<std::string(int64_t)>& key, int value_bytes = 100);
 
-// True if `topic` holds exactly `expected` records from offset 0 of each of
-// its `partitions` partitions: none dropped by retention, none missing.
-// Prints what is wrong otherwise.
-bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions);
+// Record i of a retry backlog in `topics.retry`, as retryd itself writes one
+// (the original record plus its retry headers, retry_headers.h): key
+// "key-<i>" and a value of `value_bytes` bytes, from input partition
+// i % partitions at offset i / partitions, first failed at `failed_ms` (also
+// its timestamp), due at `due_ms` for its second attempt; in retry partition
+// i % partitions.
+OutgoingRecord RetryRecord(const testing::TestTopics& topics, int64_t i, int partitions,
+                           int64_t failed_ms, int64_t due_ms, int value_bytes = 100);
+
+// A partition's first offset and the one after its last record.
+struct Watermark {
+  int64_t low = -1;
+  int64_t high = -1;
+};
+
+// The watermarks of `topic`'s `partitions` partitions, by partition; empty
+// (after saying why) if the broker did not answer.
+std::vector<Watermark> QueryWatermarks(const std::string& topic, int partitions);
+
+// True if `topic` holds exactly `expected` records (with `at_least`, that
+// many or more) from offset 0 of each of its `partitions` partitions: none
+// dropped by retention, none missing. Prints what is wrong otherwise.
+bool CheckNothingDropped(const std::string& topic, int64_t expected, int partitions,
+                         bool at_least = false);
+
+// A field of /proc/self/status ("VmRSS", "VmHWM") in bytes; -1 if missing.
+int64_t ProcStatusBytes(const std::string& field);
+
+// CPU time this process has used so far, user + system, of all its threads,
+// those that have ended included (getrusage).
+absl::Duration ProcessCpu();
+
+// Where the process's CPU goes, by thread name: the engine's threads and its
+// Kafka clients' (kEngineCpu), the embedded broker's (kBrokerCpu; a real
+// broker runs in a process of its own, so there it reads 0), and everything
+// else (kOtherCpu: a control server's gRPC threads, the bench's own).
+enum CpuPart { kEngineCpu, kBrokerCpu, kOtherCpu, kCpuParts };
+using CpuMicros = std::array<int64_t, kCpuParts>;
+
+// CPU used so far by the threads alive now, per part, in microseconds of
+// user + system time: from /proc/self/task/<tid>/schedstat (nanoseconds), or
+// where the kernel keeps none, from .../stat (clock ticks, 10 ms). The
+// difference of two readings is what was used in between by the threads
+// that lived through both.
+CpuMicros ReadThreadCpu();
+
+// Scenarios measured in child processes, so that each one's RSS and CPU are
+// its own: the parent runs this program again with the scenario's flags
+// (RunChild); the child measures and reports (ReportToParent).
+
+// In a child: reports `values` to the parent, as one line "RESULT k=v ..."
+// on stdout.
+void ReportToParent(const std::map<std::string, int64_t>& values);
+
+// In the parent: runs this program again with `args`, waits for it to end
+// and returns the values it reported; empty if it failed (it says why on its
+// stderr, which is this process's) or reported nothing.
+std::map<std::string, int64_t> RunChild(const std::string& args);
 
 // Rows of named columns: Print() writes them aligned to stdout, WriteCsv()
 // to `<dir>/<name>.csv`.

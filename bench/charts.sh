@@ -184,6 +184,35 @@ plot $plots, 1 with lines lw 1 lc rgb "black" notitle
 EOF
 }
 
+# B6: CPU with held work over the same scenario without (size 0): idle CPU
+# with a retry backlog, CPU per healthy record with keys parked; and the
+# engine's memory: RSS over its start, as it stands and trimmed, beside what
+# the retry threads hold by their own count.
+chart_held_work_bench() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set terminal pngcairo size 1200,500 noenhanced font "sans,10"
+set output "$DIR/held_work_bench.png"
+set multiplot layout 1,2 title "B6 held work (medians of the rounds)"
+set style data histogram
+set style histogram clustered gap 1
+set xtics rotate by -20
+set bmargin 6
+set key top left
+set title "CPU x size 0 (idle ms/s; us per healthy record)"
+set yrange [0:1.6]
+plot "$csv" skip 1 using 10:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "CPU", \
+     1 with lines lw 2 lc rgb "red" title "size 0"
+set title "engine memory, MiB"
+set yrange [0:*]
+plot "$csv" skip 1 using 13:xtic(sprintf("%s %s", strcol(1), strcol(2))) title "RSS over start", \
+     "" skip 1 using 16 title "trimmed (in use)", \
+     "" skip 1 using 5 title "held by the retry threads' count"
+unset multiplot
+EOF
+}
+
 shopt -s nullglob
 drawn=0
 for csv in "$DIR"/*.csv; do

@@ -23,21 +23,15 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -143,50 +137,6 @@ bool WaitProcessed(const engine::Engine& engine, int64_t target, int64_t availab
   return true;
 }
 
-// Where the process's CPU goes, by thread name: the engine's threads and
-// its Kafka clients', the embedded broker's, and everything else (the
-// control server's gRPC threads and the metrics sampler, the bench's own
-// gRPC clients sharing gRPC's threads, this bench's main thread). A real
-// broker runs in a process of its own: its part reads 0, and "cores busy"
-// counts only this process.
-enum Part { kEngine, kBroker, kControl, kParts };
-using CpuTicks = std::array<int64_t, kParts>;
-
-Part PartOf(const std::string& thread_name) {
-  if (thread_name == "rdk:mock") return kBroker;
-  if (absl::StartsWith(thread_name, "primary-") || absl::StartsWith(thread_name, "retry-") ||
-      absl::StartsWith(thread_name, "rdk:") || thread_name == "producer-dr") {
-    return kEngine;
-  }
-  return kControl;
-}
-
-// CPU used so far by the threads alive now, per part, in clock ticks
-// (/proc/self/task/<tid>/stat: utime and stime). The threads measured live
-// for the whole run, so differences between two readings are what they used
-// in between.
-CpuTicks ReadCpu() {
-  CpuTicks ticks{};
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream stat(task.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // "tid (name) state ppid ...": utime and stime are fields 14 and 15.
-    const size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    const std::string name = line.substr(open + 1, close - open - 1);
-    std::istringstream rest(line.substr(close + 2));
-    std::string field;
-    int64_t utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-      if (i == 14) utime = std::stoll(field);
-      if (i == 15) stime = std::stoll(field);
-    }
-    ticks[PartOf(name)] += utime + stime;
-  }
-  return ticks;
-}
-
 enum class Condition { kAlone, kWatchers, kGetStatus };
 
 struct Segment {
@@ -195,7 +145,10 @@ struct Segment {
   int64_t snapshots = 0;  // Watchers: snapshots received during the segment.
   double seconds = 0;
   int64_t records = 0;
-  CpuTicks cpu{};  // Used during the segment.
+  // Used during the segment: the engine's, the embedded broker's (0 on a
+  // real broker, which runs in a process of its own; "cores busy" then counts
+  // only this process), the control server's and its clients'.
+  CpuMicros cpu{};
 };
 
 int Main(int argc, char** argv) {
@@ -275,7 +228,7 @@ int Main(int argc, char** argv) {
       }
       int64_t snapshots_before = 0;
       for (const auto& w : open) snapshots_before += w->snapshots();
-      const CpuTicks cpu_before = ReadCpu();
+      const CpuMicros cpu_before = ReadThreadCpu();
       const int64_t from = (*engine)->Totals().succeeded;
       const absl::Time start = absl::Now();
       valve->Open();
@@ -298,8 +251,8 @@ int Main(int argc, char** argv) {
       const int64_t to = (*engine)->Totals().succeeded;
       segment_over.store(true);
       if (caller.joinable()) caller.join();
-      CpuTicks cpu = ReadCpu();
-      for (int part = 0; part < kParts; ++part) cpu[part] -= cpu_before[part];
+      CpuMicros cpu = ReadThreadCpu();
+      for (int part = 0; part < kCpuParts; ++part) cpu[part] -= cpu_before[part];
       int64_t snapshots_after = 0;
       for (const auto& w : open) snapshots_after += w->snapshots();
       open.clear();
@@ -344,7 +297,6 @@ int Main(int argc, char** argv) {
       "control_plane_throughput",
       {"beside the engine", "segments", "median records/s", "slowest", "fastest", "x alone",
        "snapshots/s", "CPU us/record engine", "broker", "control+clients", "cores busy"});
-  const double tick_us = 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
   auto rates = [&](Condition c) {
     std::vector<double> r;
     for (const Segment& s : segments) {
@@ -356,25 +308,22 @@ int Main(int argc, char** argv) {
   auto throughput_row = [&](const std::string& name, Condition c) {
     const std::vector<double> r = rates(c);
     double snapshots = 0, seconds = 0, records = 0;
-    CpuTicks cpu{};
+    CpuMicros cpu{};
     for (const Segment& s : segments) {
       if (s.condition != c) continue;
       snapshots += static_cast<double>(s.snapshots);
       seconds += s.seconds;
       records += static_cast<double>(s.records);
-      for (int part = 0; part < kParts; ++part) cpu[part] += s.cpu[part];
+      for (int part = 0; part < kCpuParts; ++part) cpu[part] += s.cpu[part];
     }
-    auto per_record = [&](int part) {
-      return Fixed(static_cast<double>(cpu[part]) * tick_us / records, 2);
-    };
-    const double busy_us =
-        static_cast<double>(cpu[kEngine] + cpu[kBroker] + cpu[kControl]) * tick_us;
+    auto per_record = [&](int part) { return Fixed(static_cast<double>(cpu[part]) / records, 2); };
+    const double busy_us = static_cast<double>(cpu[kEngineCpu] + cpu[kBrokerCpu] + cpu[kOtherCpu]);
     throughput.AddRow(
         {name, absl::StrCat(r.size()), Fixed(Percentile(r, 50), 0),
          Fixed(*std::min_element(r.begin(), r.end()), 0),
          Fixed(*std::max_element(r.begin(), r.end()), 0), Fixed(Percentile(r, 50) / alone, 3),
-         c == Condition::kWatchers ? Fixed(snapshots / seconds, 0) : "", per_record(kEngine),
-         per_record(kBroker), per_record(kControl), Fixed(busy_us / 1e6 / seconds, 2)});
+         c == Condition::kWatchers ? Fixed(snapshots / seconds, 0) : "", per_record(kEngineCpu),
+         per_record(kBrokerCpu), per_record(kOtherCpu), Fixed(busy_us / 1e6 / seconds, 2)});
   };
   throughput_row("nothing", Condition::kAlone);
   throughput_row(absl::StrCat(watchers, " WatchMetrics at ", interval_ms, " ms"),

@@ -22,9 +22,7 @@
 //  * idle: the engine with 1 and with 16 idle retry threads, nothing to read.
 //    Baseline: the process's RSS with the broker up (the embedded one) or
 //    its topics made (a real one) and the engine not yet started.
-#include <unistd.h>
-
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -34,16 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_support.h"
 #include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
-#include "server/engine/handoff/retry_headers.h"
-#include "server/kafka/producer.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"
@@ -54,19 +48,6 @@ namespace {
 constexpr int64_t kDefaultBudget = int64_t{64} << 20;
 constexpr double kMiB = 1 << 20;
 
-// A line of /proc/self/status ("VmHWM", "VmRSS") in bytes; -1 if missing.
-int64_t StatusBytes(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field + ":", 0) != 0) continue;
-    int64_t kib = 0;
-    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (words.size() >= 2 && absl::SimpleAtoi(words[1], &kib)) return kib * 1024;
-  }
-  return -1;
-}
-
 // Resets VmHWM to the current RSS (Linux 4.0+), so a peak measured after it
 // is the engine's, not the producing's before it. False if refused.
 bool ResetPeak() {
@@ -74,13 +55,6 @@ bool ResetPeak() {
   clear << "5";
   clear.flush();
   return static_cast<bool>(clear);
-}
-
-// What a child reports to the parent: one line, "RESULT k=v k=v ...".
-void Report(const std::map<std::string, int64_t>& values) {
-  std::string line = "RESULT";
-  for (const auto& [k, v] : values) absl::StrAppend(&line, " ", k, "=", v);
-  std::cout << line << std::endl;
 }
 
 std::unique_ptr<engine::Engine> Start(engine::EngineOptions options) {
@@ -95,20 +69,11 @@ std::unique_ptr<engine::Engine> Start(engine::EngineOptions options) {
 
 // Produces `records` retry records due a day ahead, record i to partition
 // i % partitions; false if any was not acknowledged.
-bool ProduceRetryRecords(const std::string& topic, int64_t records, int partitions,
+bool ProduceRetryRecords(const testing::TestTopics& topics, int64_t records, int partitions,
                          int value_bytes) {
   const int64_t now = absl::ToUnixMillis(absl::Now());
   return bench::ProduceEach(records, [&](int64_t i) {
-    engine::RetryMetadata meta;
-    meta.attempt = 2;
-    meta.due_ms = now + 86'400'000;
-    meta.first_failure_ms = now;
-    meta.original_topic = "input";
-    meta.original_partition = static_cast<int32_t>(i % partitions);
-    meta.original_offset = i / partitions;
-    meta.error = "held for the bench";
-    return OutgoingRecord{topic, static_cast<int32_t>(i % partitions), absl::StrCat("k-", i),
-                          std::string(value_bytes, 'v'), engine::WithRetryHeaders({}, meta)};
+    return bench::RetryRecord(topics, i, partitions, now, now + 86'400'000, value_bytes);
   });
 }
 
@@ -123,7 +88,7 @@ int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
   options.retry.threads = 1;
   options.retry.backoff.max_ms = 86'400'000;  // No clamping of the due times.
   options.max_held_bytes = budget;
-  if (!ProduceRetryRecords(topics.retry, records, partitions, value_bytes)) {
+  if (!ProduceRetryRecords(topics, records, partitions, value_bytes)) {
     std::cerr << "producing the retry records failed\n";
     return 1;
   }
@@ -132,7 +97,7 @@ int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
     std::cerr << "cannot reset VmHWM (/proc/self/clear_refs)\n";
     return 1;
   }
-  const int64_t baseline = StatusBytes("VmRSS");
+  const int64_t baseline = bench::ProcStatusBytes("VmRSS");
   std::unique_ptr<engine::Engine> engine = Start(options);
   if (engine == nullptr) return 1;
   // Held: all of them, or as many as the budget lets in (then the count
@@ -154,20 +119,20 @@ int RunHeld(int64_t budget, int64_t records, int partitions, int value_bytes,
         return held == records || (pauses > 0 && absl::Now() - steady_since > absl::Seconds(1));
       },
       absl::Seconds(300));
-  const int64_t peak = StatusBytes("VmHWM");
+  const int64_t peak = bench::ProcStatusBytes("VmHWM");
   engine->Stop();
-  Report({{"baseline", baseline},
-          {"peak", peak},
-          {"held", held},
-          {"held_bytes", held_bytes},
-          {"pauses", pauses}});
+  bench::ReportToParent({{"baseline", baseline},
+                         {"peak", peak},
+                         {"held", held},
+                         {"held_bytes", held_bytes},
+                         {"pauses", pauses}});
   return 0;
 }
 
 // Child: `threads` idle retry threads.
 int RunIdle(int threads, int partitions) {
   const testing::TestTopics topics = bench::Topics("idle", partitions);
-  const int64_t baseline = StatusBytes("VmRSS");
+  const int64_t baseline = bench::ProcStatusBytes("VmRSS");
   engine::EngineOptions options = testing::TestEngineOptions(topics);
   options.retry.threads = threads;
   options.retry.max_threads = std::max(threads, options.retry.max_threads);
@@ -178,35 +143,11 @@ int RunIdle(int threads, int partitions) {
     std::cerr << "not assigned\n";
     return 1;
   }
-  const int64_t rss = StatusBytes("VmRSS");
-  const int64_t peak = StatusBytes("VmHWM");
+  const int64_t rss = bench::ProcStatusBytes("VmRSS");
+  const int64_t peak = bench::ProcStatusBytes("VmHWM");
   engine->Stop();
-  Report({{"baseline", baseline}, {"rss", rss}, {"peak", peak}});
+  bench::ReportToParent({{"baseline", baseline}, {"rss", rss}, {"peak", peak}});
   return 0;
-}
-
-// Parent: runs this program again with `args`; the child's RESULT values.
-std::map<std::string, int64_t> RunChild(const std::string& args) {
-  std::map<std::string, int64_t> values;
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return values;
-  self[n] = 0;
-  const std::string command = absl::StrCat(self, " ", args);
-  FILE* child = popen(command.c_str(), "r");
-  if (child == nullptr) return values;
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), child) != nullptr) {
-    std::string line(buffer);
-    if (line.rfind("RESULT ", 0) != 0) continue;
-    for (absl::string_view word : absl::StrSplit(line.substr(7), ' ', absl::SkipWhitespace())) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(word, '=');
-      int64_t v = 0;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &v)) values[kv.first] = v;
-    }
-  }
-  if (pclose(child) != 0) values.clear();
-  return values;
 }
 
 std::string MiB(int64_t bytes) { return bench::Fixed(static_cast<double>(bytes) / kMiB, 1); }
@@ -222,7 +163,7 @@ bool RunScenarios(const std::vector<Scenario>& scenarios, const std::string& end
                   bench::Table& table) {
   std::vector<std::map<std::string, int64_t>> results;
   for (const Scenario& scenario : scenarios) {
-    results.push_back(RunChild(scenario.args));
+    results.push_back(bench::RunChild(scenario.args));
     if (results.back().empty()) {
       std::cerr << scenario.name << ": the child failed\n";
       return false;
@@ -276,14 +217,12 @@ int Main(int argc, char** argv) {
   const std::string held = "--scenario=held " + common;
   const std::string idle = absl::StrCat("--scenario=idle --partitions=", partitions);
   // The ratios are against the last scenario of each group.
-  if (!RunScenarios({{"held, budget 64 MiB (default)", held + " --budget=" + default_budget},
-                     {"held, no limit", held + " --budget=0"}},
-                    "peak", table) ||
-      !RunScenarios({{"idle, 16 retry threads", idle + " --threads=16"},
-                     {"idle, 1 retry thread", idle + " --threads=1"}},
-                    "rss", table)) {
-    return 1;
-  }
+  const std::vector<Scenario> held_runs = {
+      {"held, budget 64 MiB (default)", held + " --budget=" + default_budget},
+      {"held, no limit", held + " --budget=0"}};
+  const std::vector<Scenario> idle_runs = {{"idle, 16 retry threads", idle + " --threads=16"},
+                                           {"idle, 1 retry thread", idle + " --threads=1"}};
+  if (!RunScenarios(held_runs, "peak", table) || !RunScenarios(idle_runs, "rss", table)) return 1;
   table.Print();
   std::cout << "over_baseline: peak (held) or RSS (idle) above the baseline; ratio: against the "
                "no-limit run (held) or 1 retry thread (idle)\n";

@@ -28,7 +28,6 @@
 #include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
-#include "server/engine/handoff/retry_headers.h"
 #include "server/processors/grpc_processor.h"
 #include "server/processors/simulate.h"
 #include "tests/support/downstream_server.h"
@@ -72,21 +71,7 @@ std::vector<OutgoingRecord> DueRetryRecords(const testing::TestTopics& topics, i
   std::vector<OutgoingRecord> records;
   records.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    const auto partition = static_cast<int32_t>(i % kRetryPartitions);
-    engine::RetryMetadata meta;
-    meta.attempt = 2;
-    meta.due_ms = now_ms - 1000;
-    meta.first_failure_ms = now_ms - 2000;
-    meta.original_topic = topics.input;
-    meta.original_partition = partition;
-    meta.original_offset = i / kRetryPartitions;
-    meta.original_timestamp_ms = now_ms - 2000;
-    meta.error = "failed at its first attempt";
-    records.push_back({.topic = topics.retry,
-                       .partition = partition,
-                       .key = absl::StrCat("key-", i),
-                       .value = std::string(100, 'v'),
-                       .headers = engine::WithRetryHeaders({}, meta)});
+    records.push_back(RetryRecord(topics, i, kRetryPartitions, now_ms - 2000, now_ms - 1000));
   }
   return records;
 }

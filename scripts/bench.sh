@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks B1-B5, writes their CSVs and PNG charts to
+# Builds and runs the benchmarks B1-B6, writes their CSVs and PNG charts to
 # bench/results/. A few minutes on 2 cores with the defaults.
 #
 #   scripts/bench.sh [--kafka] [--only NAME[,NAME...]] [--out DIR] [-- BENCH_FLAG...]
@@ -22,7 +22,8 @@
 #                  failure included. Results go to bench/results/kafka/.
 #   --only NAMES   the benches to run, comma-separated, in the order given
 #                  (default, in this order: relay_bench, head_of_line_bench,
-#                  retry_drain_bench, control_plane_bench, memory_bench)
+#                  retry_drain_bench, control_plane_bench, memory_bench,
+#                  held_work_bench)
 #   --out DIR      where CSVs and charts go (default: bench/results, or
 #                  bench/results/kafka with --kafka)
 #   -h, --help     this text
@@ -53,7 +54,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 
 # In the order they run, with the figures docs/performance.md shows.
-ALL_BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench)
+ALL_BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench
+  held_work_bench)
 
 say() { printf 'bench.sh: %s\n' "$*" >&2; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
