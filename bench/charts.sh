@@ -184,6 +184,26 @@ plot $plots, 1 with lines lw 1 lc rgb "black" notitle
 EOF
 }
 
+# B6 (scripts/bench.sh peers): retryd's CPU per record and healthy
+# records/s over the bare relay's, by the partition count of every topic.
+chart_b6_partitions() {
+  local csv="$1"
+  gnuplot <<EOF
+$(common)
+set datafile missing "-"
+set output "$DIR/b6_partitions.png"
+set title "B6 partitions: retryd (unordered) over the bare relay, no failures, 0 ms"
+set ylabel "x the bare relay"
+set yrange [0:*]
+set style data histogram
+set style histogram clustered gap 1
+set key top left
+plot "$csv" skip 1 using 5:xtic(1) title "CPU per record", \
+     "" skip 1 using 8 title "healthy records/s", \
+     1.1 with lines lw 2 lc rgb "red" title "CPU target: 1.1 x"
+EOF
+}
+
 # B6: CPU with held work over the same scenario without (size 0): idle CPU
 # with a retry backlog, CPU per healthy record with keys parked; and the
 # engine's memory: RSS over its start, as it stands and trimmed, beside what

@@ -2,13 +2,17 @@
 """retryd against its peers on one real Kafka broker (scripts/bench.sh peers).
 
   run.py --bootstrap HOST:PORT [--broker-pid PID] [--build-dir DIR] [--out DIR]
-         [--scale F] [--sides S,...] [--workloads W,...] [--keep-logs]
+         [--scale F] [--peer-scale F] [--sides S,...] [--workloads W,...]
+         [--b6-partitions P,...] [--keep-logs]
 
 scripts/bench.sh peers builds what this needs, starts the broker and runs
 it; see docs/performance.md, "Against the peers", for what it measures.
 
 For each workload and each side, on topics of its own (16 partitions, or --partitions; the
-output and dead-letter topics stamped by the broker, LogAppendTime):
+output and dead-letter topics stamped by the broker, LogAppendTime). The JVM
+peers get --peer-scale of the records the others get: at their rates the
+full counts would take hours. Then B6: the bare relay and retryd (unordered)
+again on the no-failure, 0 ms workload at each of --b6-partitions.
 
  1. peers_probe writes the input: warm-up records first in every partition,
     then the measured backlog (bench/judge/workload.h says which key does
@@ -225,6 +229,8 @@ class Sampler(threading.Thread):
 class Run:
     def __init__(self, args):
         self.args = args
+        self.partitions = args.partitions  # of the topics of the phase that runs
+        self.scale = args.scale  # of its record counts
         self.children = Children()
         self.work = tempfile.mkdtemp(prefix="retryd-peers-")
         self.prefix = f"peers-{os.getpid()}-"
@@ -237,8 +243,11 @@ class Run:
         self.pc_jar = args.pc_jar
 
     # -- scale --
-    def scaled(self, n, floor):
-        return max(floor, int(round(n * self.args.scale)))
+    def scaled(self, n, floor, side=None):
+        scale = self.scale
+        if side is not None and side.peer:
+            scale *= self.args.peer_scale
+        return max(floor, int(round(n * scale)))
 
     # -- peers_probe --
     def probe_run(self, job, *flags, timeout):
@@ -329,7 +338,7 @@ class Run:
             argv = [self.retryd, f"--config={self.retryd_config(tag, topics, side, target)}"]
         elif side.kind == "spring":
             argv = jvm + [self.spring_jar, *self.peer_args(tag, topics, target),
-                          f"--peer.retry-topic-partitions={self.args.partitions}"]
+                          f"--peer.retry-topic-partitions={self.partitions}"]
         else:
             argv = jvm + [self.pc_jar, *self.peer_args(tag, topics, target),
                           f"--peer.ordering={side.ordering}", "--peer.backoff.jitter=full"]
@@ -341,7 +350,7 @@ class Run:
         tag = f"{self.prefix}{w.name}-{side.name}"
         topics = {"in": f"{tag}.in", "out": f"{tag}.out", "dlq": f"{tag}.dlq",
                   "retry": f"{tag}.retry"}
-        records = self.scaled(w.records, 1000)
+        records = self.scaled(w.records, 1000, side)
         warmup = self.scaled(a.warmup, 1000)
         paced = self.scaled(a.paced, 500)
         row = {"workload": w.name, "side": side.name, "ordering": side.ordering,
@@ -355,7 +364,7 @@ class Run:
                 create.append(topics["retry"])
             self.probe_run("topics", f"--create={','.join(create)}",
                            f"--log_append_time={topics['out']},{topics['dlq']}",
-                           f"--partitions={a.partitions}", timeout=120)
+                           f"--partitions={self.partitions}", timeout=120)
             self.probe_run("produce", f"--topic={topics['in']}", f"--warmup={warmup}",
                            f"--records={records}", *self.mix_flags(w), timeout=600)
             target = None
@@ -485,6 +494,18 @@ class Run:
         say(f"all runs done in {round(time.monotonic() - started)} s")
         return rows
 
+    def b6(self, partitions, sides):
+        """B6: `sides` on the no-failure, 0 ms workload with every topic at
+        each count of `partitions`, --b6-scale of its records."""
+        w = next(w for w in WORKLOADS if w.name == "nofail-0ms")
+        rows = {}
+        self.scale = self.args.scale * self.args.b6_scale
+        for n in partitions:
+            self.partitions = n
+            rows[n] = [self.run_side(w, side) for side in sides]
+        self.partitions, self.scale = self.args.partitions, self.args.scale
+        return rows
+
 
 class StopSide(Exception):
     pass
@@ -539,6 +560,63 @@ def add_ratios(rows):
                 r["best_peer_cpu"] = lean["side"]
 
 
+B6_COLUMNS = ["partitions", "records", "bare_cpu_s_per_m", "retryd_cpu_s_per_m", "cpu_x_bare",
+              "bare_healthy_rps", "retryd_healthy_rps", "healthy_x_bare", "bare_peak_rss_mib",
+              "retryd_peak_rss_mib"]
+
+
+def b6_summary(by_partitions):
+    """One row per partition count: retryd (unordered) against the bare relay."""
+    rows = []
+    for n in sorted(by_partitions):
+        mine = by_partitions[n]
+        bare = next((r for r in mine if r["side"] == "bare" and r["status"] == "ok"), None)
+        ours = next((r for r in mine if r["side"] == "retryd-unordered" and r["status"] == "ok"),
+                    None)
+        if bare is None or ours is None:
+            continue
+        rows.append({"partitions": n, "records": ours["records"],
+                     "bare_cpu_s_per_m": bare.get("cpu_s_per_m"),
+                     "retryd_cpu_s_per_m": ours.get("cpu_s_per_m"),
+                     "cpu_x_bare": ratio(ours.get("cpu_s_per_m"), bare.get("cpu_s_per_m")),
+                     "bare_healthy_rps": bare.get("healthy_rps"),
+                     "retryd_healthy_rps": ours.get("healthy_rps"),
+                     "healthy_x_bare": ratio(ours.get("healthy_rps"), bare.get("healthy_rps")),
+                     "bare_peak_rss_mib": bare.get("peak_rss_mib"),
+                     "retryd_peak_rss_mib": ours.get("peak_rss_mib")})
+    return rows
+
+
+def b6_markdown(rows):
+    lines = ["## B6: partitions", "",
+             "The no-failure, 0 ms workload with every topic at P partitions: retryd "
+             "(unordered) against the bare relay in the same run. The target: retryd's CPU "
+             "per record at most 1.1 x the bare relay's at every P.", "",
+             "| partitions | records | CPU s per M: bare / retryd | CPU x bare "
+             "| healthy rec/s: bare / retryd | rec/s x bare | peak RSS MiB: bare / retryd |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(
+            f"| {r['partitions']} | {cell(r['records'], 0)} | {cell(r['bare_cpu_s_per_m'], 1)} / "
+            f"{cell(r['retryd_cpu_s_per_m'], 1)} | {cell(r['cpu_x_bare'], 2)} "
+            f"| {cell(r['bare_healthy_rps'], 0)} / {cell(r['retryd_healthy_rps'], 0)} "
+            f"| {cell(r['healthy_x_bare'], 2)} | {cell(r['bare_peak_rss_mib'], 0)} / "
+            f"{cell(r['retryd_peak_rss_mib'], 0)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_plain_csv(rows, path, columns):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for r in rows:
+            v = [r.get(c) for c in columns]
+            writer.writerow(["-" if x is None else f"{x:.3f}" if isinstance(x, float) else x
+                             for x in v])
+    return path
+
+
 def ratio(a, b):
     return a / b if a and b else None
 
@@ -579,16 +657,18 @@ def markdown(rows, workloads, meta, rate):
         if r0 is None:
             continue
         lines += [f"## {w.name}", "",
-                  f"{r0['records']:,} measured records after {r0['warmup']:,} warm-up ones; "
+                  f"Measured records as the records column says (the JVM peers get "
+                  f"--peer-scale of the others' count), after {r0['warmup']:,} warm-up ones; "
                   f"{r0['paced']:,} paced at {rate:g} records/s for latency.", "",
-                  "| side | in flight | window s | healthy rec/s | all rec/s | p50 / p99 ms "
+                  "| side | in flight | records | window s | healthy rec/s | all rec/s | p50 / p99 ms "
                   "| CPU s per M | peak RSS MiB | broker cores | lost / wrong / dup "
                   "| keys out of order | × bare: rec/s, CPU | × best peer: rec/s, CPU | status |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-                  "| --- |"]
+                  "| --- | --- |"]
         for r in mine:
             lines.append(
-                f"| {r['side']} | {r['in_flight']} | {cell(r.get('window_s'), 1)} "
+                f"| {r['side']} | {r['in_flight']} | {cell(r.get('records'), 0)} "
+                f"| {cell(r.get('window_s'), 1)} "
                 f"| {cell(r.get('healthy_rps'), 0)} "
                 f"| {cell(r.get('all_rps'), 0)} | {cell(r.get('p50_ms'), 0)} / "
                 f"{cell(r.get('p99_ms'), 0)} | {cell(r.get('cpu_s_per_m'), 1)} "
@@ -619,6 +699,13 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "peers"))
     p.add_argument("--scale", type=float, default=1.0,
                    help="fraction of every record count (e.g. 0.05 for a quick run)")
+    p.add_argument("--peer-scale", type=float, default=0.1,
+                   help="fraction of the others' measured records the JVM peers get (1: as many)")
+    p.add_argument("--b6-partitions", default="256,1024",
+                   help="partition counts B6 runs the bare relay and retryd at, after the "
+                        "workloads (empty: none)")
+    p.add_argument("--b6-scale", type=float, default=0.3,
+                   help="fraction of the no-failure workload's records B6 runs at each count")
     p.add_argument("--sides", default=",".join(s.name for s in SIDES))
     p.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
     p.add_argument("--warmup", type=int, default=20_000,
@@ -654,6 +741,15 @@ def main():
 
     sides = pick(args.sides, SIDES, "side")
     workloads = pick(args.workloads, WORKLOADS, "workload")
+    try:
+        b6_partitions = [int(n) for n in filter(None, args.b6_partitions.split(","))]
+    except ValueError:
+        raise SystemExit(f"peers: --b6-partitions takes counts, e.g. 256,1024; "
+                         f"got '{args.b6_partitions}'")
+    if any(n < 1 for n in b6_partitions) or not 0 < args.peer_scale <= 1 or \
+            not 0 < args.b6_scale <= 1 or args.scale <= 0:
+        raise SystemExit("peers: partitions must be at least 1; --scale above 0; "
+                         "--peer-scale and --b6-scale in (0, 1]")
     os.makedirs(args.out, exist_ok=True)
 
     run = Run(args)
@@ -663,8 +759,12 @@ def main():
 
     signal.signal(signal.SIGTERM, on_signal)
     status = 0
+    b6_sides = [s for s in SIDES if s.name in ("bare", "retryd-unordered")]
+    b6_rows = {}
     try:
         rows = run.main(workloads, sides)
+        if b6_partitions:
+            b6_rows = run.b6(b6_partitions, b6_sides)
     except KeyboardInterrupt:
         say("interrupted: stopping what runs")
         rows, status = None, 130
@@ -680,7 +780,7 @@ def main():
     add_ratios(rows)
     name_prefix = "peers" if args.partitions == PARTITIONS else f"peers_p{args.partitions}"
     meta = (f"Apache Kafka at {args.bootstrap}; {args.partitions} partitions a topic; "
-            f"scale {args.scale}; {ATTEMPTS} attempts, backoff "
+            f"scale {args.scale}, the JVM peers x{args.peer_scale:g}; {ATTEMPTS} attempts, backoff "
             f"{BACKOFF_INITIAL_MS} ms x{BACKOFF_MULTIPLIER:g} up to {BACKOFF_MAX_MS} ms; "
             f"{args.records_per_key} records per key; paced at {args.rate:g} records/s; "
             f"JVM heap {args.heap}.")
@@ -689,6 +789,18 @@ def main():
         if mine:
             say(f"wrote {write_csv(mine, args.out, w.name, name_prefix)}")
     text = markdown(rows, workloads, meta, args.rate)
+    if b6_rows:
+        for n, mine in b6_rows.items():
+            add_ratios(mine)
+            say(f"wrote {write_csv(mine, args.out, 'nofail-0ms', f'peers_p{n}')}")
+        # The workloads' own run at their partition count, beside B6's.
+        here = [r for r in rows if r["workload"] == "nofail-0ms"]
+        if here and args.partitions not in b6_rows:
+            b6_rows[args.partitions] = here
+        summary = b6_summary(b6_rows)
+        say(f"wrote {write_plain_csv(summary, os.path.join(args.out, 'b6_partitions.csv'), B6_COLUMNS)}")
+        text += "\n" + b6_markdown(summary)
+        rows = rows + [r for n, mine in b6_rows.items() if n != args.partitions for r in mine]
     with open(os.path.join(args.out, f"{name_prefix}.md"), "w") as f:
         f.write(text)
     print(text)
