@@ -197,7 +197,7 @@ set ylabel "x the bare relay"
 set yrange [0:*]
 set style data histogram
 set style histogram clustered gap 1
-set key top left
+set key below horizontal
 plot "$csv" skip 1 using 5:xtic(1) title "CPU per record", \
      "" skip 1 using 8 title "healthy records/s", \
      1.1 with lines lw 2 lc rgb "red" title "CPU target: 1.1 x"
