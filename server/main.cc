@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,9 @@ ABSL_FLAG(bool, demo, false,
 ABSL_FLAG(int, demo_rate, 200, "Records per second of the demo load.");
 ABSL_FLAG(int, summary_interval_s, 5, "Seconds between summary lines; 0 prints none.");
 ABSL_FLAG(bool, verbose, false, "Log debug lines too.");
+ABSL_FLAG(std::string, log_format, "text",
+          "How log lines are written: text, or json (one object per line with time, level, "
+          "component, thread and message, on stderr; stdout's lines become objects too).");
 ABSL_FLAG(std::string, listen, "",
           "Address of the gRPC control API, host:port or unix:PATH; overrides listen_address in "
           "the config file (port 0 picks a free port).");
@@ -108,8 +112,7 @@ void PrintSummary(const engine::EngineTotals& t, int64_t demo_produced) {
   }
   absl::StrAppend(&line, " backlog=", t.retry_backlog, " in_flight=", t.in_flight);
   if (demo_produced >= 0) absl::StrAppend(&line, " demo_produced=", demo_produced);
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
+  PrintLine(line);
 }
 
 bool AllPrimariesFailed(const engine::Engine& engine) {
@@ -249,6 +252,16 @@ void ParseFlags(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
 }
 
+// Why retryd cannot start or run on: one line on stderr, "retryd: <why>" as
+// text, an ERROR object as JSON.
+void Fail(absl::string_view why) {
+  if (GetLogFormat() == LogFormat::kJson) {
+    LogError(why);
+    return;
+  }
+  std::fprintf(stderr, "retryd: %s\n", std::string(why).c_str());
+}
+
 // With --demo, starts the demo load into the first input topic; null
 // without it.
 absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const engine::EngineOptions& options) {
@@ -267,9 +280,16 @@ absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const engine::EngineOptions&
 int Main(int argc, char** argv) {
   MatchMutexChecksToBuild();
   ParseFlags(argc, argv);
+  const std::optional<LogFormat> log_format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.has_value()) {
+    std::fprintf(stderr, "retryd: --log_format=%s: must be text or json\n",
+                 absl::GetFlag(FLAGS_log_format).c_str());
+    return kExitUsage;
+  }
+  SetLogFormat(*log_format);
   absl::StatusOr<Configuration> configuration = LoadConfiguration();
   if (!configuration.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(configuration.status().message()).c_str());
+    Fail(configuration.status().message());
     return kExitUsage;
   }
   const std::string& config_path = configuration->path;
@@ -289,40 +309,37 @@ int Main(int argc, char** argv) {
   // the engine uses when kafka.bootstrap_servers is empty.
   absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> broker = StartKafka(config, options);
   if (!broker.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(broker.status().message()).c_str());
+    Fail(broker.status().message());
     return kExitRuntime;
   }
 
   absl::StatusOr<std::unique_ptr<engine::Processor>> processor = MakeProcessor(config.processor());
   if (!processor.ok()) {
-    std::fprintf(stderr, "retryd: %s: processor: %s\n", config_path.c_str(),
-                 std::string(processor.status().message()).c_str());
+    Fail(absl::StrCat(config_path, ": processor: ", processor.status().message()));
     return kExitUsage;
   }
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(options, *std::move(processor));
   if (!engine.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(engine.status().message()).c_str());
+    Fail(engine.status().message());
     // A Kafka property the engine cannot use is a config error.
     return engine.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
   if (absl::Status s = (*engine)->Start(); !s.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+    Fail(s.message());
     return kExitRuntime;
   }
   control::ControlServer control_server(**engine);
   if (absl::Status s = control_server.Start(std::move(configuration->control_options)); !s.ok()) {
-    std::fprintf(stderr, "retryd: %s\n", std::string(s.message()).c_str());
+    Fail(s.message());
     (*engine)->Stop();
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
-  std::printf("control API listening on %s\n", control_server.address().c_str());
-  std::fflush(stdout);
+  PrintLine(absl::StrCat("control API listening on ", control_server.address()));
 
   absl::StatusOr<std::unique_ptr<DemoLoad>> started_demo = StartDemo(options);
   if (!started_demo.ok()) {
-    std::fprintf(stderr, "retryd: demo load: %s\n",
-                 std::string(started_demo.status().message()).c_str());
+    Fail(absl::StrCat("demo load: ", started_demo.status().message()));
     control_server.Stop();
     (*engine)->Stop();
     return kExitUsage;

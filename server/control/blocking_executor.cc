@@ -41,6 +41,7 @@ bool BlockingExecutor::HasWorkOrStopping() const { return shutting_down_ || !que
 
 void BlockingExecutor::Run() {
   SetThreadName(name_);
+  SetThreadComponent("control");
   for (;;) {
     absl::AnyInvocable<void() &&> task;
     {

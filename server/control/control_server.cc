@@ -305,6 +305,7 @@ std::string ControlServer::address() const {
 void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
                               absl::Duration timeout) {
   SetThreadName("control-health");
+  SetThreadComponent("control");
   std::optional<bool> reported;
   std::optional<bool> downstream_reported;
   do {

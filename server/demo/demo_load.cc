@@ -33,6 +33,7 @@ void DemoLoad::Stop() {
 
 void DemoLoad::Run() {
   SetThreadName("demo-load");
+  SetThreadComponent("demo");
   std::mt19937_64 rng(options_.seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   // Produce in small bursts ten times a second, paced against the clock.

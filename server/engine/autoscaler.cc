@@ -121,6 +121,7 @@ std::vector<ScalingEvent> Autoscaler::Events() const {
 
 void Autoscaler::Run() {
   SetThreadName("autoscale");
+  SetThreadComponent("engine");
   for (;;) {
     {
       absl::MutexLock lock(&mu_);

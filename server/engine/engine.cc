@@ -307,6 +307,7 @@ absl::Status Engine::Start() {
 
 void Engine::StartInOrder(ControlSlot control) {
   SetThreadName("in-order-start");
+  SetThreadComponent("engine");
   LogInfo(
       "engine: in_order is configured: input waits until the retry backlog an earlier run "
       "may have left is empty");

@@ -54,6 +54,7 @@ void MetricsSampler::Stop() {
 
 void MetricsSampler::Run() {
   SetThreadName("metrics");
+  SetThreadComponent("engine");
   absl::Time next = absl::Now() + tick_;
   while (!stop_.WaitForNotificationWithDeadline(next)) {
     SampleOnce();

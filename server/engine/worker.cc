@@ -139,6 +139,7 @@ bool Worker::CanCall(const TopicPartition& tp) const {
 void Worker::Run() {
   thread_owner_.Bind();
   SetThreadName(absl::StrCat(ThreadRoleName(role_), "-", id_));
+  SetThreadComponent("engine");
   const absl::Duration commit_interval = absl::Milliseconds(context_.options->commit_interval_ms);
   next_commit_ = absl::Now() + commit_interval;
   bool failed = false;

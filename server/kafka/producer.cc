@@ -127,6 +127,7 @@ void Producer::OnDelivery(rd_kafka_s* rk, const void* message, void* /*conf_opaq
 
 void Producer::DeliveryLoop() {
   SetThreadName("producer-dr");
+  SetThreadComponent("kafka");
   while (!stop_.load(std::memory_order_acquire)) {
     // Blocks until a delivery report arrives or 100 ms pass (to see stop_).
     rd_kafka_poll(rk_.get(), 100);

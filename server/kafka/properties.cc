@@ -34,23 +34,20 @@ bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_';
 
 void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   // syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug.
-  const std::string line =
-      absl::StrCat("librdkafka ", rd_kafka_name(rk), " ", fac, ": ", RedactLogLine(buf));
+  LogLevel log_level = LogLevel::kDebug;
+  if (level <= 3) {
+    log_level = LogLevel::kError;
+  } else if (level == 4) {
+    log_level = LogLevel::kWarning;
+  } else if (level <= 6) {
+    log_level = LogLevel::kInfo;
+  }
   // kafka.properties is shared by consumers and producers; each ignores the
   // other's settings, which is expected, not worth a warning.
-  if (absl::StrContains(buf, "property and will be ignored by this")) {
-    LogDebug(line);
-    return;
-  }
-  if (level <= 3) {
-    LogError(line);
-  } else if (level == 4) {
-    LogWarning(line);
-  } else if (level <= 6) {
-    LogInfo(line);
-  } else {
-    LogDebug(line);
-  }
+  if (absl::StrContains(buf, "property and will be ignored by this")) log_level = LogLevel::kDebug;
+  if (!LogEnabled(log_level)) return;
+  LogLineFor(log_level, "librdkafka",
+             absl::StrCat("librdkafka ", rd_kafka_name(rk), " ", fac, ": ", RedactLogLine(buf)));
 }
 
 absl::Status Set(rd_kafka_conf_t* conf, const std::string& key, const std::string& value) {

@@ -143,6 +143,7 @@ class GrpcProcessor::Canceller {
  private:
   void Run() {
     SetThreadName("grpc-cancel");
+    SetThreadComponent("processor");
     for (;;) {
       std::weak_ptr<Call> next;
       {
@@ -207,6 +208,7 @@ class GrpcProcessor::HealthChecker {
 
   void Run() {
     SetThreadName("grpc-health");
+    SetThreadComponent("processor");
     std::string service = kService;
     for (;;) {
       grpc::ClientContext context;

@@ -9,6 +9,8 @@
 // dies with the test process (PR_SET_PDEATHSIG) if the test is killed.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -528,6 +530,91 @@ processor { simulate {} }
               HasSubstr("topics orders, orders.retry, orders.dlq with 3 partitions"));
   retryd.Signal(SIGINT);
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+}
+
+// Each line of `text` as a JSON object (a line that is not one fails the
+// test).
+std::vector<google::protobuf::Struct> JsonLines(const std::string& text) {
+  std::vector<google::protobuf::Struct> objects;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    google::protobuf::Struct object;
+    const auto status = google::protobuf::util::JsonStringToMessage(std::string(line), &object);
+    EXPECT_TRUE(status.ok()) << "not a JSON object: " << line;
+    if (status.ok()) objects.push_back(std::move(object));
+  }
+  return objects;
+}
+
+std::string JsonField(const google::protobuf::Struct& object, const std::string& name) {
+  const auto it = object.fields().find(name);
+  return it == object.fields().end() ? "" : it->second.string_value();
+}
+
+// --log_format=json, for log shippers: every line retryd writes, on stderr
+// and stdout, is one JSON object with time, level, component, thread and
+// message; librdkafka's lines among them; a secret given through the
+// environment appears in none.
+TEST_F(RetrydE2eTest, JsonLogsAreOneObjectPerLine) {
+  constexpr char kSecret[] = "e2e-json-secret-4f1d";
+  ASSERT_EQ(setenv("RETRYD_E2E_JSON_SECRET", kSecret, 1), 0);
+  const std::string config = dir_.WriteFile("json-logs.textproto", R"cfg(
+listen_address: "127.0.0.1:0"
+kafka {
+  properties { key: "debug" value: "conf" }
+  properties_from_env { key: "sasl.password" value: "RETRYD_E2E_JSON_SECRET" }
+}
+group_id: "json-logs"
+input_topics: "orders"
+processor { simulate { rule { key_prefix: "perm-" permanent: true } } }
+)cfg");
+  RetrydProcess retryd(Path("json-logs"), {"--config", config, "--demo", "--summary_interval_s",
+                                           "1", "--verbose", "--log_format=json"});
+  ASSERT_TRUE(retryd.started());
+  auto busy_summary = [&] {
+    for (absl::string_view line : absl::StrSplit(retryd.Stdout(), '\n', absl::SkipEmpty())) {
+      google::protobuf::Struct object;
+      if (!google::protobuf::util::JsonStringToMessage(std::string(line), &object).ok()) continue;
+      const std::string message = JsonField(object, "message");
+      if (absl::StartsWith(message, "consumed=") && !absl::StartsWith(message, "consumed=0 ")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return !retryd.Running() || busy_summary(); }, absl::Seconds(90)))
+      << "no summary line with consumed>0 after 90 s";
+  ASSERT_TRUE(retryd.Running()) << "retryd "
+                                << DescribeStatus(*retryd.WaitExit(absl::ZeroDuration()));
+  retryd.Signal(SIGINT);
+  ASSERT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
+
+  const std::string out = retryd.Stdout();
+  const std::string err = retryd.Stderr();
+  EXPECT_THAT(out + err, ::testing::Not(HasSubstr(kSecret)));
+  std::set<std::string> components;
+  bool listening = false;
+  for (const std::string* text : {&out, &err}) {
+    for (const google::protobuf::Struct& object : JsonLines(*text)) {
+      EXPECT_EQ(object.fields_size(), 5);
+      for (const char* field : {"time", "level", "component", "thread", "message"}) {
+        EXPECT_FALSE(JsonField(object, field).empty()) << field << " missing or empty";
+      }
+      components.insert(JsonField(object, "component"));
+      listening |= absl::StartsWith(JsonField(object, "message"), "control API listening on ");
+    }
+  }
+  EXPECT_TRUE(listening) << "no \"control API listening on\" object on stdout";
+  for (const char* component : {"main", "engine", "librdkafka"}) {
+    EXPECT_TRUE(components.contains(component)) << "no line of component " << component;
+  }
+}
+
+// An unknown --log_format is a usage error, said in plain text.
+TEST_F(RetrydE2eTest, UnknownLogFormatExits2) {
+  RetrydProcess retryd(Path("log-format"), {"--log_format=xml", "--config", "unused"});
+  ASSERT_TRUE(retryd.started());
+  EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 2));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("--log_format=xml: must be text or json"));
 }
 
 namespace retryctl_e2e {
