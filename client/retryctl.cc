@@ -30,6 +30,12 @@ int UsageFailure(std::string_view message, std::string_view topic, std::ostream&
 }
 
 int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostream& err) {
+  if (flags.json) {
+    // One line on stderr, as google.rpc.Status reads in JSON, with the
+    // code's name beside its number.
+    err << ErrorJson(status) << "\n";
+    return ExitStatusFor(status.code());
+  }
   err << "retryctl: " << absl::StatusCodeToString(status.code()) << ": "
       << SanitizeForTerminal(std::string_view(status.message().data(), status.message().size()), 0)
       << "\n";
@@ -50,7 +56,7 @@ int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostrea
     default:
       break;
   }
-  return kExitRpcFailed;
+  return ExitStatusFor(status.code());
 }
 
 // The token is the file's content without surrounding whitespace (so a
@@ -135,6 +141,25 @@ int RunWatch(RetrydClient& client, const Invocation& invocation, const Io& io,
   return kExitOk;
 }
 
+// `retryctl version`: this tool's release, then the server's (GetStatus).
+// The client's line is printed even when the server cannot be asked.
+int RunVersion(RetrydClient& client, const GlobalFlags& flags, const Io& io) {
+  absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
+  if (flags.json) {
+    if (!status.ok()) return RpcFailure(status.status(), flags, io.err);
+    io.out << VersionJson(RETRYD_VERSION, status->version()) << "\n";
+    io.out.flush();
+    return kExitOk;
+  }
+  io.out << "retryctl " << RETRYD_VERSION << "\n";
+  io.out.flush();
+  if (!status.ok()) return RpcFailure(status.status(), flags, io.err);
+  io.out << "retryd   " << SanitizeForTerminal(status->version(), 0) << " at " << flags.address
+         << "\n";
+  io.out.flush();
+  return kExitOk;
+}
+
 v1::Ordering ToProto(OrderingMode mode) {
   switch (mode) {
     case OrderingMode::kUnordered:
@@ -200,6 +225,8 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
                                  invocation.record_offset),
           flags, io);
     }
+    case Command::kVersion:
+      return RunVersion(client, flags, io);
     case Command::kHelp:
       break;
   }
@@ -207,6 +234,8 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
 }
 
 }  // namespace
+
+int ExitStatusFor(absl::StatusCode code) { return kExitRpcFailedBase + static_cast<int>(code); }
 
 ClientFactory DefaultClientFactory() {
   return [](const ClientOptions& options) { return RetrydClient::Create(options); };

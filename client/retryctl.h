@@ -2,8 +2,10 @@
 // output streams in, exit status out. retryctl_main.cc wires it to the
 // process; tests call it directly.
 //
-// Exit status: kExitOk, kExitRpcFailed ("retryctl: CODE: message" on err),
-// kExitUsage (what is wrong and a pointer to --help on err).
+// Exit status: kExitOk; for a failed call 64 + its gRPC code
+// (ExitStatusFor, as grpcurl does: "retryctl: CODE: message" on err, or a
+// JSON object with --json); kExitUsage (what is wrong and a pointer to
+// --help on err).
 #ifndef RETRYD_CLIENT_RETRYCTL_H_
 #define RETRYD_CLIENT_RETRYCTL_H_
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/retryctl_args.h"
@@ -22,8 +25,12 @@
 namespace retryd::retryctl {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitRpcFailed = 1;
 inline constexpr int kExitUsage = 2;
+// A failed call exits with kExitRpcFailedBase + its gRPC status code
+// (FAILED_PRECONDITION: 73, UNAVAILABLE: 78), so scripts can tell the
+// reasons apart without reading stderr.
+inline constexpr int kExitRpcFailedBase = 64;
+int ExitStatusFor(absl::StatusCode code);
 
 // Builds the client a command talks through; tests substitute their own.
 using ClientFactory =

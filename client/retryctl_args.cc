@@ -138,8 +138,10 @@ class CommandArgs {
   std::string topic_;
 };
 
-std::optional<UsageError> ParseStatus(CommandArgs& args, Invocation& invocation) {
-  invocation.command = Command::kStatus;
+// A command that takes no arguments: status, version.
+std::optional<UsageError> ParseNoArguments(Command command, CommandArgs& args,
+                                           Invocation& invocation) {
+  invocation.command = command;
   if (args.done()) return std::nullopt;
   const std::string& arg = args.take();
   if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
@@ -505,7 +507,7 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
                            command);
   std::optional<UsageError> error;
   if (command == "status") {
-    error = ParseStatus(command_args, invocation);
+    error = ParseNoArguments(Command::kStatus, command_args, invocation);
   } else if (command == "threads") {
     error = ParseThreads(command_args, invocation);
   } else if (command == "inorder") {
@@ -518,6 +520,8 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseInFlight(command_args, invocation);
   } else if (command == "dlq-record") {
     error = ParseDlqRecord(command_args, invocation);
+  } else if (command == "version") {
+    error = ParseNoArguments(Command::kVersion, command_args, invocation);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"), "");
   }

@@ -43,6 +43,7 @@ enum class Command {
   kWatch,         // interval_ms, thread_ids, max_snapshots
   kInFlight,      // limit
   kDlqRecord,     // record_topic, record_partition, record_offset
+  kVersion,
 };
 
 // The modes of `retryctl ordering` (retryd.v1.Ordering).
@@ -51,7 +52,7 @@ enum class OrderingMode { kUnordered, kInOrder, kKey };
 struct Invocation {
   Command command = Command::kHelp;
   // kHelp: "" for the overview, else a command: status, threads, inorder,
-  // ordering, watch, inflight, dlq-record.
+  // ordering, watch, inflight, dlq-record, version.
   std::string help_topic;
   GlobalFlags flags;
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace retryd::retryctl {
@@ -75,6 +76,35 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, boo
   // The pretty printer ends with a newline already; the compact one not.
   if (json.empty() || json.back() != '\n') json.push_back('\n');
   return json;
+}
+
+namespace {
+
+// `object` as compact JSON, without a newline.
+std::string CompactJson(const google::protobuf::Struct& object) {
+  absl::StatusOr<std::string> json = ToJson(object, /*one_line=*/true);
+  if (!json.ok()) return "{}";
+  if (!json->empty() && json->back() == '\n') json->pop_back();
+  return *std::move(json);
+}
+
+}  // namespace
+
+std::string ErrorJson(const absl::Status& status) {
+  google::protobuf::Struct object;
+  auto& fields = *object.mutable_fields();
+  fields["code"].set_number_value(static_cast<int>(status.code()));
+  fields["status"].set_string_value(absl::StatusCodeToString(status.code()));
+  fields["message"].set_string_value(std::string(status.message()));
+  return CompactJson(object);
+}
+
+std::string VersionJson(std::string_view client, std::string_view server) {
+  google::protobuf::Struct object;
+  auto& fields = *object.mutable_fields();
+  fields["client"].set_string_value(std::string(client));
+  fields["server"].set_string_value(std::string(server));
+  return CompactJson(object);
 }
 
 std::string RoleName(v1::ThreadRole role) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
@@ -26,6 +27,15 @@ namespace retryd::retryctl {
 // scripts need no defaults). `one_line`: no whitespace, for JSON lines.
 // Ends with a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, bool one_line);
+
+// A failed call as one line of JSON, no newline: {"code": 9, "status":
+// "FAILED_PRECONDITION", "message": "..."}: google.rpc.Status's code and
+// message, and the code's name.
+std::string ErrorJson(const absl::Status& status);
+
+// `retryctl version --json`, one line, no newline: {"client": "...",
+// "server": "..."}.
+std::string VersionJson(std::string_view client, std::string_view server);
 
 std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now);
 std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& response);

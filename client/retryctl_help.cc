@@ -24,6 +24,7 @@ Commands:
   inflight [--limit N]             The oldest records not yet done, and why.
   dlq-record TOPIC PARTITION OFFSET
                                    Dead-letter one held record now.
+  version                          retryctl's release and retryd's.
   help [COMMAND]                   This text, or a command's.
 
 Flags (before or after the command):
@@ -40,14 +41,18 @@ Flags (before or after the command):
                       2m); 'ordering in-order --drain' may drain for this
                       long
   --json              print protobuf JSON with the .proto field names, for
-                      scripts; watch prints one JSON snapshot per line
+                      scripts; watch prints one JSON snapshot per line; a
+                      failed call's error is a JSON line on stderr
   -h, --help          this text; 'retryctl COMMAND --help' for a command's
 
 Exit status:
-  0  success
-  1  the call failed: stderr says "retryctl: CODE: message", CODE being the
-     gRPC status, e.g. FAILED_PRECONDITION, UNAVAILABLE, UNAUTHENTICATED
-  2  usage error
+  0      success
+  2      usage error
+  64+N   the call failed with gRPC status code N, as grpcurl exits: 73
+         FAILED_PRECONDITION, 69 NOT_FOUND, 78 UNAVAILABLE, 80
+         UNAUTHENTICATED, 68 DEADLINE_EXCEEDED. stderr says "retryctl:
+         CODE: message", or with --json one line {"code": N, "status":
+         "CODE", "message": "..."}
 
 Examples:
   retryctl status
@@ -240,6 +245,21 @@ Examples:
   retryctl --json inflight --limit 1000 | jq '.records[] | select(.state == "WAITING_DUE")'
 )";
 
+constexpr std::string_view kVersionHelp =
+    R"(Usage:
+  retryctl version
+
+Prints retryctl's release, then the release of the retryd it reaches
+(GetStatus), and that retryd's address. retryctl's line is printed even when
+retryd cannot be reached; the exit status then says why (64 + the gRPC code).
+
+With --json: {"client": "...", "server": "..."} on one line.
+
+Examples:
+  retryctl version
+  retryctl --addr 10.0.0.5:50051 --json version
+)";
+
 constexpr std::string_view kDlqRecordHelp =
     R"(Usage:
   retryctl dlq-record TOPIC PARTITION OFFSET
@@ -270,6 +290,7 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "watch") return kWatchHelp;
   if (topic == "inflight") return kInFlightHelp;
   if (topic == "dlq-record") return kDlqRecordHelp;
+  if (topic == "version") return kVersionHelp;
   return {};
 }
 

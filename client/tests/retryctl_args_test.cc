@@ -422,7 +422,9 @@ TEST(RetryctlUsageTest, OverviewHelpListsCommandsFlagsExitCodesAndExamples) {
                                "--json",
                                "Exit status:",
                                "FAILED_PRECONDITION",
-                               "2  usage error",
+                               "2      usage error",
+                               "64+N   the call failed with gRPC status code N",
+                               "version",
                                "Examples:",
                                "retryctl --json status"}) {
     EXPECT_THAT(run.out, HasSubstr(expected));

@@ -8,9 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/tests/fake_retryd.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -228,14 +230,14 @@ TEST(RetryctlTest, OrderingInOrderWithDrainAndBackToUnordered) {
   EXPECT_FALSE(fake.last_ordering_request().drain_retries());
 }
 
-// ---- failures: exit 1 and "retryctl: CODE: message" ---------------------------------
+// ---- failures: exit 64 + the gRPC code and "retryctl: CODE: message" ---------------
 
-TEST(RetryctlTest, RpcFailureExitsOneWithTheCodeName) {
+TEST(RetryctlTest, RpcFailureExitsWith64PlusTheCodeAndItsName) {
   FakeRetryd fake;
   fake.FailWith("StartRetryThreads", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                                   "in order: run 'retryctl inorder off' first"));
   const RunResult run = RunAgainst(fake, {"threads", "start", "1"});
-  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(run.exit_code, 73);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err, "retryctl: FAILED_PRECONDITION: in order: run 'retryctl inorder off' first\n");
 }
@@ -253,19 +255,66 @@ TEST(RetryctlTest, EveryCommandReportsItsRpcFailure) {
                                              {"ordering", "key"},
                                              {"watch"}}) {
     const RunResult run = RunAgainst(fake, args);
-    EXPECT_EQ(run.exit_code, kExitRpcFailed) << args[0];
+    EXPECT_EQ(run.exit_code, 69) << args[0];
     EXPECT_EQ(run.err, "retryctl: NOT_FOUND: no thread 9\n") << args[0];
   }
 }
 
+// With --json a failed call's error is one JSON line on stderr, for scripts;
+// the exit status is the same.
+TEST(RetryctlTest, JsonErrorIsOneLineOfJson) {
+  FakeRetryd fake;
+  fake.FailWith("StartRetryThreads",
+                grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "in order: \"off\" first"));
+  const RunResult run = RunAgainst(fake, {"--json", "threads", "start", "1"});
+  EXPECT_EQ(run.exit_code, 73);
+  EXPECT_EQ(run.out, "");
+  google::protobuf::Struct error;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.err, &error).ok()) << run.err;
+  EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "one line: " << run.err;
+  EXPECT_EQ(error.fields().at("code").number_value(), 9);
+  EXPECT_EQ(error.fields().at("status").string_value(), "FAILED_PRECONDITION");
+  EXPECT_EQ(error.fields().at("message").string_value(), "in order: \"off\" first");
+}
+
+TEST(RetryctlTest, ExitStatusIs64PlusTheCode) {
+  EXPECT_EQ(ExitStatusFor(absl::StatusCode::kCancelled), 65);
+  EXPECT_EQ(ExitStatusFor(absl::StatusCode::kUnauthenticated), 80);
+}
+
+TEST(RetryctlTest, VersionPrintsTheClientsAndTheServersRelease) {
+  FakeRetryd fake;
+  v1::GetStatusResponse status;
+  status.set_version("9.8.7");
+  fake.set_status(status);
+  RunResult run = RunAgainst(fake, {"version"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, absl::StrCat("retryctl ", RETRYD_VERSION, "\nretryd   9.8.7 at ",
+                                  fake.address(), "\n"));
+  run = RunAgainst(fake, {"--json", "version"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  google::protobuf::Struct versions;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &versions).ok()) << run.out;
+  EXPECT_EQ(versions.fields().at("client").string_value(), RETRYD_VERSION);
+  EXPECT_EQ(versions.fields().at("server").string_value(), "9.8.7");
+}
+
+// An unreachable server: 78 (UNAVAILABLE) and where retryctl looked;
+// `version` still prints the client's release.
 TEST(RetryctlTest, UnreachableServerSaysWhereItLooked) {
   FakeRetryd fake;
   const std::string address = fake.address();
   fake.Shutdown();
-  const RunResult run = RunAgainst(fake, {"--timeout", "10", "status"}, Environment{address, ""});
-  EXPECT_EQ(run.exit_code, kExitRpcFailed);
-  EXPECT_THAT(run.err, StartsWith("retryctl: UNAVAILABLE: "));
-  EXPECT_THAT(run.err, HasSubstr("is retryd running and listening on " + address));
+  for (const char* command : {"status", "version"}) {
+    const RunResult run = RunAgainst(fake, {"--timeout", "10", command}, Environment{address, ""});
+    EXPECT_EQ(run.exit_code, 78) << command;
+    EXPECT_THAT(run.err, StartsWith("retryctl: UNAVAILABLE: ")) << command;
+    EXPECT_THAT(run.err, HasSubstr("is retryd running and listening on " + address)) << command;
+    EXPECT_EQ(run.out, command == std::string("version")
+                           ? absl::StrCat("retryctl ", RETRYD_VERSION, "\n")
+                           : "")
+        << command;
+  }
 }
 
 // ---- the token ---------------------------------------------------------------
@@ -294,7 +343,7 @@ TEST(RetryctlTest, NoTokenFileNoHeaderAndAHintWhenRefused) {
   fake.FailWith("StartRetryThreads",
                 grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing bearer token"));
   const RunResult run = RunAgainst(fake, {"threads", "start", "1"});
-  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(run.exit_code, 80);
   EXPECT_EQ(fake.last_call("StartRetryThreads")->authorization, std::nullopt);
   EXPECT_EQ(run.err,
             "retryctl: UNAUTHENTICATED: missing bearer token\n"
@@ -421,7 +470,7 @@ TEST(RetryctlWatchTest, ServerRefusingTheWatchExitsOne) {
   fake.FailWith("WatchMetrics", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                              "interval_ms must be in 100..60000"));
   const RunResult run = RunAgainst(fake, {"watch"});
-  EXPECT_EQ(run.exit_code, kExitRpcFailed);
+  EXPECT_EQ(run.exit_code, 67);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err, "retryctl: INVALID_ARGUMENT: interval_ms must be in 100..60000\n");
 }

@@ -687,7 +687,7 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
 
   r = run({"inorder", "on"});
-  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_TRUE(ExitedWith(r.status, 64 + 9)) << "FAILED_PRECONDITION";
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
 
   r = run({"threads", "stop", "1"});
@@ -707,7 +707,7 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   EXPECT_EQ(retry_named, 1u) << json;
 
   r = run({"threads", "start", "1"});
-  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_TRUE(ExitedWith(r.status, 64 + 9)) << "FAILED_PRECONDITION";
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
 
   r = run({"inorder", "off"});
@@ -797,7 +797,7 @@ TEST_F(RetrydE2eTest, RetryctlFreesAStuckRecord) {
   EXPECT_EQ(Keys(ReadAll(topics.output)), (std::multiset<std::string>{"ok-0", "ok-2"}));
 
   r = run({"dlq-record", topics.input, "0", "1"});
-  EXPECT_TRUE(ExitedWith(r.status, 1));
+  EXPECT_TRUE(ExitedWith(r.status, 64 + 5)) << "NOT_FOUND";
   EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
   r = run({"inflight", "--limit", "0"});
   EXPECT_TRUE(ExitedWith(r.status, 2)) << "a usage error: " << r.err;
