@@ -227,6 +227,17 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
     }
     case Command::kVersion:
       return RunVersion(client, flags, io);
+    case Command::kHealth: {
+      absl::StatusOr<grpc::health::v1::HealthCheckResponse> health =
+          client.HealthCheck(invocation.health_service);
+      if (!health.ok()) return RpcFailure(health.status(), flags, io.err);
+      const std::string name =
+          grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health->status());
+      const int printed = PrintResponse(*health, name + "\n", flags, io);
+      if (printed != kExitOk) return printed;
+      return health->status() == grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
+                                                                                : kExitNotServing;
+    }
     case Command::kHelp:
       break;
   }

@@ -2,7 +2,8 @@
 // output streams in, exit status out. retryctl_main.cc wires it to the
 // process; tests call it directly.
 //
-// Exit status: kExitOk; for a failed call 64 + its gRPC code
+// Exit status: kExitOk; kExitNotServing for `health` of a service that is
+// not SERVING; for a failed call 64 + its gRPC code
 // (ExitStatusFor, as grpcurl does: "retryctl: CODE: message" on err, or a
 // JSON object with --json); kExitUsage (what is wrong and a pointer to
 // --help on err).
@@ -25,6 +26,8 @@
 namespace retryd::retryctl {
 
 inline constexpr int kExitOk = 0;
+// `retryctl health`: the call succeeded, and the service is not SERVING.
+inline constexpr int kExitNotServing = 1;
 inline constexpr int kExitUsage = 2;
 // A failed call exits with kExitRpcFailedBase + its gRPC status code
 // (FAILED_PRECONDITION: 73, UNAVAILABLE: 78), so scripts can tell the

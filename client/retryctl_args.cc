@@ -332,6 +332,20 @@ std::optional<UsageError> ParseInFlight(CommandArgs& args, Invocation& invocatio
   return std::nullopt;
 }
 
+// health [SERVICE]
+std::optional<UsageError> ParseHealth(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kHealth;
+  bool have_service = false;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
+    if (have_service) return args.Unexpected(arg);
+    invocation.health_service = arg;
+    have_service = true;
+  }
+  return std::nullopt;
+}
+
 std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocation) {
   invocation.command = Command::kDlqRecord;
   std::vector<std::string> positional;
@@ -522,6 +536,8 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseDlqRecord(command_args, invocation);
   } else if (command == "version") {
     error = ParseNoArguments(Command::kVersion, command_args, invocation);
+  } else if (command == "health") {
+    error = ParseHealth(command_args, invocation);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"), "");
   }

@@ -44,6 +44,7 @@ enum class Command {
   kInFlight,      // limit
   kDlqRecord,     // record_topic, record_partition, record_offset
   kVersion,
+  kHealth,  // health_service
 };
 
 // The modes of `retryctl ordering` (retryd.v1.Ordering).
@@ -52,7 +53,7 @@ enum class OrderingMode { kUnordered, kInOrder, kKey };
 struct Invocation {
   Command command = Command::kHelp;
   // kHelp: "" for the overview, else a command: status, threads, inorder,
-  // ordering, watch, inflight, dlq-record, version.
+  // ordering, watch, inflight, dlq-record, version, health.
   std::string help_topic;
   GlobalFlags flags;
 
@@ -68,6 +69,7 @@ struct Invocation {
   std::string record_topic;
   int32_t record_partition = 0;
   int64_t record_offset = 0;
+  std::string health_service;  // "": the server as a whole.
 };
 
 struct UsageError {

@@ -25,6 +25,8 @@ Commands:
   dlq-record TOPIC PARTITION OFFSET
                                    Dead-letter one held record now.
   version                          retryctl's release and retryd's.
+  health [SERVICE]                 grpc.health.v1 status of retryd, or of a
+                                   service such as retryd.downstream.
   help [COMMAND]                   This text, or a command's.
 
 Flags (before or after the command):
@@ -47,6 +49,7 @@ Flags (before or after the command):
 
 Exit status:
   0      success
+  1      health: the service is not SERVING
   2      usage error
   64+N   the call failed with gRPC status code N, as grpcurl exits: 73
          FAILED_PRECONDITION, 69 NOT_FOUND, 78 UNAVAILABLE, 80
@@ -260,6 +263,26 @@ Examples:
   retryctl --addr 10.0.0.5:50051 --json version
 )";
 
+constexpr std::string_view kHealthHelp =
+    R"(Usage:
+  retryctl health [SERVICE]
+
+Asks retryd's grpc.health.v1.Health service (Check) and prints the answer:
+SERVING, NOT_SERVING, SERVICE_UNKNOWN or UNKNOWN. Without SERVICE it asks
+for retryd as a whole (""); retryd.downstream is the downstream processor's
+state (see docs/operating.md for every service name). An unknown SERVICE is
+NOT_FOUND (exit status 69).
+
+Exit status: 0 if SERVING, 1 if the answer is anything else, 64 + the gRPC
+code if the call failed.
+
+With --json: {"status": "SERVING"}.
+
+Examples:
+  retryctl health
+  retryctl health retryd.downstream
+)";
+
 constexpr std::string_view kDlqRecordHelp =
     R"(Usage:
   retryctl dlq-record TOPIC PARTITION OFFSET
@@ -291,6 +314,7 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "inflight") return kInFlightHelp;
   if (topic == "dlq-record") return kDlqRecordHelp;
   if (topic == "version") return kVersionHelp;
+  if (topic == "health") return kHealthHelp;
   return {};
 }
 

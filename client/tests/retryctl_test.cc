@@ -299,6 +299,36 @@ TEST(RetryctlTest, VersionPrintsTheClientsAndTheServersRelease) {
   EXPECT_EQ(versions.fields().at("server").string_value(), "9.8.7");
 }
 
+// `retryctl health [SERVICE]`: the Check answer, exit 0 only for SERVING,
+// so that a script (or a probe) can use it.
+TEST(RetryctlTest, HealthPrintsTheStatusAndExitsZeroOnlyWhenServing) {
+  FakeRetryd fake;
+  RunResult run = RunAgainst(fake, {"health"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.out, "SERVING\n");
+  EXPECT_EQ(fake.last_health_request().service(), "");
+
+  fake.set_health(grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  run = RunAgainst(fake, {"health", "retryd.downstream"});
+  EXPECT_EQ(run.exit_code, kExitNotServing);
+  EXPECT_EQ(run.out, "NOT_SERVING\n");
+  EXPECT_EQ(fake.last_health_request().service(), "retryd.downstream");
+
+  run = RunAgainst(fake, {"--json", "health"});
+  EXPECT_EQ(run.exit_code, kExitNotServing);
+  google::protobuf::Struct health;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &health).ok()) << run.out;
+  EXPECT_EQ(health.fields().at("status").string_value(), "NOT_SERVING");
+
+  fake.FailWith("Check", grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+  run = RunAgainst(fake, {"health", "nope"});
+  EXPECT_EQ(run.exit_code, 69);
+  EXPECT_EQ(run.err, "retryctl: NOT_FOUND: unknown service\n");
+
+  run = RunAgainst(fake, {"health", "a", "b"});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+}
+
 // An unreachable server: 78 (UNAVAILABLE) and where retryctl looked;
 // `version` still prints the client's release.
 TEST(RetryctlTest, UnreachableServerSaysWhereItLooked) {
