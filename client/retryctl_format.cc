@@ -287,6 +287,24 @@ std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
   return out;
 }
 
+// "retryd-7c9f (pod orders/retryd-7c9f), up 3h12m": which replica
+// answered.
+std::string FormatInstance(const v1::Instance& instance, int64_t now_ms) {
+  std::string out =
+      instance.host_name().empty() ? "-" : SanitizeForTerminal(instance.host_name(), 64);
+  if (!instance.pod_name().empty()) {
+    absl::StrAppend(&out, " (pod ",
+                    instance.pod_namespace().empty()
+                        ? ""
+                        : absl::StrCat(SanitizeForTerminal(instance.pod_namespace(), 64), "/"),
+                    SanitizeForTerminal(instance.pod_name(), 64), ")");
+  }
+  if (instance.start_time_unix_ms() > 0 && now_ms >= instance.start_time_unix_ms()) {
+    absl::StrAppend(&out, ", up ", FormatElapsed(now_ms - instance.start_time_unix_ms()));
+  }
+  return out;
+}
+
 std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   std::string out;
   std::string engine = EngineStateName(status.state());
@@ -306,6 +324,9 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   }
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
   const int64_t now_ms = absl::ToUnixMillis(now);
+  if (status.has_instance()) {
+    absl::StrAppendFormat(&out, "%-14s%s\n", "instance", FormatInstance(status.instance(), now_ms));
+  }
   absl::StrAppendFormat(
       &out, "%-14s%s\n", "ordering",
       FormatOrdering(status.ordering(), status.in_order(), status.parked_keys(), now_ms));

@@ -89,6 +89,24 @@ TEST(FormatStatusTest, ReadableSummaryAndThreadsTable) {
             "   3  retry    WAITING_BACKOFF      5.0s  orders.retry:0\n");
 }
 
+// Which replica answered: its host, its pod when the Downward API gave one,
+// and how long it has run.
+TEST(FormatStatusTest, InstanceLineSaysWhichReplicaAnswered) {
+  v1::GetStatusResponse status = SampleStatus();
+  status.mutable_instance()->set_host_name("retryd-7c9f");
+  status.mutable_instance()->set_pod_name("retryd-7c9f");
+  status.mutable_instance()->set_pod_namespace("orders");
+  status.mutable_instance()->set_start_time_unix_ms(1'000'000 - 133'000);
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("engine        RUNNING (retryd 0.1.0)\n"
+                        "instance      retryd-7c9f (pod orders/retryd-7c9f), up 2m13s\n"
+                        "ordering      unordered\n"));
+  status.mutable_instance()->clear_pod_name();
+  status.mutable_instance()->clear_pod_namespace();
+  EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
+              HasSubstr("instance      retryd-7c9f, up 2m13s\n"));
+}
+
 TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
   v1::GetStatusResponse status;
   status.set_state(v1::ENGINE_DRAINING);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
+#include "server/control/instance.h"
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
 #include "server/control/status.h"
@@ -80,6 +81,7 @@ ControlService::ControlService(engine::Engine& engine, const engine::MetricsSamp
       auth_(std::move(auth)),
       kafka_reachable_(std::move(kafka_reachable)),
       options_(std::move(options)),
+      instance_(DescribeInstance(absl::Now())),
       watchers_(options_.max_watchers),
       executor_("control-op", options_.operation_threads, options_.max_queued_operations) {}
 
@@ -161,6 +163,7 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
   response->set_autoscale(engine_.options().retry.autoscale.enabled);
   ToProto(engine_.ScalingEvents(), *response->mutable_scaling_events());
   response->set_version(RETRYD_VERSION);
+  *response->mutable_instance() = instance_;
   response->set_kafka_reachable(kafka_reachable_());
   ToProto(engine_.downstream(), *response->mutable_downstream());
   reactor->Finish(grpc::Status::OK);

@@ -136,6 +136,7 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   const BearerTokenAuth auth_;
   const std::function<bool()> kafka_reachable_;
   const ControlServiceOptions options_;
+  const v1::Instance instance_;  // GetStatus's, fixed at construction.
 
   std::atomic<bool> shutting_down_{false};
   WatcherRegistry watchers_;

@@ -5,8 +5,11 @@
 // The suite shares one engine (a new consumer group takes seconds to get
 // its first assignment); each test leaves it with one retry thread, not in
 // order (unordered).
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -59,6 +62,9 @@ class ControlApiTest : public ::testing::Test {
     engine_ = testing::StartEngineUnderTest("control-api", /*retry_threads=*/1, kMaxRetryThreads)
                   .release();
     if (engine_ == nullptr) return;
+    // What the Kubernetes example's Downward API sets; GetStatus shows it.
+    setenv("POD_NAME", "retryd-test-0", 1);
+    setenv("POD_NAMESPACE", "retryd-tests", 1);
     server_ = new ControlServer(*engine_->engine);
     ControlServerOptions options;
     options.listen_address = "127.0.0.1:0";
@@ -135,6 +141,13 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   EXPECT_EQ(status.max_retry_threads(), static_cast<uint32_t>(kMaxRetryThreads));
   EXPECT_EQ(status.config().group_id(), "control-api-config");
   EXPECT_FALSE(status.version().empty());
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_EQ(status.instance().host_name(), host);
+  EXPECT_EQ(status.instance().pod_name(), "retryd-test-0");
+  EXPECT_EQ(status.instance().pod_namespace(), "retryd-tests");
+  EXPECT_GT(status.instance().start_time_unix_ms(), 0);
+  EXPECT_LE(status.instance().start_time_unix_ms(), absl::ToUnixMillis(absl::Now()));
   EXPECT_TRUE(status.has_totals());
   std::map<v1::ThreadRole, int> roles;
   for (const v1::ThreadInfo& t : status.threads()) {
