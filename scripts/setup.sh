@@ -6,6 +6,8 @@
 # Environment:
 #   BUILD_DIR            build directory (default: <repo>/build)
 #   SETUP_PACKAGES_ONLY  if 1, install the packages and stop (used by the Dockerfile)
+#   SETUP_TEST_PACKAGES  if 0, leave out TEST_PACKAGES (the Dockerfile, which
+#                        builds no tests)
 #   BUILD_TARGETS        targets to build, space-separated (default: all)
 #
 # Idempotent: apt is touched only when a package is missing, so a second run is
@@ -20,6 +22,9 @@ PACKAGES=(
   build-essential g++ cmake pkg-config ninja-build git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev libabsl-dev libgtest-dev libgmock-dev
+  # The HTTP listener (/metrics): cpp-httplib, and prometheus-cpp's metric
+  # families and text format.
+  libcpp-httplib-dev prometheus-cpp-dev
   kcat python3-kafka
   # The Python example downstream (client/examples/python/) and its test.
   python3-grpcio python3-protobuf
@@ -35,6 +40,12 @@ PACKAGES=(
   libclang-rt-14-dev
 )
 
+# For the tests only, never for running retryd: `promtool check metrics`
+# judges a live /metrics scrape (control.MetricsPromtoolTest).
+TEST_PACKAGES=(
+  prometheus
+)
+
 say() { printf 'setup.sh: %s\n' "$*"; }
 die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
 
@@ -43,7 +54,11 @@ command -v dpkg-query >/dev/null 2>&1 \
   || die "dpkg-query not found: this script expects Debian 12 (bookworm)"
 
 missing=()
-for pkg in "${PACKAGES[@]}"; do
+wanted=("${PACKAGES[@]}")
+if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" ]]; then
+  wanted+=("${TEST_PACKAGES[@]}")
+fi
+for pkg in "${wanted[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
   if [[ "$status" != "install ok installed" ]]; then
     missing+=("$pkg")
@@ -51,7 +66,7 @@ for pkg in "${PACKAGES[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-  say "all ${#PACKAGES[@]} packages already installed, skipping apt"
+  say "all ${#wanted[@]} packages already installed, skipping apt"
 elif [[ "$(id -u)" -ne 0 ]]; then
   {
     printf 'setup.sh: missing packages: %s\n' "${missing[*]}"

@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, log_format, "text",
 ABSL_FLAG(std::string, listen, "",
           "Address of the gRPC control API, host:port or unix:PATH; overrides listen_address in "
           "the config file (port 0 picks a free port).");
+ABSL_FLAG(std::string, metrics_address, "",
+          "Address of the HTTP listener for Prometheus' /metrics, host:port; overrides "
+          "metrics_address in the config file (port 0 picks a free port).");
 
 namespace retryd {
 namespace {
@@ -153,6 +156,15 @@ absl::StatusOr<Configuration> LoadConfiguration() {
     }
     out.loaded.proto.set_listen_address(listen);
   }
+  if (const std::string metrics = absl::GetFlag(FLAGS_metrics_address); !metrics.empty()) {
+    if (absl::StartsWith(metrics, "unix:")) {
+      return absl::InvalidArgumentError("--metrics_address: must be host:port");
+    }
+    if (absl::Status s = control::ValidateListenAddress(metrics); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--metrics_address: ", s.message()));
+    }
+    out.loaded.proto.set_metrics_address(metrics);
+  }
   absl::StatusOr<control::ControlServerOptions> control_options =
       control::ControlServerOptionsFromConfig(out.loaded.proto);
   if (!control_options.ok()) {
@@ -246,7 +258,8 @@ void ParseFlags(int argc, char** argv) {
   usage.version_string = [] { return std::string("retryd " RETRYD_VERSION "\n"); };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "retryd --config FILE [--bootstrap_servers HOSTS] [--listen ADDR] [--demo]\n"
+      "retryd --config FILE [--bootstrap_servers HOSTS] [--listen ADDR] [--metrics_address ADDR] "
+      "[--demo]\n"
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_verbose)) SetMinLogLevel(LogLevel::kDebug);
@@ -336,6 +349,9 @@ int Main(int argc, char** argv) {
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
   PrintLine(absl::StrCat("control API listening on ", control_server.address()));
+  if (const int metrics_port = control_server.metrics_port(); metrics_port > 0) {
+    PrintLine(absl::StrCat("metrics listening on port ", metrics_port));
+  }
 
   absl::StatusOr<std::unique_ptr<DemoLoad>> started_demo = StartDemo(options);
   if (!started_demo.ok()) {

@@ -1,7 +1,14 @@
 #include "server/common/listen_address.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -13,6 +20,12 @@ namespace retryd {
 namespace {
 
 std::string Quoted(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
+
+std::string ErrnoText(int error) {
+  char buffer[256];
+  // The GNU strerror_r returns the message, in `buffer` or elsewhere.
+  return strerror_r(error, buffer, sizeof buffer);
+}
 
 }  // namespace
 
@@ -42,6 +55,55 @@ std::optional<std::string> ListenAddressProblem(absl::string_view address) {
     return absl::StrCat("the port in ", Quoted(address), " must be a number from 0 to 65535");
   }
   return std::nullopt;
+}
+
+ListenHostPort SplitListenAddress(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  absl::string_view host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {std::string(host), std::string(address.substr(colon + 1))};
+}
+
+std::string BindFailureReason(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) {
+    const std::string path = address.substr(5);
+    if (access(path.c_str(), F_OK) == 0) {
+      return absl::StrCat(path, " exists (another retryd? remove it if it is stale)");
+    }
+    return absl::StrCat("cannot create the socket ", path,
+                        "; check that its directory exists and is writable");
+  }
+  const ListenHostPort hp = SplitListenAddress(address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  if (int rc = getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &addresses); rc != 0) {
+    return absl::StrCat("cannot resolve the host \"", hp.host, "\": ", gai_strerror(rc));
+  }
+  std::string reason;
+  for (addrinfo* a = addresses; a != nullptr && reason.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // As the servers do.
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      const int error = errno;
+      reason = error == EADDRINUSE
+                   ? "the address is already in use (another retryd, or another program, "
+                     "listens there; pick another port or stop it)"
+               : error == EADDRNOTAVAIL
+                   ? absl::StrCat("\"", hp.host, "\" is not an address of this host")
+                   : ErrnoText(error);
+    }
+    close(fd);
+  }
+  freeaddrinfo(addresses);
+  if (reason.empty()) reason = "the server refused it (see its log line above)";
+  return reason;
 }
 
 }  // namespace retryd

@@ -399,6 +399,14 @@ class Validator {
     if (auto problem = ListenAddressProblem(config.listen_address())) {
       Error(root_, "listen_address", *problem);
     }
+    // Empty: no metrics listener.
+    if (config.metrics_address().empty()) return;
+    if (absl::StartsWith(config.metrics_address(), "unix:")) {
+      Error(root_, "metrics_address",
+            "must be host:port (e.g. \"127.0.0.1:9464\"); unix: sockets are not supported");
+    } else if (auto problem = ListenAddressProblem(config.metrics_address())) {
+      Error(root_, "metrics_address", *problem);
+    }
   }
 
   // Checks the kafka section; returns the librdkafka properties of its three

@@ -11,12 +11,6 @@
 #include "server/common/logging.h"
 
 namespace retryd::control {
-namespace {
-
-constexpr absl::string_view kHowTo = "send the metadata \"authorization: Bearer <token>\"";
-
-}  // namespace
-
 BearerTokenAuth::BearerTokenAuth(std::string token, bool read_only_requires_token)
     : token_(std::move(token)), read_only_requires_token_(read_only_requires_token) {}
 
@@ -34,20 +28,35 @@ bool BearerTokenAuth::ConstantTimeEquals(const std::string& a, const std::string
 
 absl::Status BearerTokenAuth::Check(
     const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, Access access) const {
+  std::optional<absl::string_view> authorization;
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  return CheckValue(authorization, access, "metadata");
+}
+
+absl::Status BearerTokenAuth::CheckHeader(std::optional<absl::string_view> authorization,
+                                          Access access) const {
+  return CheckValue(authorization, access, "header");
+}
+
+absl::Status BearerTokenAuth::CheckValue(std::optional<absl::string_view> authorization,
+                                         Access access, absl::string_view carrier) const {
   if (!token_.has_value()) return absl::OkStatus();
   if (access == Access::kReadOnly && !read_only_requires_token_) return absl::OkStatus();
-  const char* what = access == Access::kMutating ? "this RPC changes the engine and needs"
-                                                 : "this server needs for every RPC";
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
+  const char* what = access == Access::kMutating ? "this call changes the engine and needs"
+                                                 : "this server needs for every call";
+  const std::string how_to =
+      absl::StrCat("send the ", carrier, " \"authorization: Bearer <token>\"");
+  if (!authorization.has_value()) {
     return absl::UnauthenticatedError(
-        absl::StrCat("missing bearer token: ", what, " the token; ", kHowTo));
+        absl::StrCat("missing bearer token: ", what, " the token; ", how_to));
   }
-  const absl::string_view value(it->second.data(), it->second.size());
+  const absl::string_view value = *authorization;
   constexpr absl::string_view kScheme = "bearer ";
   if (value.size() <= kScheme.size() || !absl::StartsWithIgnoreCase(value, kScheme)) {
     return absl::UnauthenticatedError(
-        absl::StrCat("the authorization metadata is not a bearer token; ", kHowTo));
+        absl::StrCat("the authorization ", carrier, " is not a bearer token; ", how_to));
   }
   const std::string presented(absl::StripAsciiWhitespace(value.substr(kScheme.size())));
   if (!ConstantTimeEquals(presented, *token_)) {
@@ -59,7 +68,15 @@ absl::Status BearerTokenAuth::Check(
 absl::Status BearerTokenAuth::Authenticate(
     const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, Access access,
     absl::string_view peer) const {
-  absl::Status status = Check(metadata, access);
+  return LogRefusal(Check(metadata, access), peer);
+}
+
+absl::Status BearerTokenAuth::AuthenticateHeader(std::optional<absl::string_view> authorization,
+                                                 Access access, absl::string_view peer) const {
+  return LogRefusal(CheckHeader(authorization, access), peer);
+}
+
+absl::Status BearerTokenAuth::LogRefusal(absl::Status status, absl::string_view peer) const {
   int64_t held_back = 0;
   if (!status.ok() && refusal_log_->Allow(absl::Now(), &held_back)) {
     LogWarning("control: authentication failed for a call from ", peer, ": ", status.message(),

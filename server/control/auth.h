@@ -1,14 +1,14 @@
-// Bearer-token check for the control API.
+// Bearer-token check for the control API and the HTTP listener.
 //
-// A handler calls Check() first thing, saying whether its RPC mutates the
-// engine. With no token configured every call passes. With a token,
-// mutating calls must carry the metadata `authorization: Bearer <token>`;
-// read-only calls must too only when `read_only_requires_token`. The
-// comparison takes the same time whatever the presented token shares with
-// the real one, so a caller cannot guess it byte by byte. Health and
+// A handler calls Check() (gRPC) or CheckHeader() (HTTP) first thing,
+// saying whether its call mutates the engine. With no token configured every call passes. With a
+// token, mutating calls must carry the metadata `authorization: Bearer <token>`; read-only calls
+// must too only when `read_only_requires_token`. The comparison takes the same time whatever the
+// presented token shares with the real one, so a caller cannot guess it byte by byte. Health and
 // reflection are separate services and never see this check.
 //
-// Authenticate() is Check() plus a warning for each refused call, naming
+// Authenticate() is Check() (AuthenticateHeader() is CheckHeader()) plus a
+// warning for each refused call, naming
 // the caller's address and the reason (never a token), at most one line a
 // second with a count of the lines held back, so a client retrying in a
 // loop or guessing tokens cannot flood the log.
@@ -57,10 +57,23 @@ class BearerTokenAuth {
   absl::Status Authenticate(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
                             Access access, absl::string_view peer) const;
 
+  // Check() for an HTTP request: `authorization` is the value of its
+  // Authorization header, nullopt without one.
+  absl::Status CheckHeader(std::optional<absl::string_view> authorization, Access access) const;
+  // CheckHeader(), logging a refusal with `peer` ("10.0.0.7:51234").
+  absl::Status AuthenticateHeader(std::optional<absl::string_view> authorization, Access access,
+                                  absl::string_view peer) const;
+
   // Whether `a` equals `b`, in time that depends only on their lengths.
   static bool ConstantTimeEquals(const std::string& a, const std::string& b);
 
  private:
+  // The check itself; `carrier` names where the token travels ("metadata",
+  // "header") in the error's advice.
+  absl::Status CheckValue(std::optional<absl::string_view> authorization, Access access,
+                          absl::string_view carrier) const;
+  absl::Status LogRefusal(absl::Status status, absl::string_view peer) const;
+
   std::optional<std::string> token_;
   bool read_only_requires_token_ = false;
   std::shared_ptr<LogThrottle> refusal_log_ = std::make_shared<LogThrottle>(absl::Seconds(1));

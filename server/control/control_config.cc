@@ -140,6 +140,7 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
     options.tls = std::move(tls);
   }
   options.allow_unauthenticated_remote = control.allow_unauthenticated_remote();
+  options.metrics_address = config.metrics_address();
   if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
   return options;
 }

@@ -4,13 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -20,76 +14,13 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
+#include "server/control/metrics_collector.h"
 #include "server/control/proto_convert.h"
 
 namespace retryd::control {
 namespace {
 
-struct HostPort {
-  std::string host;  // Without IPv6 brackets.
-  std::string port;
-};
-
-// Splits a TCP listen address that ValidateListenAddress accepted.
-HostPort SplitHostPort(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return {host, address.substr(colon + 1)};
-}
-
 bool IsUnix(const std::string& address) { return absl::StartsWith(address, "unix:"); }
-
-std::string ErrnoText(int error) {
-  char buffer[256];
-  // The GNU strerror_r returns the message, in `buffer` or elsewhere.
-  return strerror_r(error, buffer, sizeof buffer);
-}
-
-// Why gRPC could not listen on `address`: tries the same bind itself to
-// learn the system's reason.
-std::string BindFailureReason(const std::string& address, bool tls) {
-  const std::string tls_hint = tls ? "; or the TLS certificate or key was rejected" : "";
-  if (IsUnix(address)) {
-    const std::string path = address.substr(5);
-    if (access(path.c_str(), F_OK) == 0) {
-      return absl::StrCat(path, " exists (another retryd? remove it if it is stale)", tls_hint);
-    }
-    return absl::StrCat("cannot create the socket ", path,
-                        "; check that its directory exists and is writable", tls_hint);
-  }
-  const HostPort hp = SplitHostPort(address);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* addresses = nullptr;
-  if (int rc = getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &addresses); rc != 0) {
-    return absl::StrCat("cannot resolve the host \"", hp.host, "\": ", gai_strerror(rc));
-  }
-  std::string reason;
-  for (addrinfo* a = addresses; a != nullptr && reason.empty(); a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // As gRPC does.
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      const int error = errno;
-      reason = error == EADDRINUSE
-                   ? "the address is already in use (another retryd, or another program, "
-                     "listens there; pick another port or stop it)"
-               : error == EADDRNOTAVAIL
-                   ? absl::StrCat("\"", hp.host, "\" is not an address of this host")
-                   : ErrnoText(error);
-    }
-    close(fd);
-  }
-  freeaddrinfo(addresses);
-  if (reason.empty()) reason = "gRPC refused it (see its log line above)";
-  return absl::StrCat(reason, tls_hint);
-}
 
 std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<TlsOptions>& tls) {
   if (!tls.has_value()) return grpc::InsecureServerCredentials();
@@ -103,7 +34,7 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<TlsOpti
 
 bool IsLoopback(const std::string& address) {
   if (IsUnix(address)) return true;
-  const std::string host = absl::AsciiStrToLower(SplitHostPort(address).host);
+  const std::string host = absl::AsciiStrToLower(SplitListenAddress(address).host);
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
@@ -124,16 +55,28 @@ absl::Status ValidateListenAddress(const std::string& address) {
 }
 
 absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options) {
-  if (IsLoopback(options.listen_address) || AuthenticatesCallers(options) ||
-      options.allow_unauthenticated_remote) {
+  if (AuthenticatesCallers(options) || options.allow_unauthenticated_remote) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "control API: listening on ", options.listen_address,
-      " (beyond loopback) with no authentication would let anyone who reaches it stop retry "
-      "threads; set control.auth_token_file or control.auth_token_env (or mutual TLS with "
-      "control.tls_client_ca_file), listen on 127.0.0.1 or a unix: socket, or, where the "
-      "network keeps strangers out, set control.allow_unauthenticated_remote: true"));
+  constexpr absl::string_view kHowTo =
+      "set control.auth_token_file or control.auth_token_env (or mutual TLS with "
+      "control.tls_client_ca_file), listen on 127.0.0.1, or, where the network keeps strangers "
+      "out, set control.allow_unauthenticated_remote: true";
+  if (!IsLoopback(options.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "control API: listening on ", options.listen_address,
+        " (beyond loopback) with no authentication would let anyone who reaches it stop retry "
+        "threads; ",
+        kHowTo, " (or use a unix: socket)"));
+  }
+  if (!options.metrics_address.empty() && !IsLoopback(options.metrics_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics_address: listening on ", options.metrics_address,
+        " (beyond loopback) with no authentication would let anyone who reaches it read the "
+        "engine's state, and later use the console the HTTP listener serves; ",
+        kHowTo));
+  }
+  return absl::OkStatus();
 }
 
 ControlServer::ControlServer(engine::Engine& engine) : engine_(engine) {}
@@ -174,6 +117,19 @@ absl::Status CheckOptions(const ControlServerOptions& options) {
       (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
     return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
   }
+  if (!options.metrics_address.empty()) {
+    if (absl::StartsWith(options.metrics_address, "unix:")) {
+      return absl::InvalidArgumentError("metrics_address: unix: sockets are not supported");
+    }
+    if (std::optional<std::string> problem = ListenAddressProblem(options.metrics_address)) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics_address: ", *problem));
+    }
+    if (options.metrics_address == options.listen_address &&
+        !absl::EndsWith(options.metrics_address, ":0")) {
+      return absl::InvalidArgumentError(
+          "metrics_address: must differ from the control API's listen_address");
+    }
+  }
   return CheckAuthenticationForAddress(options);
 }
 
@@ -192,6 +148,16 @@ void WarnIfExposed(const ControlServerOptions& options) {
                " without TLS: the token crosses the network in clear; set control.tls_cert_file "
                "and control.tls_key_file");
   }
+  if (options.metrics_address.empty() || IsLoopback(options.metrics_address)) return;
+  if (!AuthenticatesCallers(options)) {
+    LogWarning("metrics: listening on ", options.metrics_address,
+               " with no authentication (control.allow_unauthenticated_remote: true): anyone "
+               "who reaches it can read the engine's metrics");
+  } else if (options.read_only_requires_token && !options.tls.has_value()) {
+    LogWarning("metrics: scrapes must send the bearer token, which crosses the network to ",
+               options.metrics_address,
+               " in clear without TLS; set control.tls_cert_file and control.tls_key_file");
+  }
 }
 
 }  // namespace
@@ -207,16 +173,41 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
 
   auto sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
   sampler->Start();
+  const BearerTokenAuth auth =
+      options.auth_token.has_value()
+          ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
+          : BearerTokenAuth();
+
+  // The HTTP listener first: gRPC's server is the harder one to take back.
+  std::unique_ptr<MetricsCollector> collector;
+  std::unique_ptr<HttpListener> http;
+  if (!options.metrics_address.empty()) {
+    collector = std::make_unique<MetricsCollector>(
+        *sampler, [this, max_held_bytes = engine_.options().max_held_bytes] {
+          return MetricsContext{RETRYD_VERSION, max_held_bytes, kafka_reachable_.load()};
+        });
+    http = std::make_unique<HttpListener>();
+    http->Route("/metrics", Access::kReadOnly, [collector = collector.get()] {
+      return HttpResponse{200, kMetricsContentType, RenderMetrics(collector->Collect())};
+    });
+    HttpListenerOptions http_options;
+    http_options.address = options.metrics_address;
+    http_options.tls = options.tls;
+    http_options.auth = auth;
+    http_options.threads = options.http_threads;
+    if (absl::Status s = http->Start(std::move(http_options)); !s.ok()) {
+      sampler->Stop();
+      return absl::Status(s.code(), absl::StrCat("metrics_address: ", s.message()));
+    }
+  }
+
   ControlServiceOptions service_options;
   service_options.config = WithoutSecrets(std::move(options.config));
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
   auto service = std::make_unique<ControlService>(
-      engine_, *sampler,
-      options.auth_token.has_value()
-          ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
-          : BearerTokenAuth(),
-      [this] { return kafka_reachable_.load(); }, std::move(service_options));
+      engine_, *sampler, auth, [this] { return kafka_reachable_.load(); },
+      std::move(service_options));
 
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second retryd
@@ -230,10 +221,12 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   if (server == nullptr || (!unix_socket && bound_port == 0)) {
     if (server != nullptr) server->Shutdown();
     service->Shutdown();
+    if (http != nullptr) http->Stop();
     sampler->Stop();
-    return absl::UnavailableError(
-        absl::StrCat("control API: cannot listen on ", options.listen_address, ": ",
-                     BindFailureReason(options.listen_address, options.tls.has_value())));
+    return absl::UnavailableError(absl::StrCat(
+        "control API: cannot listen on ", options.listen_address, ": ",
+        BindFailureReason(options.listen_address),
+        options.tls.has_value() ? "; or the TLS certificate or key was rejected" : ""));
   }
 
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
@@ -243,6 +236,11 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   health->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
 
   WarnIfExposed(options);
+  if (http != nullptr) {
+    LogInfo("metrics: serving http", options.tls.has_value() ? "s" : "", "://",
+            options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
+            http->port(), "/metrics");
+  }
   absl::MutexLock lock(&mu_);
   address_ = unix_socket
                  ? options.listen_address
@@ -252,9 +250,12 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   prober_ =
       std::thread([this, health, interval = options.probe_interval,
                    timeout = options.probe_timeout] { ProbeLoop(health, interval, timeout); });
+  metrics_port_.store(http != nullptr ? http->port() : 0);
   sampler_ = std::move(sampler);
   service_ = std::move(service);
   server_ = std::move(server);
+  collector_ = std::move(collector);
+  http_ = std::move(http);
   phase_ = Phase::kRunning;
   return absl::OkStatus();
 }
@@ -265,6 +266,8 @@ void ControlServer::Stop(absl::Duration grace) {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ControlService> service;
   std::unique_ptr<engine::MetricsSampler> sampler;
+  std::unique_ptr<MetricsCollector> collector;
+  std::unique_ptr<HttpListener> http;
   std::thread prober;
   std::string address;
   {
@@ -277,6 +280,8 @@ void ControlServer::Stop(absl::Duration grace) {
     server = std::move(server_);
     service = std::move(service_);
     sampler = std::move(sampler_);
+    collector = std::move(collector_);
+    http = std::move(http_);
     prober = std::move(prober_);
     address = address_;
   }
@@ -292,6 +297,8 @@ void ControlServer::Stop(absl::Duration grace) {
   prober.join();  // Before the server (and its health service) goes.
   server.reset();
   service.reset();
+  if (http != nullptr) http->Stop();  // Before the collector and sampler it reads.
+  metrics_port_.store(0);
   sampler->Stop();
   port_.store(0);
   LogInfo("control API on ", address, " stopped");

@@ -1,8 +1,11 @@
 // The control plane's gRPC server: retryd.v1.Control, the standard health
-// service and server reflection on one listening address.
+// service and server reflection on one listening address; and, when
+// metrics_address is set, the HTTP listener serving Prometheus' /metrics
+// with the same TLS and token rules.
 //
 // It owns the grpc::Server, the ControlService, the MetricsSampler every
-// WatchMetrics stream shares, and a health prober thread. The prober asks
+// WatchMetrics stream and scrape shares, the HttpListener, and a health
+// prober thread. The prober asks
 // Kafka for its brokers every `probe_interval` and reports SERVING for ""
 // and "retryd.v1.Control" only while the engine is RUNNING (or DRAINING)
 // and the last probe answered; NOT_SERVING otherwise, and from Stop() on.
@@ -34,19 +37,14 @@
 #include "absl/time/time.h"
 #include "retryd/v1/config.pb.h"
 #include "server/control/control_service.h"
+#include "server/control/http_listener.h"
+#include "server/control/tls_options.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
 
 namespace retryd::control {
 
-// PEM contents (not paths) for TLS.
-struct TlsOptions {
-  std::string cert_chain_pem;   // Required.
-  std::string private_key_pem;  // Required.
-  // Non-empty: clients must present a certificate signed by one of these
-  // CAs (mutual TLS).
-  std::string client_ca_pem;
-};
+class MetricsCollector;  // metrics_collector.h
 
 struct ControlServerOptions {
   // `host:port` (port 0 picks a free one; see port()) or `unix:<path>`.
@@ -72,6 +70,14 @@ struct ControlServerOptions {
   absl::Duration default_operation_timeout = absl::Minutes(5);
   // Open WatchMetrics streams at most.
   int max_watchers = 256;
+
+  // The HTTP listener's `host:port` for GET /metrics; empty: none. Takes
+  // `tls`, the token (read-only access: needed with
+  // read_only_requires_token) and the loopback rule as the gRPC address does.
+  std::string metrics_address;
+  // Its threads: each open connection (a scraper's keep-alive connection, a
+  // stream) holds one; more connections wait.
+  int http_threads = kDefaultHttpThreads;
 };
 
 // The health service name that reports the processor's downstream:
@@ -107,6 +113,9 @@ class ControlServer {
   // The bound TCP port (the chosen one for port 0); 0 before Start(), for a
   // unix socket, and after Stop().
   int port() const { return port_.load(); }
+  // The HTTP listener's bound port; 0 without metrics_address, before
+  // Start() and after Stop().
+  int metrics_port() const { return metrics_port_.load(); }
   // The address as given, with port 0 replaced by the bound port.
   std::string address() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -123,6 +132,7 @@ class ControlServer {
 
   engine::Engine& engine_;
   std::atomic<int> port_{0};
+  std::atomic<int> metrics_port_{0};
   std::atomic<bool> kafka_reachable_{false};
   absl::Notification stop_probing_;
 
@@ -133,6 +143,8 @@ class ControlServer {
   std::unique_ptr<engine::MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<HttpListener> http_ ABSL_GUARDED_BY(mu_);  // Null without metrics_address.
   std::thread prober_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -140,12 +152,13 @@ class ControlServer {
 // 0..65535) or `unix:<path>`. INVALID_ARGUMENT saying what is wrong.
 absl::Status ValidateListenAddress(const std::string& address);
 
-// Refuses, with INVALID_ARGUMENT saying what to set, a listen address beyond
-// loopback (anything but 127.x, [::1], localhost and unix: sockets) when
-// callers need no authentication, neither a bearer token nor mutual TLS,
-// unless allow_unauthenticated_remote says so: anyone who reaches the port
-// could stop retry threads. Start() checks it; so does the config's
-// conversion, so that retryd stops before it starts anything.
+// Refuses, with INVALID_ARGUMENT saying what to set, a listen address or
+// metrics address beyond loopback (anything but 127.x, [::1], localhost and
+// unix: sockets) when callers need no authentication, neither a bearer token
+// nor mutual TLS, unless allow_unauthenticated_remote says so: anyone who
+// reaches the port could stop retry threads (or, for the HTTP listener, use
+// what it serves). Start() checks it; so does the config's conversion, so
+// that retryd stops before it starts anything.
 absl::Status CheckAuthenticationForAddress(const ControlServerOptions& options);
 
 }  // namespace retryd::control

@@ -107,19 +107,32 @@ void ToProto(const std::vector<TopicPartition>& partitions,
   }
 }
 
+namespace {
+
+// Sets the int64 field `name` of `out`, if it has one.
+void SetInt64ByName(const char* name, int64_t value, google::protobuf::Message& out) {
+  using google::protobuf::FieldDescriptor;
+  const FieldDescriptor* field = out.GetDescriptor()->FindFieldByName(name);
+  if (field == nullptr || field->is_repeated() ||
+      field->cpp_type() != FieldDescriptor::CPPTYPE_INT64) {
+    return;
+  }
+  out.GetReflection()->SetInt64(&out, field, value);
+}
+
+}  // namespace
+
 void ToProto(const engine::Counters& counters, google::protobuf::Message& out) {
   // By name, so that the protos keep their flat fields and a new counter
   // needs no code here.
-  using google::protobuf::FieldDescriptor;
-  const google::protobuf::Descriptor& descriptor = *out.GetDescriptor();
-  const google::protobuf::Reflection& reflection = *out.GetReflection();
   for (const engine::CounterField& counter : engine::kCounterFields) {
-    const FieldDescriptor* field = descriptor.FindFieldByName(counter.name);
-    if (field == nullptr || field->is_repeated() ||
-        field->cpp_type() != FieldDescriptor::CPPTYPE_INT64) {
-      continue;
-    }
-    reflection.SetInt64(&out, field, counters.*counter.member);
+    SetInt64ByName(counter.name, counters.*counter.member, out);
+  }
+}
+
+void GaugesToProto(const engine::ThreadSample& thread, v1::ThreadMetrics& out) {
+  for (const engine::ThreadGaugeField& gauge : engine::kThreadGaugeFields) {
+    SetInt64ByName(gauge.name, thread.*gauge.member, out);
   }
 }
 

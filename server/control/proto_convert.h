@@ -13,6 +13,7 @@
 #include "retryd/v1/control.pb.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/options.h"
+#include "server/engine/metrics_sampler.h"
 #include "server/engine/ordering/key_parking.h"
 #include "server/engine/stats/counters.h"
 #include "server/engine/stats/latency_histogram.h"
@@ -38,6 +39,9 @@ void ToProto(const std::vector<TopicPartition>& partitions,
 // Sets each counter that `out` has a field for: the int64 field of the
 // counter's name (kCounterFields). The others are not part of that message.
 void ToProto(const engine::Counters& counters, google::protobuf::Message& out);
+// Sets each thread gauge (kThreadGaugeFields) in its field of
+// retryd.v1.ThreadMetrics, by name as for the counters.
+void GaugesToProto(const engine::ThreadSample& thread, v1::ThreadMetrics& out);
 void ToProto(const engine::EngineTotals& totals, v1::Totals& out);
 void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out);
 v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence);

@@ -67,12 +67,7 @@ void SnapshotBuilder::AddThread(const engine::ThreadSample& thread,
   m->set_time_in_state_ms(std::max<int64_t>(0, current_->time_ms - thread.state_since_ms));
   ToProto(thread.partitions, *m->mutable_assigned_partitions());
   ToProto(static_cast<const engine::Counters&>(thread), *m);
-  m->set_in_flight(thread.in_flight);
-  m->set_scheduled(thread.scheduled);
-  m->set_calls_in_flight(thread.calls_in_flight);
-  m->set_lag(thread.lag);
-  m->set_parked(thread.parked);
-  m->set_held_bytes(thread.held_bytes);
+  GaugesToProto(thread, *m);
 
   const engine::ThreadSample* before = FindThread(baseline_.get(), thread.id);
   const int64_t from_ms = baseline_ == nullptr ? 0 : baseline_->time_ms;

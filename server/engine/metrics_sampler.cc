@@ -64,7 +64,10 @@ void MetricsSampler::Run() {
   }
 }
 
-void MetricsSampler::SampleOnce() {
+std::shared_ptr<const EngineSample> MetricsSampler::SampleNow() { return SampleOnce(); }
+
+std::shared_ptr<const EngineSample> MetricsSampler::SampleOnce() {
+  absl::MutexLock sampling(&sample_mu_);
   auto sample = std::make_shared<EngineSample>();
   sample->time_ms = absl::ToUnixMillis(absl::Now());
   sample->state = engine_.state();
@@ -81,15 +84,18 @@ void MetricsSampler::SampleOnce() {
   for (const auto& stats : running) add(stats);
   sample->retry_backlog = engine_.RetryBacklog(running);
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
+  sample->totals = engine_.Totals();
+  sample->parked_keys = engine_.ParkedKeys();
 
   absl::MutexLock lock(&mu_);
-  latest_ = std::move(sample);
+  latest_ = sample;
   // MaxOver() searches maxima_ by time: should the clock step back, the
   // ticks now in the future go.
   while (!maxima_.empty() && maxima_.back().time_ms > tick_max.time_ms) maxima_.pop_back();
   maxima_.push_back(std::move(tick_max));
   const int64_t horizon = maxima_.back().time_ms - absl::ToInt64Milliseconds(kHistory);
   while (!maxima_.empty() && maxima_.front().time_ms < horizon) maxima_.pop_front();
+  return sample;
 }
 
 std::shared_ptr<const EngineSample> MetricsSampler::Latest() const {

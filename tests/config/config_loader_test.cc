@@ -64,6 +64,7 @@ std::string WithGrpc(absl::string_view body) {
 // must mean exactly this.
 constexpr char kOrdersVerbatim[] = R"cfg(
 listen_address: "127.0.0.1:50051"
+metrics_address: "127.0.0.1:9464"
 kafka { bootstrap_servers: "127.0.0.1:9092" }
 group_id: "orders-app"
 input_topics: "orders"
@@ -553,6 +554,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{
             "ListenAddressBadPort", WithBase("listen_address: \"127.0.0.1:70000\""),
             "test.textproto:1: listen_address: the port in \"127.0.0.1:70000\" must be a number"},
+        BadConfig{"MetricsAddressNoPort", WithBase("metrics_address: \"localhost\""),
+                  "test.textproto:1: metrics_address: must be host:port"},
+        BadConfig{"MetricsAddressUnixSocket",
+                  WithBase("metrics_address: \"unix:/run/retryd-metrics.sock\""),
+                  "test.textproto:1: metrics_address: must be host:port (e.g. "
+                  "\"127.0.0.1:9464\"); unix: sockets are not supported"},
         BadConfig{
             "BootstrapPropertyHasItsOwnField",
             WithBase("kafka {\n  properties { key: \"bootstrap.servers\" value: \"x:1\" }\n}"),

@@ -69,28 +69,16 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& ser
   return s.ok() ? static_cast<int>(response.status()) : -static_cast<int>(s.error_code());
 }
 
-class ControlServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    engine_ = testing::StartEngineUnderTest("control-server", /*retry_threads=*/1, 4).release();
-  }
-  static void TearDownTestSuite() {
-    if (engine_ != nullptr) engine_->engine->Stop();
-    delete engine_;
-    engine_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(engine_, nullptr) << "the suite's engine did not start"; }
+constexpr char kControlServerTopics[] = "control-server";
 
+class ControlServerTest : public testing::SharedEngineTest<kControlServerTopics> {
+ protected:
   static ControlServerOptions LocalOptions() {
     ControlServerOptions options;
     options.listen_address = "127.0.0.1:0";
     return options;
   }
-
-  static EngineUnderTest* engine_;
 };
-
-EngineUnderTest* ControlServerTest::engine_ = nullptr;
 
 TEST_F(ControlServerTest, StartRejectsBadAddressesAndRunsOnce) {
   for (const char* address :
@@ -377,17 +365,6 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   EXPECT_EQ(files->front().name(), "retryd/v1/config.proto");
 }
 
-// Options from a config whose control section names TLS files.
-absl::StatusOr<ControlServerOptions> TlsOptions(const testing::CertFiles& server,
-                                                const std::string& client_ca = "") {
-  retryd::v1::Config config;
-  config.set_listen_address("127.0.0.1:0");
-  config.mutable_control()->set_tls_cert_file(server.cert);
-  config.mutable_control()->set_tls_key_file(server.key);
-  if (!client_ca.empty()) config.mutable_control()->set_tls_client_ca_file(client_ca);
-  return ControlServerOptionsFromConfig(config);
-}
-
 std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::string& root_pem,
                                           const std::optional<testing::CertFiles>& client = {}) {
   grpc::SslCredentialsOptions ssl;
@@ -403,21 +380,19 @@ std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::
 
 TEST_F(ControlServerTest, TlsServesOnlyTls) {
   const TempDir dir;
-  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir.path(), "server");
-  if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
-  const std::optional<testing::CertFiles> stranger =
-      testing::MakeSelfSignedCert(dir.path(), "stranger");
-  absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert);
+  const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
+  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
+  absl::StatusOr<ControlServerOptions> options = testing::TlsServerOptions(certs->server);
   ASSERT_TRUE(options.ok()) << options.status();
   ControlServer server(*engine_->engine);
   ASSERT_TRUE(server.Start(*options).ok());
 
   absl::Status s =
-      Client(TlsChannel(Local(server), ReadFileOrEmpty(cert->cert)))->GetStatus().status();
+      Client(TlsChannel(Local(server), ReadFileOrEmpty(certs->server.cert)))->GetStatus().status();
   EXPECT_TRUE(s.ok()) << s;
   s = Client(Channel(Local(server)), "", absl::Seconds(3))->GetStatus().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "plaintext is refused";
-  s = Client(TlsChannel(Local(server), ReadFileOrEmpty(stranger->cert)), "", absl::Seconds(3))
+  s = Client(TlsChannel(Local(server), ReadFileOrEmpty(certs->stranger.cert)), "", absl::Seconds(3))
           ->GetStatus()
           .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "an untrusted server is refused";
@@ -425,24 +400,23 @@ TEST_F(ControlServerTest, TlsServesOnlyTls) {
 
 TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
   const TempDir dir;
-  const std::optional<testing::CertFiles> cert = testing::MakeSelfSignedCert(dir.path(), "server");
-  if (!cert.has_value()) GTEST_SKIP() << "openssl is not installed";
-  const std::optional<testing::CertFiles> client =
-      testing::MakeSelfSignedCert(dir.path(), "client");
-  const std::optional<testing::CertFiles> stranger =
-      testing::MakeSelfSignedCert(dir.path(), "stranger");
+  const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
+  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
   // The client's own self-signed certificate is the CA the server trusts.
-  absl::StatusOr<ControlServerOptions> options = TlsOptions(*cert, client->cert);
+  absl::StatusOr<ControlServerOptions> options =
+      testing::TlsServerOptions(certs->server, certs->client.cert);
   ASSERT_TRUE(options.ok()) << options.status();
   ControlServer server(*engine_->engine);
   ASSERT_TRUE(server.Start(*options).ok());
-  const std::string root = ReadFileOrEmpty(cert->cert);
+  const std::string root = ReadFileOrEmpty(certs->server.cert);
 
-  absl::Status s = Client(TlsChannel(Local(server), root, client))->GetStatus().status();
+  absl::Status s = Client(TlsChannel(Local(server), root, certs->client))->GetStatus().status();
   EXPECT_TRUE(s.ok()) << s;
   s = Client(TlsChannel(Local(server), root), "", absl::Seconds(3))->GetStatus().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "no client certificate";
-  s = Client(TlsChannel(Local(server), root, stranger), "", absl::Seconds(3))->GetStatus().status();
+  s = Client(TlsChannel(Local(server), root, certs->stranger), "", absl::Seconds(3))
+          ->GetStatus()
+          .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << "a certificate it did not sign";
 }
 

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
+#include "server/control/control_config.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
@@ -197,6 +198,26 @@ absl::StatusOr<std::vector<google::protobuf::FileDescriptorProto>> ReflectionFil
     }
   }
   return out;
+}
+
+std::optional<TlsTestCerts> MakeTlsTestCerts(const std::string& dir) {
+  std::optional<CertFiles> server = MakeSelfSignedCert(dir, "server");
+  std::optional<CertFiles> client = MakeSelfSignedCert(dir, "client");
+  std::optional<CertFiles> stranger = MakeSelfSignedCert(dir, "stranger");
+  if (!server || !client || !stranger) return std::nullopt;
+  return TlsTestCerts{*std::move(server), *std::move(client), *std::move(stranger)};
+}
+
+absl::StatusOr<control::ControlServerOptions> TlsServerOptions(const CertFiles& server,
+                                                               const std::string& client_ca,
+                                                               const std::string& metrics_address) {
+  retryd::v1::Config config;
+  config.set_listen_address("127.0.0.1:0");
+  config.set_metrics_address(metrics_address);
+  config.mutable_control()->set_tls_cert_file(server.cert);
+  config.mutable_control()->set_tls_key_file(server.key);
+  if (!client_ca.empty()) config.mutable_control()->set_tls_client_ca_file(client_ca);
+  return control::ControlServerOptionsFromConfig(config);
 }
 
 }  // namespace retryd::testing

@@ -18,7 +18,9 @@
 #include "absl/time/time.h"
 #include "client/retryd_client.h"
 #include "google/protobuf/descriptor.pb.h"
+#include "gtest/gtest.h"
 #include "retryd/v1/control.grpc.pb.h"
+#include "server/control/control_server.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
 #include "tests/support/test_cluster.h"
@@ -47,6 +49,25 @@ struct EngineUnderTest {
 // thread has its partitions. Fails the test and returns null on error.
 std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, int retry_threads,
                                                       int max_threads);
+
+// The base of a suite whose cases share one engine on the mock cluster,
+// started once with one retry thread (cap 4) on topics named after `kName`;
+// each case fails at once if it did not start.
+template <const char* kName>
+class SharedEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_ = StartEngineUnderTest(kName, /*retry_threads=*/1, /*max_threads=*/4).release();
+  }
+  static void TearDownTestSuite() {
+    if (engine_ != nullptr) engine_->engine->Stop();
+    delete engine_;
+    engine_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(engine_, nullptr) << "the suite's engine did not start"; }
+
+  static inline EngineUnderTest* engine_ = nullptr;
+};
 
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,
@@ -77,6 +98,21 @@ struct CertFiles {
 // Generates a self-signed certificate with openssl; nullopt if openssl is
 // missing (the test then skips).
 std::optional<CertFiles> MakeSelfSignedCert(const std::string& dir, const std::string& name);
+
+// The certificates of a TLS test, each self-signed: the server's, a
+// client's (the CA of mutual TLS) and a stranger's, which nobody trusts.
+struct TlsTestCerts {
+  CertFiles server, client, stranger;
+};
+// Makes them in `dir`; nullopt if openssl is missing (the test then skips).
+std::optional<TlsTestCerts> MakeTlsTestCerts(const std::string& dir);
+
+// Control server options from a config listening on 127.0.0.1:0 whose
+// control section names `server`'s TLS files and, if not empty, the client
+// CA `client_ca` (mutual TLS); with `metrics_address` too if not empty.
+absl::StatusOr<control::ControlServerOptions> TlsServerOptions(
+    const CertFiles& server, const std::string& client_ca = "",
+    const std::string& metrics_address = "");
 
 // Server reflection (grpc.reflection.v1alpha), spoken over raw bytes since
 // the reflection protos ship without headers.

@@ -95,6 +95,24 @@ TEST(BearerTokenAuthTest, ReadOnlyCallsNeedItWhenConfigured) {
   EXPECT_TRUE(auth.Check(md, Access::kReadOnly).ok());
 }
 
+// The HTTP listener's form: the Authorization header's value, the same rule.
+TEST(BearerTokenAuthTest, HeaderCheckIsTheMetadataCheck) {
+  const BearerTokenAuth open("tok", /*read_only_requires_token=*/false);
+  EXPECT_TRUE(open.CheckHeader(std::nullopt, Access::kReadOnly).ok());
+  EXPECT_EQ(open.CheckHeader(std::nullopt, Access::kMutating).code(),
+            absl::StatusCode::kUnauthenticated);
+  const BearerTokenAuth closed("tok", /*read_only_requires_token=*/true);
+  const absl::Status missing = closed.CheckHeader(std::nullopt, Access::kReadOnly);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(missing.message(), HasSubstr("send the header \"authorization: Bearer <token>\""));
+  EXPECT_TRUE(closed.CheckHeader("Bearer tok", Access::kReadOnly).ok());
+  EXPECT_TRUE(closed.CheckHeader("bearer tok", Access::kMutating).ok());
+  for (const char* bad : {"Bearer tom", "Bearer ", "Basic dG9r", "tok"}) {
+    EXPECT_EQ(closed.CheckHeader(bad, Access::kReadOnly).code(), absl::StatusCode::kUnauthenticated)
+        << bad;
+  }
+}
+
 TEST(BearerTokenAuthTest, ConstantTimeEquals) {
   EXPECT_TRUE(BearerTokenAuth::ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(BearerTokenAuth::ConstantTimeEquals("abc", "abd"));

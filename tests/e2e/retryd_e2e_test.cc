@@ -477,11 +477,12 @@ std::vector<int64_t> ConsumedCounts(const std::string& text) {
 // The demo as the README runs it: embedded broker, synthetic load, summary
 // lines; Ctrl-C (SIGINT) stops it cleanly.
 TEST_F(RetrydE2eTest, DemoRuns) {
-  // --listen on port 0: the example's fixed control port may be taken by a
-  // demo someone is running on the same machine.
-  RetrydProcess retryd(Path("demo"),
-                       {"--config", absl::StrCat(kSourceDir, "/deploy/examples/demo.textproto"),
-                        "--demo", "--summary_interval_s", "1", "--listen", "127.0.0.1:0"});
+  // --listen and --metrics_address on port 0: the example's fixed ports may
+  // be taken by a demo someone is running on the same machine.
+  RetrydProcess retryd(
+      Path("demo"),
+      {"--config", absl::StrCat(kSourceDir, "/deploy/examples/demo.textproto"), "--demo",
+       "--summary_interval_s", "1", "--listen", "127.0.0.1:0", "--metrics_address", "127.0.0.1:0"});
   ASSERT_TRUE(retryd.started());
   auto busy_summaries = [&] {
     size_t n = 0;

@@ -8,7 +8,9 @@
 // (the build fails if one is missing), plus a field of the same name in the
 // protos that report it (retryd.v1.ThreadMetrics, retryd.v1.Totals; their
 // `display` options say how retryctl shows it), plus the line that counts
-// it. Nothing else names counters one by one.
+// it. Nothing else names counters one by one: the Prometheus families
+// (retryd_thread_<name>_total, retryd_<name>_total) and their help come from
+// this table too (server/control/metrics_collector.cc).
 //
 // Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
 // readers never wait for a worker).
@@ -54,6 +56,9 @@ struct Counters {
 struct CounterField {
   const char* name;  // Also the name of its field in the protos.
   int64_t Counters::*member;
+  // What it counts, in one sentence: the HELP line of its Prometheus
+  // families.
+  const char* help;
   // Counts one of the ends a processor call leads to (output, retry topic,
   // dead-letter topic): where the records went. retryd's summary line shows
   // these.
@@ -61,18 +66,27 @@ struct CounterField {
 };
 
 inline constexpr CounterField kCounterFields[] = {
-    {"processed", &Counters::processed},
-    {"succeeded", &Counters::succeeded, /*outcome=*/true},
-    {"failed_attempts", &Counters::failed_attempts},
-    {"sent_to_retry", &Counters::sent_to_retry, /*outcome=*/true},
-    {"dead_lettered", &Counters::dead_lettered, /*outcome=*/true},
-    {"commits", &Counters::commits},
-    {"due_clamped", &Counters::due_clamped},
-    {"backpressure_waits", &Counters::backpressure_waits},
-    {"unavailable", &Counters::unavailable},
-    {"followed", &Counters::followed},
-    {"polls", &Counters::polls},
-    {"budget_pauses", &Counters::budget_pauses},
+    {"processed", &Counters::processed, "Processor calls."},
+    {"succeeded", &Counters::succeeded,
+     "Processor calls that succeeded (output acknowledged where there is an output topic).",
+     /*outcome=*/true},
+    {"failed_attempts", &Counters::failed_attempts, "Processor calls that returned a failure."},
+    {"sent_to_retry", &Counters::sent_to_retry, "Records acknowledged by the retry topic.",
+     /*outcome=*/true},
+    {"dead_lettered", &Counters::dead_lettered, "Records acknowledged by the dead-letter topic.",
+     /*outcome=*/true},
+    {"commits", &Counters::commits, "Successful offset commits."},
+    {"due_clamped", &Counters::due_clamped,
+     "Retry records due later than retry.backoff.max_ms from their reading, brought forward."},
+    {"backpressure_waits", &Counters::backpressure_waits,
+     "Times a thread had max_in_flight hand-offs unacknowledged and waited."},
+    {"unavailable", &Counters::unavailable,
+     "Calls that found the downstream unavailable (no attempt used; the record waited)."},
+    {"followed", &Counters::followed,
+     "Key order: records sent to the retry topic behind a parked record of their key."},
+    {"polls", &Counters::polls, "Turns of the threads' loops (one wait on the consumer each)."},
+    {"budget_pauses", &Counters::budget_pauses,
+     "Times a thread held more than max_held_bytes and paused its partitions."},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

@@ -1,0 +1,234 @@
+#include "server/control/http_listener.h"
+
+#include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "server/common/listen_address.h"
+#include "server/common/logging.h"
+
+namespace retryd::control {
+namespace {
+
+// A request's headers and body must arrive, and a response leave, within
+// these; GET routes take no body.
+constexpr time_t kReadTimeoutSeconds = 10;
+constexpr time_t kWriteTimeoutSeconds = 10;
+constexpr size_t kMaxPayloadBytes = 64 << 10;
+
+// OpenSSL's reasons, oldest first, emptying its error queue.
+std::string OpenSslErrors() {
+  std::string out;
+  while (const unsigned long code = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(code, text, sizeof text);
+    absl::StrAppend(&out, out.empty() ? "" : "; ", text);
+  }
+  return out.empty() ? "no reason given" : out;
+}
+
+struct BioFree {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+using BioPtr = std::unique_ptr<BIO, BioFree>;
+
+BioPtr MemoryBio(const std::string& pem) {
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// Calls `use` with each certificate of `pem` in order (it takes ownership);
+// false, with `error` set, if there is none or `use` refuses one.
+template <typename Use>
+bool EachCertificate(const std::string& pem, const char* what, std::string& error, Use use) {
+  BioPtr bio = MemoryBio(pem);
+  int count = 0;
+  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    ++count;
+    if (!use(cert)) {
+      error = absl::StrCat(what, ": certificate ", count, " refused: ", OpenSslErrors());
+      return false;
+    }
+  }
+  ERR_clear_error();  // The end of the input reads as an error.
+  if (count == 0) error = absl::StrCat(what, ": no PEM certificate could be read");
+  return count > 0;
+}
+
+// Sets up `ctx` from `tls` as the gRPC listener would: TLS 1.2 or later,
+// the whole chain, and with a client CA, a certificate from every client.
+bool SetUpTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  bool leaf = true;
+  if (!EachCertificate(tls.cert_chain_pem, "control.tls_cert_file", error, [&](X509* cert) {
+        if (leaf) {
+          leaf = false;
+          const bool ok = SSL_CTX_use_certificate(&ctx, cert) == 1;
+          X509_free(cert);
+          return ok;
+        }
+        if (SSL_CTX_add_extra_chain_cert(&ctx, cert) == 1) return true;  // Took it.
+        X509_free(cert);
+        return false;
+      })) {
+    return false;
+  }
+  BioPtr key_bio = MemoryBio(tls.private_key_pem);
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr);
+  if (key == nullptr) {
+    error = absl::StrCat("control.tls_key_file: no private key could be read: ", OpenSslErrors());
+    return false;
+  }
+  const bool key_ok = SSL_CTX_use_PrivateKey(&ctx, key) == 1;
+  EVP_PKEY_free(key);
+  if (!key_ok || SSL_CTX_check_private_key(&ctx) != 1) {
+    error = absl::StrCat("control.tls_key_file: does not match the certificate: ", OpenSslErrors());
+    return false;
+  }
+  if (tls.client_ca_pem.empty()) return true;
+  X509_STORE* store = SSL_CTX_get_cert_store(&ctx);
+  if (!EachCertificate(tls.client_ca_pem, "control.tls_client_ca_file", error, [&](X509* cert) {
+        const bool ok = X509_STORE_add_cert(store, cert) == 1 && SSL_CTX_add_client_CA(&ctx, cert);
+        X509_free(cert);
+        return ok;
+      })) {
+    return false;
+  }
+  SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  return true;
+}
+
+// Only SO_REUSEADDR: cpp-httplib's default adds SO_REUSEPORT, which would
+// let a second retryd share the port silently instead of failing.
+void SetSocketOptions(int socket) {
+  const int one = 1;
+  setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+}
+
+}  // namespace
+
+HttpListener::HttpListener() = default;
+
+HttpListener::~HttpListener() { Stop(); }
+
+void HttpListener::Route(std::string path, Access access, Handler handler) {
+  routes_[std::move(path)] = RouteEntry{access, std::move(handler)};
+}
+
+absl::Status HttpListener::Start(HttpListenerOptions options) {
+  if (server_ != nullptr) {
+    return absl::FailedPreconditionError("the HTTP listener was started before; it runs once");
+  }
+  if (absl::StartsWith(options.address, "unix:")) {
+    return absl::InvalidArgumentError("HTTP listener: unix: sockets are not supported");
+  }
+  if (std::optional<std::string> problem = ListenAddressProblem(options.address)) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: ", *problem));
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError("HTTP listener: needs at least one thread");
+  }
+  const ListenHostPort host_port = SplitListenAddress(options.address);
+  int port = 0;
+  if (!absl::SimpleAtoi(host_port.port, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: bad port ", host_port.port));
+  }
+
+  std::unique_ptr<httplib::Server> server;
+  if (options.tls.has_value()) {
+    std::string tls_error;
+    auto https = std::make_unique<httplib::SSLServer>(
+        [&](SSL_CTX& ctx) { return SetUpTls(ctx, *options.tls, tls_error); });
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HTTP listener: TLS: ", tls_error.empty() ? OpenSslErrors() : tls_error));
+    }
+    server = std::move(https);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+
+  server->set_socket_options(SetSocketOptions);
+  server->set_keep_alive_timeout(absl::ToInt64Seconds(kKeepAliveTimeout));
+  server->set_read_timeout(kReadTimeoutSeconds, 0);
+  server->set_write_timeout(kWriteTimeoutSeconds, 0);
+  server->set_payload_max_length(kMaxPayloadBytes);
+  // Every request is answered here, before cpp-httplib's own routing: the
+  // routes are few and exact, and 404, 405 and 401 come out alike for all.
+  server->set_pre_routing_handler([this, auth = std::move(options.auth)](
+                                      const httplib::Request& request,
+                                      httplib::Response& response) {
+    auto route = routes_.find(request.path);
+    if (route == routes_.end()) {
+      response.status = 404;
+      response.set_content("not found\n", "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (request.method != "GET" && request.method != "HEAD") {
+      response.status = 405;
+      response.set_header("Allow", "GET, HEAD");
+      response.set_content("method not allowed: use GET\n", "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string header = request.get_header_value("Authorization");
+    std::optional<absl::string_view> authorization;
+    if (request.has_header("Authorization")) authorization = header;
+    if (absl::Status s =
+            auth.AuthenticateHeader(authorization, route->second.access,
+                                    absl::StrCat(request.remote_addr, ":", request.remote_port));
+        !s.ok()) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Bearer");
+      response.set_content(absl::StrCat(s.message(), "\n"), "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    HttpResponse answer = route->second.handler();
+    response.status = answer.status;
+    response.set_content(answer.body, answer.content_type);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  const int bound = port == 0 ? server->bind_to_any_port(host_port.host)
+                              : (server->bind_to_port(host_port.host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat("HTTP listener: cannot listen on ", options.address,
+                                               ": ", BindFailureReason(options.address)));
+  }
+  auto ready = std::make_shared<absl::Notification>();
+  httplib::Server* serving = server.get();
+  // cpp-httplib makes the task queue as it begins to accept (is_running() is
+  // true from then on, so that stop() takes effect): the moment Start()
+  // waits for. Should it return without, the thread says so itself.
+  server->new_task_queue = [ready, threads = options.threads]() -> httplib::TaskQueue* {
+    ready->Notify();
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  std::thread accept_thread([serving, ready] {
+    SetThreadName("http");
+    serving->listen_after_bind();
+    if (!ready->HasBeenNotified()) ready->Notify();  // Same thread: no race.
+  });
+  ready->WaitForNotification();
+  server_ = std::move(server);
+  accept_thread_ = std::move(accept_thread);
+  port_.store(bound);
+  return absl::OkStatus();
+}
+
+void HttpListener::Stop() {
+  if (server_ == nullptr) return;
+  server_->stop();
+  accept_thread_.join();  // Its task queue's shutdown waits for the pool.
+  server_.reset();
+  port_.store(0);
+}
+
+}  // namespace retryd::control
