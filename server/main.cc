@@ -317,6 +317,9 @@ int Main(int argc, char** argv) {
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
   std::printf("control API listening on %s\n", control_server.address().c_str());
+  if (const std::string health = control_server.health_address(); !health.empty()) {
+    std::printf("health listening on %s\n", health.c_str());
+  }
   std::fflush(stdout);
 
   absl::StatusOr<std::unique_ptr<DemoLoad>> started_demo = StartDemo(options);

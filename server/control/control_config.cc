@@ -140,6 +140,8 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
     options.tls = std::move(tls);
   }
   options.allow_unauthenticated_remote = control.allow_unauthenticated_remote();
+  // Checked by the config loader (required with TLS, a valid address).
+  options.health_listen_address = control.health_listen_address();
   if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
   return options;
 }
