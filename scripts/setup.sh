@@ -38,6 +38,19 @@ PACKAGES=(
   # libFuzzer, for scripts/fuzz.sh: clang only recommends it, and we install
   # without recommends.
   libclang-rt-14-dev
+  # tests/deploy/check_deploy.py reads the YAML under deploy/ with it.
+  python3-yaml
+)
+
+# What retryd and retryctl need at run time, and nothing more: the shared
+# libraries they link (Debian 12 names; libgrpc++1.51 pulls libgrpc29,
+# librdkafka++1 pulls librdkafka1) and the CA bundle for TLS to Kafka and
+# to a downstream. deploy/Dockerfile's runtime image installs exactly
+# these; tests/deploy/check_deploy.py compares the two lists. Installed
+# here too, as the -dev packages above depend on them.
+RUNTIME_PACKAGES=(
+  libgrpc++1.51 libprotobuf32 librdkafka++1 libabsl20220623 libcpp-httplib0.11
+  libprometheus-cpp-core1.0 ca-certificates
 )
 
 # For the tests only, never for running retryd: `promtool check metrics`
@@ -53,6 +66,7 @@ die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
 command -v dpkg-query >/dev/null 2>&1 \
   || die "dpkg-query not found: this script expects Debian 12 (bookworm)"
 
+PACKAGES+=("${RUNTIME_PACKAGES[@]}")
 missing=()
 wanted=("${PACKAGES[@]}")
 if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" ]]; then

@@ -349,6 +349,9 @@ int Main(int argc, char** argv) {
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
   PrintLine(absl::StrCat("control API listening on ", control_server.address()));
+  if (const std::string health = control_server.health_address(); !health.empty()) {
+    PrintLine(absl::StrCat("health listening on ", health));
+  }
   if (const int metrics_port = control_server.metrics_port(); metrics_port > 0) {
     PrintLine(absl::StrCat("metrics listening on port ", metrics_port));
   }

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -57,6 +58,8 @@ constexpr size_t kMaxSecretBytes = 1 << 20;
 constexpr size_t kMaxTopicLength = 249;
 constexpr uint64_t kMaxLatencyMs = 60'000;
 constexpr uint64_t kDefaultMaxHeldBytes = uint64_t{64} << 20;
+// liveness_stall_ms's default, unless its rule asks for more (config.proto).
+constexpr uint64_t kDefaultLivenessStallMs = 120'000;
 constexpr uint64_t kMinHeldBytes = 1024;
 constexpr uint64_t kMaxHeldBytes = uint64_t{1} << 40;  // 1 TiB.
 // kafka.create_topics: Kafka takes a replication factor as a 16-bit number;
@@ -347,6 +350,8 @@ class Validator {
     Number(config, root_, "max_in_flight");
     CheckMaxHeldBytes(config);
     Number(config, root_, "shutdown_timeout_ms");
+    CheckLivenessStall(config);
+    CheckControl(config);
     Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions");
     if (!errors_.empty()) return errors_.ToStatus();
     return properties;
@@ -391,6 +396,86 @@ class Validator {
       Error(root_, "max_held_bytes",
             absl::StrCat("must be 0 (no limit) or between ", kMinHeldBytes, " and ", kMaxHeldBytes,
                          ", got ", value));
+    }
+  }
+
+  // The longest a processor call may take, in ms, as the config says:
+  // nullopt when the processor section is unusable or out of its range
+  // (reported already).
+  static std::optional<uint64_t> LongestCallMs(const v1::Config& config) {
+    switch (config.processor().kind_case()) {
+      case v1::ProcessorConfig::kGrpc: {
+        const uint64_t deadline_ms = config.processor().grpc().deadline_ms();
+        if (!InBounds(v1::GrpcProcessorConfig::descriptor()->FindFieldByName("deadline_ms"),
+                      deadline_ms)) {
+          return std::nullopt;
+        }
+        return deadline_ms;
+      }
+      case v1::ProcessorConfig::kSimulate: {
+        const v1::SimulateConfig& simulate = config.processor().simulate();
+        const uint64_t latency_ms = std::max(simulate.latency_ms(), simulate.latency_max_ms());
+        if (latency_ms > kMaxLatencyMs) return std::nullopt;
+        return latency_ms;
+      }
+      case v1::ProcessorConfig::KIND_NOT_SET:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  // liveness_stall_ms: above the longest processor call plus
+  // shutdown_timeout_ms, since one turn of a thread's loop may wait for
+  // both; its default grows with them. Checked after both are.
+  void CheckLivenessStall(v1::Config& config) {
+    std::optional<uint64_t> call_ms = LongestCallMs(config);
+    const bool shutdown_ok =
+        InBounds(root_.Field("shutdown_timeout_ms"), config.shutdown_timeout_ms());
+    // A bound that is itself wrong was reported already; no rule from it.
+    if (!shutdown_ok) call_ms.reset();
+    const uint64_t longest_call_ms = call_ms.value_or(0);
+    const uint64_t floor_ms = longest_call_ms + config.shutdown_timeout_ms();
+    const bool written = config.liveness_stall_ms() != 0 || root_.Written("liveness_stall_ms");
+    if (!written) {
+      config.set_liveness_stall_ms(std::max<uint64_t>(kDefaultLivenessStallMs, floor_ms + 10'000));
+      return;
+    }
+    const uint64_t value = config.liveness_stall_ms();
+    const uint64_t high = BoundsOf(root_.Field("liveness_stall_ms")).max();
+    if (value > high) {
+      Error(root_, "liveness_stall_ms", absl::StrCat("must be at most ", high, ", got ", value));
+    } else if (call_ms.has_value() && value <= floor_ms) {
+      Error(root_, "liveness_stall_ms",
+            absl::StrCat("must exceed the longest processor call (",
+                         config.processor().has_grpc() ? "processor.grpc.deadline_ms"
+                                                       : "processor.simulate's latency",
+                         ", ", longest_call_ms, ") plus shutdown_timeout_ms (",
+                         config.shutdown_timeout_ms(), "), ", floor_ms,
+                         ": one turn of a thread's loop may wait that long, and liveness would "
+                         "restart retryd for it; got ",
+                         value));
+    }
+  }
+
+  // The control section's addresses. The rest of it (token and TLS files)
+  // is read and checked where it is used (control_config.h).
+  void CheckControl(const v1::Config& config) {
+    const v1::ControlConfig& control = config.control();
+    const Node node = root_.Child("control");
+    const std::string& health = control.health_listen_address();
+    if (!health.empty()) {
+      if (auto problem = ListenAddressProblem(health)) {
+        Error(node, "health_listen_address", *problem);
+      } else if (health == config.listen_address() && !absl::EndsWith(health, ":0")) {
+        Error(node, "health_listen_address",
+              absl::StrCat("must differ from listen_address (both are ", health,
+                           "): it is a listener of its own"));
+      }
+    } else if (!control.tls_cert_file().empty()) {
+      Error(node, "health_listen_address",
+            "required with TLS on the control API (control.tls_cert_file): the kubelet's gRPC "
+            "probes cannot speak TLS, so health needs a plaintext listener of its own, e.g. "
+            "health_listen_address: \"0.0.0.0:50052\"");
     }
   }
 
@@ -909,6 +994,7 @@ engine::EngineOptions ToEngineOptions(const v1::Config& config,
   engine.max_in_flight = static_cast<int>(config.max_in_flight());
   engine.max_held_bytes = static_cast<int64_t>(config.max_held_bytes());
   engine.shutdown_timeout_ms = static_cast<int>(config.shutdown_timeout_ms());
+  engine.liveness_stall_ms = static_cast<int64_t>(config.liveness_stall_ms());
   if (config.processor().has_grpc()) {
     // Zero stands for the default (DownstreamOptions), as in config.proto.
     const v1::GrpcProcessorConfig& grpc = config.processor().grpc();

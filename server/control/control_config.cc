@@ -141,6 +141,8 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
   }
   options.allow_unauthenticated_remote = control.allow_unauthenticated_remote();
   options.metrics_address = config.metrics_address();
+  // Checked by the config loader (required with TLS, a valid address).
+  options.health_listen_address = control.health_listen_address();
   if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;
   return options;
 }

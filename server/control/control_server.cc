@@ -1,12 +1,20 @@
 #include "server/control/control_server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -43,6 +51,57 @@ bool IsLoopback(const std::string& address) {
 bool AuthenticatesCallers(const ControlServerOptions& options) {
   return options.auth_token.has_value() ||
          (options.tls.has_value() && !options.tls->client_ca_pem.empty());
+}
+
+// Drops every plugin from a ServerBuilder: the reflection plugin, which
+// InitProtoReflectionServerBuilderPlugin adds to every server, has no place
+// on the health-only listener.
+class WithoutPlugins : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->clear();
+  }
+};
+
+// `address` with port 0 replaced by `bound_port` (a unix: socket as is).
+std::string BoundAddress(const std::string& address, int bound_port) {
+  if (IsUnix(address)) return address;
+  return absl::StrCat(address.substr(0, address.rfind(':')), ":", bound_port);
+}
+
+}  // namespace
+
+struct ControlServer::HealthListener {
+  // Answers UNIMPLEMENTED for every method but health's (its default
+  // reactor). gRPC wants a service before it starts a server, and the
+  // default health service only comes with the start.
+  grpc::CallbackGenericService unknown;
+  std::unique_ptr<grpc::Server> server;  // After `unknown`: goes first.
+};
+
+namespace {
+
+// Starts the health-only listener on `address`: plaintext, the default
+// health service alone. UNAVAILABLE naming the field if it cannot listen.
+absl::Status StartHealthListener(const std::string& address, int* bound_port,
+                                 grpc::CallbackGenericService& unknown,
+                                 std::unique_ptr<grpc::Server>& server) {
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetOption(std::make_unique<WithoutPlugins>());
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), bound_port);
+  builder.RegisterCallbackGenericService(&unknown);
+  server = builder.BuildAndStart();
+  if (server == nullptr || (!IsUnix(address) && *bound_port == 0) ||
+      server->GetHealthCheckService() == nullptr) {
+    if (server != nullptr) server->Shutdown();
+    server.reset();
+    return absl::UnavailableError(absl::StrCat("control.health_listen_address: cannot listen on ",
+                                               address, ": ",
+                                               BindFailureReason(address, /*tls=*/false)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -128,6 +187,11 @@ absl::Status CheckOptions(const ControlServerOptions& options) {
         !absl::EndsWith(options.metrics_address, ":0")) {
       return absl::InvalidArgumentError(
           "metrics_address: must differ from the control API's listen_address");
+    }
+  }
+  if (!options.health_listen_address.empty()) {
+    if (absl::Status s = ValidateListenAddress(options.health_listen_address); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("health ", s.message()));
     }
   }
   return CheckAuthenticationForAddress(options);
@@ -229,11 +293,34 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
         options.tls.has_value() ? "; or the TLS certificate or key was rejected" : ""));
   }
 
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  // NOT_SERVING until the first probe answers.
-  health->SetServingStatus("", false);
-  health->SetServingStatus(v1::Control::service_full_name(), false);
-  health->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
+  std::unique_ptr<HealthListener> health_listener;
+  int health_bound_port = 0;
+  if (!options.health_listen_address.empty()) {
+    health_listener = std::make_unique<HealthListener>();
+    if (absl::Status s = StartHealthListener(options.health_listen_address, &health_bound_port,
+                                             health_listener->unknown, health_listener->server);
+        !s.ok()) {
+      server->Shutdown();
+      service->Shutdown();
+      if (http != nullptr) http->Stop();
+      sampler->Stop();
+      return s;
+    }
+  }
+
+  std::vector<grpc::HealthCheckServiceInterface*> health = {server->GetHealthCheckService()};
+  if (health_listener != nullptr) {
+    health.push_back(health_listener->server->GetHealthCheckService());
+  }
+  // NOT_SERVING until the first probe answers; liveness needs no probe.
+  const bool live = engine_.Liveness().ok();
+  for (grpc::HealthCheckServiceInterface* h : health) {
+    h->SetServingStatus("", false);
+    h->SetServingStatus(v1::Control::service_full_name(), false);
+    h->SetServingStatus(kLivenessHealthService, live);
+    h->SetServingStatus(kReadinessHealthService, false);
+    h->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
+  }
 
   WarnIfExposed(options);
   if (http != nullptr) {
@@ -242,20 +329,24 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
             http->port(), "/metrics");
   }
   absl::MutexLock lock(&mu_);
-  address_ = unix_socket
-                 ? options.listen_address
-                 : absl::StrCat(options.listen_address.substr(0, options.listen_address.rfind(':')),
-                                ":", bound_port);
+  address_ = BoundAddress(options.listen_address, bound_port);
   port_.store(unix_socket ? 0 : bound_port);
-  prober_ =
-      std::thread([this, health, interval = options.probe_interval,
-                   timeout = options.probe_timeout] { ProbeLoop(health, interval, timeout); });
+  if (health_listener != nullptr) {
+    health_address_ = BoundAddress(options.health_listen_address, health_bound_port);
+    health_port_.store(IsUnix(options.health_listen_address) ? 0 : health_bound_port);
+    LogInfo("control: health alone (plaintext) on ", health_address_);
+  }
+  prober_ = std::thread([this, health = std::move(health), interval = options.probe_interval,
+                         timeout = options.probe_timeout]() mutable {
+    ProbeLoop(std::move(health), interval, timeout);
+  });
   metrics_port_.store(http != nullptr ? http->port() : 0);
   sampler_ = std::move(sampler);
   service_ = std::move(service);
   server_ = std::move(server);
   collector_ = std::move(collector);
   http_ = std::move(http);
+  health_listener_ = std::move(health_listener);
   phase_ = Phase::kRunning;
   return absl::OkStatus();
 }
@@ -264,6 +355,7 @@ void ControlServer::Stop(absl::Duration grace) {
   // Taken out under the lock, then stopped without it: the shutdown waits
   // for calls in progress and for the prober's Kafka request.
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<HealthListener> health_listener;
   std::unique_ptr<ControlService> service;
   std::unique_ptr<engine::MetricsSampler> sampler;
   std::unique_ptr<MetricsCollector> collector;
@@ -278,6 +370,7 @@ void ControlServer::Stop(absl::Duration grace) {
     if (phase_ != Phase::kRunning) return;
     phase_ = Phase::kStopped;
     server = std::move(server_);
+    health_listener = std::move(health_listener_);
     service = std::move(service_);
     sampler = std::move(sampler_);
     collector = std::move(collector_);
@@ -286,15 +379,26 @@ void ControlServer::Stop(absl::Duration grace) {
     address = address_;
   }
   stop_probing_.Notify();
-  // Every health check and watch sees NOT_SERVING from here on.
-  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
-    health->Shutdown();
+  // Every health check and watch sees NOT_SERVING from here on, on both
+  // listeners; the health-only one answers so until the control API is
+  // down.
+  for (grpc::Server* s :
+       {server.get(), health_listener ? health_listener->server.get() : nullptr}) {
+    if (s == nullptr) continue;
+    if (grpc::HealthCheckServiceInterface* health = s->GetHealthCheckService()) health->Shutdown();
   }
   service->BeginShutdown();
   server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server->Wait();
+  if (health_listener != nullptr) {
+    // Only health calls: a Watch is ended at once.
+    health_listener->server->Shutdown(absl::ToChronoTime(absl::Now()));
+    health_listener->server->Wait();
+  }
   service->Shutdown();
-  prober.join();  // Before the server (and its health service) goes.
+  prober.join();  // Before the servers (and their health services) go.
+  health_listener.reset();
+  health_port_.store(0);
   server.reset();
   service.reset();
   if (http != nullptr) http->Stop();  // Before the collector and sampler it reads.
@@ -309,12 +413,22 @@ std::string ControlServer::address() const {
   return address_;
 }
 
-void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
-                              absl::Duration timeout) {
+std::string ControlServer::health_address() const {
+  absl::MutexLock lock(&mu_);
+  return health_address_;
+}
+
+void ControlServer::ProbeLoop(std::vector<grpc::HealthCheckServiceInterface*> health,
+                              absl::Duration interval, absl::Duration timeout) {
   SetThreadName("control-health");
   SetThreadComponent("control");
+  auto set = [&health](const std::string& service, bool serving) {
+    for (grpc::HealthCheckServiceInterface* h : health) h->SetServingStatus(service, serving);
+  };
   std::optional<bool> reported;
   std::optional<bool> downstream_reported;
+  std::optional<bool> live_reported;
+  std::optional<bool> ready_reported;
   do {
     // One timeout for the whole round, so that a round (and a Stop waiting
     // for it) takes at most `timeout`, not one per request.
@@ -335,8 +449,8 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
         probe.ok() && threads.ok() &&
         (state == engine::EngineState::kRunning || state == engine::EngineState::kDraining);
     if (reported != serving) {
-      health->SetServingStatus("", serving);
-      health->SetServingStatus(v1::Control::service_full_name(), serving);
+      set("", serving);
+      set(v1::Control::service_full_name(), serving);
       if (serving) {
         LogInfo("control: health SERVING (engine ", engine::EngineStateName(state),
                 ", Kafka answers)");
@@ -350,8 +464,32 @@ void ControlServer::ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::D
       reported = serving;
     }
     if (const bool up = !engine_.downstream().down; downstream_reported != up) {
-      health->SetServingStatus(kDownstreamHealthService, up);
+      set(kDownstreamHealthService, up);
       downstream_reported = up;
+    }
+    // Kafka's faults and the downstream's take an instance out of the
+    // Service (readiness), never restart it (liveness).
+    const absl::Status engine_ready = engine_.Readiness();
+    if (const bool ready = probe.ok() && engine_ready.ok(); ready_reported != ready) {
+      set(kReadinessHealthService, ready);
+      if (ready) {
+        LogInfo("control: ", kReadinessHealthService, " SERVING");
+      } else {
+        LogWarning("control: ", kReadinessHealthService, " NOT_SERVING: ",
+                   !engine_ready.ok() ? std::string(engine_ready.message())
+                                      : absl::StrCat("Kafka did not answer: ", probe.message()));
+      }
+      ready_reported = ready;
+    }
+    const absl::Status live = engine_.Liveness();
+    if (live_reported != live.ok()) {
+      set(kLivenessHealthService, live.ok());
+      if (live.ok()) {
+        LogInfo("control: ", kLivenessHealthService, " SERVING");
+      } else {
+        LogError("control: ", kLivenessHealthService, " NOT_SERVING: ", live.message());
+      }
+      live_reported = live.ok();
     }
   } while (!stop_probing_.WaitForNotificationWithTimeout(interval));
 }

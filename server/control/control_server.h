@@ -1,15 +1,24 @@
 // The control plane's gRPC server: retryd.v1.Control, the standard health
-// service and server reflection on one listening address; and, when
-// metrics_address is set, the HTTP listener serving Prometheus' /metrics
-// with the same TLS and token rules.
+// service and server reflection on one listening address; optionally a
+// second, plaintext listener that serves the health service alone (for the
+// kubelet's gRPC probes, which cannot speak TLS); and, when metrics_address
+// is set, the HTTP listener serving Prometheus' /metrics with the same TLS
+// and token rules.
 //
-// It owns the grpc::Server, the ControlService, the MetricsSampler every
+// It owns the grpc::Servers, the ControlService, the MetricsSampler every
 // WatchMetrics stream and scrape shares, the HttpListener, and a health
-// prober thread. The prober asks
-// Kafka for its brokers every `probe_interval` and reports SERVING for ""
-// and "retryd.v1.Control" only while the engine is RUNNING (or DRAINING)
-// and the last probe answered; NOT_SERVING otherwise, and from Stop() on.
-// Health and reflection never need the bearer token.
+// prober thread. The prober asks Kafka for its brokers every
+// `probe_interval` and reports, on both listeners' health services:
+//  * "" and "retryd.v1.Control": SERVING only while the engine is RUNNING
+//    (or DRAINING), no thread has FAILED and the last probe answered;
+//  * kLivenessHealthService: SERVING while every thread's loop turns
+//    (Engine::Liveness), whatever Kafka and the downstream do;
+//  * kReadinessHealthService: SERVING while the engine is ready
+//    (Engine::Readiness: started, its groups joined, not stopping) and the
+//    last probe answered;
+//  * kDownstreamHealthService: the processor's downstream.
+// Everything is NOT_SERVING from Stop() on. Health and reflection never
+// need the bearer token.
 //
 //   ControlServer server(engine);
 //   if (absl::Status s = server.Start(options); !s.ok()) ...
@@ -29,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -58,6 +68,10 @@ struct ControlServerOptions {
   // Whether the server may listen beyond loopback with neither a token nor
   // mutual TLS (see CheckAuthenticationForAddress).
   bool allow_unauthenticated_remote = false;
+  // Empty: none. Otherwise `host:port` (port 0 picks a free one; see
+  // health_port()) or `unix:<path>` of a plaintext listener serving only
+  // grpc.health.v1.Health, with no authentication.
+  std::string health_listen_address;
   // The effective config GetStatus reports.
   retryd::v1::Config config;
 
@@ -85,6 +99,13 @@ struct ControlServerOptions {
 // "" and retryd.v1.Control, so that a liveness probe does not restart retryd
 // for a downstream outage.
 inline constexpr char kDownstreamHealthService[] = "retryd.downstream";
+// "Restart me": NOT_SERVING once a thread's loop has stalled
+// (Engine::Liveness). For a liveness probe.
+inline constexpr char kLivenessHealthService[] = "retryd.liveness";
+// "Send me no work": NOT_SERVING until the engine has started and joined
+// its groups, while Kafka does not answer, and once it stops. For a
+// readiness probe.
+inline constexpr char kReadinessHealthService[] = "retryd.readiness";
 
 class ControlServer {
  public:
@@ -98,7 +119,8 @@ class ControlServer {
   // the health prober. INVALID_ARGUMENT for a malformed address,
   // incomplete TLS/token options, or an unauthenticated address beyond
   // loopback (CheckAuthenticationForAddress); UNAVAILABLE when the address cannot be
-  // bound (in use, not an address of this host), with the reason;
+  // bound (in use, not an address of this host), with the reason (naming
+  // control.health_listen_address for the health-only listener's);
   // FAILED_PRECONDITION if already started. On error nothing keeps running.
   absl::Status Start(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -118,6 +140,9 @@ class ControlServer {
   int metrics_port() const { return metrics_port_.load(); }
   // The address as given, with port 0 replaced by the bound port.
   std::string address() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for the health-only listener: 0 and "" without one.
+  int health_port() const { return health_port_.load(); }
+  std::string health_address() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The prober's last answer.
   bool kafka_reachable() const { return kafka_reachable_.load(); }
@@ -127,12 +152,14 @@ class ControlServer {
   // Start() after it claimed the kStarting phase: validates, binds and
   // starts without holding mu_, and publishes the result under it.
   absl::Status StartUnlocked(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
-  void ProbeLoop(grpc::HealthCheckServiceInterface* health, absl::Duration interval,
+  // `health`: the health service of each listener, all told the same.
+  void ProbeLoop(std::vector<grpc::HealthCheckServiceInterface*> health, absl::Duration interval,
                  absl::Duration timeout);
 
   engine::Engine& engine_;
   std::atomic<int> port_{0};
   std::atomic<int> metrics_port_{0};
+  std::atomic<int> health_port_{0};
   std::atomic<bool> kafka_reachable_{false};
   absl::Notification stop_probing_;
 
@@ -145,6 +172,10 @@ class ControlServer {
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<HttpListener> http_ ABSL_GUARDED_BY(mu_);  // Null without metrics_address.
+  // The health-only listener; null without one.
+  struct HealthListener;
+  std::string health_address_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<HealthListener> health_listener_ ABSL_GUARDED_BY(mu_);
   std::thread prober_ ABSL_GUARDED_BY(mu_);
 };
 

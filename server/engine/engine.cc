@@ -52,6 +52,7 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.max_in_flight < 1) return invalid("max_in_flight must be at least 1");
   if (o.max_held_bytes < 0) return invalid("max_held_bytes must not be negative");
   if (o.commit_interval_ms < 1) return invalid("commit_interval_ms must be at least 1");
+  if (o.liveness_stall_ms < 1) return invalid("liveness_stall_ms must be at least 1");
   if (o.downstream.outage_after < 1) return invalid("downstream.outage_after must be at least 1");
   if (o.downstream.probe_initial_ms < 1 ||
       o.downstream.probe_max_ms < o.downstream.probe_initial_ms) {
@@ -721,6 +722,46 @@ absl::Status Engine::ThreadFailure() const {
     if (s->state() != ThreadState::kFailed) continue;
     return absl::UnavailableError(absl::StrCat("thread ", s->id(), " (", ThreadRoleName(s->role()),
                                                ") failed: ", s->last_error()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Liveness() const {
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  for (const auto& s : Threads()) {
+    // A thread that failed turns no more either: it is counted, so that a
+    // failure nothing recovers from ends in a restart.
+    const int64_t still_ms = now_ms - s->loop_turned_ms();
+    if (still_ms <= options_.liveness_stall_ms) continue;
+    return absl::UnavailableError(
+        absl::StrCat("thread ", s->id(), " (", ThreadRoleName(s->role()), ", ",
+                     ThreadStateName(s->state()), ") has not turned its loop for ", still_ms,
+                     " ms (liveness_stall_ms ", options_.liveness_stall_ms, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Readiness() const {
+  const EngineState now = state();
+  if (now != EngineState::kRunning && now != EngineState::kDraining) {
+    return absl::UnavailableError(absl::StrCat("the engine is ", EngineStateName(now)));
+  }
+  if (absl::Status failed = ThreadFailure(); !failed.ok()) return failed;
+  bool retry_group_joined = false;
+  int retry_threads = 0;
+  for (const auto& s : Threads()) {
+    const bool joined = s->joined.HasBeenNotified();
+    if (s->role() == ThreadRole::kPrimary && !joined) {
+      return absl::UnavailableError(
+          absl::StrCat("primary thread ", s->id(), " has not joined its consumer group yet"));
+    }
+    if (s->role() == ThreadRole::kRetry) {
+      ++retry_threads;
+      retry_group_joined = retry_group_joined || joined;
+    }
+  }
+  if (retry_threads > 0 && !retry_group_joined) {
+    return absl::UnavailableError("no retry thread has joined the retry group yet");
   }
   return absl::OkStatus();
 }

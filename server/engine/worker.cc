@@ -144,6 +144,7 @@ void Worker::Run() {
   next_commit_ = absl::Now() + commit_interval;
   bool failed = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
+    mailbox_->NoteLoopTurn();
     if (!Housekeep(commit_interval)) {
       failed = true;
       break;

@@ -211,6 +211,7 @@ TEST(ConfigLoaderTest, MinimalExampleTakesTheDefaults) {
   EXPECT_EQ(e.max_in_flight, 10000);
   EXPECT_EQ(e.max_held_bytes, 64 << 20);
   EXPECT_EQ(e.shutdown_timeout_ms, 30000);
+  EXPECT_EQ(e.liveness_stall_ms, 120000);
   EXPECT_TRUE(loaded->proto.processor().has_simulate());
 }
 
@@ -237,7 +238,62 @@ TEST(ConfigLoaderTest, DefaultsAreFilledIntoTheProto) {
   EXPECT_TRUE(c.has_max_held_bytes());
   EXPECT_EQ(c.max_held_bytes(), 64u << 20);
   EXPECT_EQ(c.shutdown_timeout_ms(), 30000u);
+  EXPECT_EQ(c.liveness_stall_ms(), 120000u);
   EXPECT_EQ(c.embedded().partitions(), 3u);
+}
+
+// liveness_stall_ms must exceed the longest processor call plus
+// shutdown_timeout_ms, since one turn of a thread's loop may wait for both;
+// left out, it grows with them.
+TEST(ConfigLoaderTest, LivenessStallExceedsTheLongestCallPlusTheShutdownTimeout) {
+  // The grpc processor's deadline (10000 by default) and the shutdown
+  // timeout (30000 by default).
+  absl::StatusOr<LoadedConfig> loaded =
+      Load(absl::StrCat("liveness_stall_ms: 40001\n", WithGrpc("target: \"localhost:1\"")));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->engine.liveness_stall_ms, 40001);
+  EXPECT_THAT(
+      ErrorOf(absl::StrCat("liveness_stall_ms: 40000\n", WithGrpc("target: \"localhost:1\""))),
+      HasSubstr("test.textproto:1: liveness_stall_ms: must exceed the longest processor "
+                "call (processor.grpc.deadline_ms, 10000) plus shutdown_timeout_ms "
+                "(30000), 40000"));
+  EXPECT_THAT(ErrorOf(WithBase("liveness_stall_ms: 0")),
+              HasSubstr("test.textproto:1: liveness_stall_ms: must exceed the longest processor "
+                        "call (processor.simulate's latency, 0) plus shutdown_timeout_ms (30000)"));
+  EXPECT_THAT(ErrorOf(absl::StrCat("shutdown_timeout_ms: 100000\nliveness_stall_ms: 110000\n",
+                                   "group_id: \"g\"\ninput_topics: \"in\"\n",
+                                   "processor { simulate { latency_max_ms: 10000 } }\n")),
+              HasSubstr("test.textproto:2: liveness_stall_ms: must exceed the longest processor "
+                        "call (processor.simulate's latency, 10000) plus shutdown_timeout_ms "
+                        "(100000), 110000"));
+  // Left out: 120000, or the sum plus 10000 when that is more.
+  loaded = Load(WithBase("shutdown_timeout_ms: 200000"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->proto.liveness_stall_ms(), 210000u);
+  EXPECT_EQ(loaded->engine.liveness_stall_ms, 210000);
+}
+
+// TLS on the control port needs the plaintext health-only listener: the
+// kubelet's gRPC probes cannot speak TLS.
+TEST(ConfigLoaderTest, TlsNeedsTheHealthListener) {
+  const std::string tls = "control {\n  tls_cert_file: \"c.pem\"\n  tls_key_file: \"k.pem\"";
+  EXPECT_THAT(ErrorOf(WithBase(absl::StrCat(tls, "\n}"))),
+              HasSubstr("test.textproto: control.health_listen_address: required with TLS on the "
+                        "control API (control.tls_cert_file): the kubelet's gRPC probes cannot "
+                        "speak TLS"));
+  absl::StatusOr<LoadedConfig> loaded =
+      Load(WithBase(absl::StrCat(tls, "\n  health_listen_address: \"0.0.0.0:50052\"\n}")));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->proto.control().health_listen_address(), "0.0.0.0:50052");
+  // Without TLS it is optional, and checked like any address.
+  loaded = Load(WithBase("control { health_listen_address: \"127.0.0.1:0\" }"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(ErrorOf(WithBase("control {\n health_listen_address: \"nohost\" }")),
+              HasSubstr("test.textproto:2: control.health_listen_address: must be host:port"));
+  EXPECT_THAT(ErrorOf(WithBase("listen_address: \"127.0.0.1:7000\"\n"
+                               "control { health_listen_address: \"127.0.0.1:7000\" }")),
+              HasSubstr("test.textproto:2: control.health_listen_address: must differ from "
+                        "listen_address"));
 }
 
 TEST(ConfigLoaderTest, MaxHeldBytesTakesZeroForNoLimitAndItsBounds) {

@@ -39,35 +39,24 @@
 namespace retryd::control {
 namespace {
 
-using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::retryd::testing::Broker;
 using ::retryd::testing::Channel;
 using ::retryd::testing::Client;
 using ::retryd::testing::EngineUnderTest;
 using ::retryd::testing::ExitedWith;
+using ::retryd::testing::Health;
 using ::retryd::testing::ReadFileOrEmpty;
 using ::retryd::testing::RetrydProcess;
 using ::retryd::testing::TempDir;
+using ::retryd::testing::TlsChannel;
+using ::retryd::testing::TlsServerOptions;
 using ::retryd::testing::WaitFor;
 using ::retryd::testing::WatchStatus;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
 std::string Local(const ControlServer& server) { return absl::StrCat("127.0.0.1:", server.port()); }
-
-// The health status of `service`, or the call's error code as a negative
-// number.
-int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext context;
-  testing::Prepare(context, absl::Seconds(5));
-  HealthCheckRequest request;
-  request.set_service(service);
-  HealthCheckResponse response;
-  const grpc::Status s = stub->Check(&context, request, &response);
-  return s.ok() ? static_cast<int>(response.status()) : -static_cast<int>(s.error_code());
-}
 
 constexpr char kControlServerTopics[] = "control-server";
 
@@ -365,19 +354,6 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   EXPECT_EQ(files->front().name(), "retryd/v1/config.proto");
 }
 
-std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::string& root_pem,
-                                          const std::optional<testing::CertFiles>& client = {}) {
-  grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = root_pem;
-  if (client.has_value()) {
-    ssl.pem_cert_chain = ReadFileOrEmpty(client->cert);
-    ssl.pem_private_key = ReadFileOrEmpty(client->key);
-  }
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride("localhost");
-  return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
-}
-
 TEST_F(ControlServerTest, TlsServesOnlyTls) {
   const TempDir dir;
   const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
@@ -422,20 +398,11 @@ TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
 
 // ---- health --------------------------------------------------------------------
 
-// Starts `server` on a free loopback port, probing health every 200 ms.
-void StartProbingFast(ControlServer& server) {
-  ControlServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.probe_interval = absl::Milliseconds(200);
-  options.probe_timeout = absl::Seconds(1);
-  ASSERT_TRUE(server.Start(options).ok());
-}
-
 TEST(ControlHealthTest, FlipsWhenTheBrokersGoDownAndBack) {
   std::unique_ptr<EngineUnderTest> engine = testing::StartEngineUnderTest("control-health", 1, 4);
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine->engine);
-  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
+  ASSERT_TRUE(testing::StartProbingFast(server));
   auto channel = Channel(Local(server));
   const std::string control = "retryd.v1.Control";
   auto both_are = [&](HealthCheckResponse::ServingStatus want) {
@@ -485,7 +452,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   std::unique_ptr<engine::Engine> engine = testing::StartEngine(options, *std::move(processor));
   ASSERT_NE(engine, nullptr);
   ControlServer server(*engine);
-  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
+  ASSERT_TRUE(testing::StartProbingFast(server));
   auto channel = Channel(Local(server));
   const std::string service = "retryd.downstream";
   ASSERT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
@@ -536,7 +503,7 @@ TEST(ControlHealthTest, NotServingWhenKafkaGoesDownAfterTheRetryLeaderWent) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE((*engine)->Start().ok());
   ControlServer server(**engine);
-  ASSERT_NO_FATAL_FAILURE(StartProbingFast(server));
+  ASSERT_TRUE(testing::StartProbingFast(server));
   auto channel = Channel(Local(server));
   auto health_is = [&](HealthCheckResponse::ServingStatus want) {
     return Health(channel, "") == want;
@@ -616,8 +583,13 @@ TEST(ControlMainTest, BadControlSettingsExit2) {
       {absl::StrCat("control { auth_token_file: \"", dir.Path("no-token"), "\" }\n"),
        {},
        "control.auth_token_file"},
-      {"control { tls_cert_file: \"/etc/hostname\" }\n", {}, "control.tls_key_file"},
+      {"control { tls_cert_file: \"/etc/hostname\" health_listen_address: \"127.0.0.1:0\" }\n",
+       {},
+       "control.tls_key_file"},
       {"control { read_only_requires_token: true }\n", {}, "control.read_only_requires_token"},
+      {"control { tls_cert_file: \"/etc/hostname\" tls_key_file: \"/etc/hostname\" }\n",
+       {},
+       "control.health_listen_address: required with TLS"},
       {"", {"--listen", "nohost"}, "--listen"},
       {"", {"--listen", "0.0.0.0:0"}, "control.allow_unauthenticated_remote: true"},
       {"kafka { properties { key: \"sasl.password\" value: \"hunter2\" } }\n",
@@ -664,7 +636,8 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   const std::string config =
       WriteConfig(dir,
                   "kafka { properties_from_env { key: \"sasl.password\" value: "
-                  "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n");
+                  "\"RETRYD_TEST_KAFKA_PASSWORD\" } }\n"
+                  "control { health_listen_address: \"127.0.0.1:0\" }\n");
   RetrydProcess retryd(dir.Path("retryd"), {"--config", config, "--listen", "127.0.0.1:0",
                                             "--summary_interval_s", "0"});
   const std::string kListening = "control API listening on 127.0.0.1:";
@@ -693,6 +666,20 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   EXPECT_THAT(status.DebugString(), ::testing::Not(HasSubstr("hunter2")));
   EXPECT_TRUE(WaitFor([&] { return Health(channel, "") == HealthCheckResponse::SERVING; },
                       absl::Seconds(60)));
+  // The health-only listener, as a probe reaches it.
+  const std::string kHealth = "health listening on 127.0.0.1:";
+  const size_t health_at = out.find(kHealth);
+  ASSERT_NE(health_at, std::string::npos) << out;
+  const size_t health_port_at = health_at + kHealth.size();
+  int health_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      out.substr(health_port_at, out.find('\n', health_port_at) - health_port_at), &health_port))
+      << out;
+  auto health = Channel(absl::StrCat("127.0.0.1:", health_port));
+  EXPECT_EQ(Health(health, "retryd.liveness"), HealthCheckResponse::SERVING);
+  EXPECT_TRUE(
+      WaitFor([&] { return Health(health, "retryd.readiness") == HealthCheckResponse::SERVING; },
+              absl::Seconds(60)));
 
   retryd.Signal(SIGTERM);
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(absl::Seconds(60)), 0)) << retryd.Stderr();

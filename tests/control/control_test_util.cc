@@ -3,6 +3,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/sync_stream.h>
 
 #include <cstdlib>
@@ -90,6 +91,75 @@ std::optional<CertFiles> MakeSelfSignedCert(const std::string& dir, const std::s
     ADD_FAILURE() << command << ": " << ReadFileOrEmpty(absl::StrCat(dir, "/", name, ".log"));
   }
   return files;
+}
+
+std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::string& root_pem,
+                                          const std::optional<CertFiles>& client) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = root_pem;
+  if (client.has_value()) {
+    ssl.pem_cert_chain = ReadFileOrEmpty(client->cert);
+    ssl.pem_private_key = ReadFileOrEmpty(client->key);
+  }
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
+}
+
+bool StartProbingFast(control::ControlServer& server) {
+  control::ControlServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.probe_interval = absl::Milliseconds(200);
+  options.probe_timeout = absl::Seconds(1);
+  const absl::Status started = server.Start(options);
+  EXPECT_TRUE(started.ok()) << started;
+  return started.ok();
+}
+
+int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  Prepare(context, absl::Seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&context, request, &response);
+  return s.ok() ? static_cast<int>(response.status()) : -static_cast<int>(s.error_code());
+}
+
+HealthWatch::HealthWatch(const std::shared_ptr<grpc::Channel>& channel, const std::string& service)
+    : stub_(grpc::health::v1::Health::NewStub(channel)) {
+  request_.set_service(service);
+  reader_ = std::thread([this] { Read(); });
+}
+
+HealthWatch::~HealthWatch() {
+  context_.TryCancel();
+  reader_.join();
+}
+
+void HealthWatch::Read() {
+  std::unique_ptr<grpc::ClientReader<grpc::health::v1::HealthCheckResponse>> reader =
+      stub_->Watch(&context_, request_);
+  grpc::health::v1::HealthCheckResponse response;
+  while (reader->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    seen_.push_back(response.status());
+  }
+  (void)reader->Finish();  // Cancelled by the destructor, or the server went.
+}
+
+bool HealthWatch::WaitForLatest(Status want, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto latest_is = [this, want]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !seen_.empty() && seen_.back() == want;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&latest_is), timeout);
+}
+
+std::vector<HealthWatch::Status> HealthWatch::Seen() const {
+  absl::MutexLock lock(&mu_);
+  return seen_;
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // Helpers for the control-plane tests: an engine on the mock cluster,
-// RetrydClients, self-signed certificates, reflection.
+// RetrydClients, self-signed certificates and TLS channels, health checks
+// and watches, reflection.
 #ifndef RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
 #define RETRYD_TESTS_CONTROL_CONTROL_TEST_UTIL_H_
 
@@ -11,14 +12,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/retryd_client.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "gtest/gtest.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/control/control_server.h"
 #include "server/engine/api/engine.h"
@@ -113,6 +118,48 @@ std::optional<TlsTestCerts> MakeTlsTestCerts(const std::string& dir);
 absl::StatusOr<control::ControlServerOptions> TlsServerOptions(
     const CertFiles& server, const std::string& client_ca = "",
     const std::string& metrics_address = "");
+
+// A TLS channel to `target` that trusts `root_pem` and takes the server for
+// "localhost", presenting `client`'s certificate if given.
+std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const std::string& root_pem,
+                                          const std::optional<CertFiles>& client = {});
+
+// Starts `server` on a free loopback port, probing health every 200 ms;
+// whether it started (a test failure if not).
+bool StartProbingFast(control::ControlServer& server);
+
+// The health status of `service` (grpc.health.v1.Health/Check), or the
+// call's error code as a negative number.
+int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service);
+
+// A grpc.health.v1.Health/Watch call on `service`, read on a thread of its
+// own, as a probe that watches sees it: every status the server sends, in
+// order. Destroying it cancels the call.
+class HealthWatch {
+ public:
+  using Status = grpc::health::v1::HealthCheckResponse::ServingStatus;
+
+  HealthWatch(const std::shared_ptr<grpc::Channel>& channel, const std::string& service);
+  ~HealthWatch();
+
+  HealthWatch(const HealthWatch&) = delete;
+  HealthWatch& operator=(const HealthWatch&) = delete;
+
+  // Waits until the last status the stream sent is `want`, or `timeout`.
+  bool WaitForLatest(Status want, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every status sent so far.
+  std::vector<Status> Seen() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Read();
+
+  const std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
+  grpc::health::v1::HealthCheckRequest request_;
+  grpc::ClientContext context_;
+  mutable absl::Mutex mu_;  // Guards the fields below.
+  std::vector<Status> seen_ ABSL_GUARDED_BY(mu_);
+  std::thread reader_;  // Last: starts once the rest is made.
+};
 
 // Server reflection (grpc.reflection.v1alpha), spoken over raw bytes since
 // the reflection protos ship without headers.

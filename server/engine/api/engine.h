@@ -225,6 +225,19 @@ class Engine {
   // OK while no running thread has FAILED; otherwise UNAVAILABLE naming the
   // first failed thread and why (its last error).
   absl::Status ThreadFailure() const;
+  // Whether every running thread's loop turns: UNAVAILABLE naming the first
+  // thread whose loop has not turned for options().liveness_stall_ms (one
+  // stuck in a call, or FAILED: it turns no more), else OK. A restart is
+  // what helps then. Reads each thread's last turn without asking the
+  // thread; cheap, any thread.
+  absl::Status Liveness() const;
+  // Whether the engine does its work, Kafka's reachability aside (the
+  // caller probes that): OK while RUNNING or DRAINING, no thread FAILED,
+  // every primary thread has joined its group and, if retry threads run,
+  // one of them has joined the retry group (a thread started later that is
+  // still joining does not count against it); UNAVAILABLE saying what is
+  // missing otherwise. Any thread.
+  absl::Status Readiness() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
   // `running` is Threads(), which a caller reads once for both.
   int64_t RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const;

@@ -75,6 +75,10 @@ struct EngineOptions {
   // it pauses its partitions. 0: no limit.
   int64_t max_held_bytes = int64_t{64} << 20;
   int shutdown_timeout_ms = 30000;  // Graceful stop: wait this long for acks.
+  // A thread whose loop has not turned for this long is stalled (see
+  // Engine::Liveness). The config keeps it above the longest processor call
+  // plus shutdown_timeout_ms: a turn may wait that long on purpose.
+  int64_t liveness_stall_ms = 120000;
 };
 
 }  // namespace retryd::engine

@@ -62,6 +62,15 @@ class ThreadStats {
   ThreadState state() const { return state_.load(std::memory_order_relaxed); }
   int64_t state_since_ms() const { return state_since_ms_.load(std::memory_order_relaxed); }
 
+  // The thread's loop turned (called at the top of each turn, by the thread
+  // itself): liveness reads when it last did (Engine::Liveness) with one
+  // relaxed load, so a stuck thread is seen without asking it anything.
+  void NoteLoopTurn() {
+    loop_turned_ms_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed);
+  }
+  // Unix ms of the loop's last turn; the thread's creation before its first.
+  int64_t loop_turned_ms() const { return loop_turned_ms_.load(std::memory_order_relaxed); }
+
   void SetLastError(std::string error) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     last_error_ = std::move(error);
@@ -116,6 +125,7 @@ class ThreadStats {
   const ThreadRole role_;
   std::atomic<ThreadState> state_{ThreadState::kStarting};
   std::atomic<int64_t> state_since_ms_{absl::ToUnixMillis(absl::Now())};
+  std::atomic<int64_t> loop_turned_ms_{absl::ToUnixMillis(absl::Now())};
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   std::string last_error_ ABSL_GUARDED_BY(mu_);
