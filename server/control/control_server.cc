@@ -98,8 +98,7 @@ absl::Status StartHealthListener(const std::string& address, int* bound_port,
     if (server != nullptr) server->Shutdown();
     server.reset();
     return absl::UnavailableError(absl::StrCat("control.health_listen_address: cannot listen on ",
-                                               address, ": ",
-                                               BindFailureReason(address, /*tls=*/false)));
+                                               address, ": ", BindFailureReason(address)));
   }
   return absl::OkStatus();
 }

@@ -200,8 +200,7 @@ TEST(HealthProbesTest, KafkaOutageTurnsReadinessNotLiveness) {
 // as the stop begins (here it waits for a call in progress), and liveness
 // stays SERVING, so a probe does not kill an instance that stops as asked.
 TEST(HealthProbesTest, StoppingTurnsReadinessNotServing) {
-  std::unique_ptr<Instance> instance =
-      StartInstance("health-stop", [](engine::EngineOptions&) {});
+  std::unique_ptr<Instance> instance = StartInstance("health-stop", [](engine::EngineOptions&) {});
   ASSERT_NE(instance, nullptr);
   absl::Cleanup release = [&] { instance->processor->Release(); };
   std::unique_ptr<Probed> probed = StartProbed(*instance->engine);
