@@ -495,8 +495,11 @@ def verify_unit(root, binary):
               "package has it)")
         return SKIPPED
     if not os.access(binary, os.X_OK):
-        print("check_deploy: %s is not an executable: build retryd first" % binary)
-        return 1
+        # A build that runs some labels builds only their test binaries (the
+        # TSan job: scripts/tsan.sh builds no retryd); the builds that build
+        # everything judge the unit.
+        print("check_deploy: skipped: %s is not built in this build directory" % binary)
+        return SKIPPED
     unit = read(root, "deploy/systemd/retryd.service")
     exec_start = re.search(r"^ExecStart=(\S+)", unit, re.M)
     if not exec_start:
