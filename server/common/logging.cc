@@ -55,8 +55,9 @@ const std::string& ThreadName() {
 }
 
 absl::string_view ThreadComponent() {
-  if (!thread_component.empty()) return thread_component;
-  return IsFirstThread() ? "main" : "retryd";
+  // Decided once per thread, like its name: not a system call per line.
+  if (thread_component.empty()) thread_component = IsFirstThread() ? "main" : "retryd";
+  return thread_component;
 }
 
 // The length of the well-formed UTF-8 sequence at s[i], or 0 if there is
