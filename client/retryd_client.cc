@@ -4,9 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
+#include "server/common/error_reason.h"
 #include "server/common/read_file.h"
 
 namespace retryd {
@@ -15,7 +18,17 @@ namespace {
 absl::Status ToAbslStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share their numbering.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  // retryd's reason, if the details carry one (see control.proto).
+  google::rpc::Status details;
+  if (!status.error_details().empty() && details.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& any : details.details()) {
+      google::rpc::ErrorInfo info;
+      if (any.UnpackTo(&info) && info.domain() == "retryd.io")
+        return WithReason(out, info.reason());
+    }
+  }
+  return out;
 }
 
 // Call the RPC before this: as one expression, `std::move(response)` may be
@@ -152,6 +165,54 @@ absl::StatusOr<v1::StartRetryThreadsResponse> RetrydClient::StartRetryThreads(in
   v1::StartRetryThreadsRequest request;
   request.set_count(count);
   return Unary(&v1::Control::Stub::StartRetryThreads, request);
+}
+
+absl::StatusOr<v1::StartRetryThreadsResponse> RetrydClient::StartRetryThreads(
+    const v1::StartRetryThreadsRequest& request) {
+  return Unary(&v1::Control::Stub::StartRetryThreads, request);
+}
+
+absl::StatusOr<v1::SetRetryThreadCountResponse> RetrydClient::SetRetryThreadCount(
+    const v1::SetRetryThreadCountRequest& request) {
+  return Unary(&v1::Control::Stub::SetRetryThreadCount, request);
+}
+
+absl::StatusOr<v1::Operation> RetrydClient::StartDrain(const v1::StartDrainRequest& request) {
+  return Unary(&v1::Control::Stub::StartDrain, request);
+}
+
+absl::StatusOr<v1::Operation> RetrydClient::GetOperation(const std::string& id) {
+  v1::GetOperationRequest request;
+  request.set_id(id);
+  return Unary(&v1::Control::Stub::GetOperation, request);
+}
+
+absl::StatusOr<v1::ListOperationsResponse> RetrydClient::ListOperations() {
+  return Unary(&v1::Control::Stub::ListOperations, v1::ListOperationsRequest());
+}
+
+absl::StatusOr<v1::Operation> RetrydClient::CancelOperation(const std::string& id) {
+  v1::CancelOperationRequest request;
+  request.set_id(id);
+  return Unary(&v1::Control::Stub::CancelOperation, request);
+}
+
+absl::Status RetrydClient::WatchOperation(const std::string& id,
+                                          absl::FunctionRef<void(const v1::Operation&)> on_update) {
+  grpc::ClientContext context;
+  Prepare(context, /*unary=*/false);
+  ActiveCall call(*this, context);
+  v1::WatchOperationRequest request;
+  request.set_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::Operation>> reader =
+      control_->WatchOperation(&context, request);
+  v1::Operation op;
+  while (reader->Read(&op)) on_update(op);
+  const grpc::Status status = reader->Finish();
+  if (status.error_code() == grpc::StatusCode::CANCELLED && call.cancelled_by_client()) {
+    return absl::OkStatus();
+  }
+  return ToAbslStatus(status);
 }
 
 absl::StatusOr<v1::StopRetryThreadsResponse> RetrydClient::StopRetryThreads(int32_t count,

@@ -88,6 +88,11 @@ class RetrydClient {
   // retryd.v1.Control. Each blocks for at most options().timeout.
   absl::StatusOr<v1::GetStatusResponse> GetStatus();
   absl::StatusOr<v1::StartRetryThreadsResponse> StartRetryThreads(int32_t count);
+  // As built by the caller (with a request_id, say).
+  absl::StatusOr<v1::StartRetryThreadsResponse> StartRetryThreads(
+      const v1::StartRetryThreadsRequest& request);
+  absl::StatusOr<v1::SetRetryThreadCountResponse> SetRetryThreadCount(
+      const v1::SetRetryThreadCountRequest& request);
   // Stops the `count` most recently started retry threads (all of them if
   // fewer run). `graceful` finishes in-flight hand-offs and commits first.
   absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreads(int32_t count, bool graceful);
@@ -105,6 +110,16 @@ class RetrydClient {
   // it, FAILED_PRECONDITION if it is in a processor call right now.
   absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(const std::string& topic,
                                                                 int32_t partition, int64_t offset);
+
+  // Long-running operations (a drain).
+  absl::StatusOr<v1::Operation> StartDrain(const v1::StartDrainRequest& request);
+  absl::StatusOr<v1::Operation> GetOperation(const std::string& id);
+  absl::StatusOr<v1::ListOperationsResponse> ListOperations();
+  absl::StatusOr<v1::Operation> CancelOperation(const std::string& id);
+  // Streams operation `id` into `on_update` until it has ended (OK), the
+  // server ends the stream (its status) or Cancel() is called (OK).
+  absl::Status WatchOperation(const std::string& id,
+                              absl::FunctionRef<void(const v1::Operation&)> on_update);
 
   // grpc.health.v1.Health/Check. `service` "" is the whole server;
   // "retryd.v1.Control" the control service.

@@ -1,8 +1,10 @@
 #include "server/control/control_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/control/instance.h"
 #include "server/control/proto_convert.h"
@@ -55,6 +58,20 @@ void FillSwitch(const engine::SetOrderingResult& result, Response& response) {
   }
 }
 
+// The operation a drain ended as: its result on success.
+v1::Operation DrainOperation(const absl::StatusOr<engine::SetOrderingResult>& result) {
+  v1::Operation op;
+  if (!result.ok()) return op;
+  v1::DrainResult* drain = op.mutable_drain();
+  for (int id : result->stopped_thread_ids)
+    drain->add_stopped_thread_ids(static_cast<uint32_t>(id));
+  drain->set_drained_records(result->drained_records);
+  return op;
+}
+
+// The longest StartDrainRequest.timeout_ms: a day.
+constexpr uint32_t kMaxDrainTimeoutMs = 86'400'000;
+
 // A unary call's reactor that turns the call's cancellation into a
 // Cancellation the engine watches. The token is shared: the operation may
 // still hold it when the reactor is done.
@@ -94,6 +111,9 @@ void ControlService::BeginShutdown() {
 
 void ControlService::Shutdown() {
   BeginShutdown();
+  // Ends the drains (a cancelled drain leaves the engine as it was), so
+  // that the workers waiting on them finish.
+  operations_.Shutdown();
   executor_.Shutdown();
 }
 
@@ -135,6 +155,38 @@ void ControlService::RunBlocking(grpc::CallbackServerContext* context,
     reactor->Finish(ToGrpcStatus(status));
   });
   if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
+}
+
+void ControlService::RunMutating(grpc::CallbackServerContext* context,
+                                 grpc::ServerUnaryReactor* reactor, std::string method,
+                                 const google::protobuf::Message& request,
+                                 google::protobuf::Message* response, Operation operation,
+                                 std::shared_ptr<const engine::Cancellation> cancel) {
+  std::string id = RequestIdOf(request);
+  if (id.empty()) {
+    RunBlocking(context, reactor, std::move(operation), std::move(cancel));
+    return;
+  }
+  if (absl::Status s = ValidateRequestId(id); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return;
+  }
+  std::string fingerprint = RequestFingerprint(method, request);
+  auto once = [this, id = std::move(id), fingerprint = std::move(fingerprint), response,
+               method = std::move(method),
+               operation = std::move(operation)](absl::Time deadline) mutable {
+    absl::StatusOr<RequestIdCache::Begun> begun = request_ids_.Begin(id, fingerprint, deadline);
+    if (!begun.ok()) return begun.status();
+    if (begun->replay.has_value()) {
+      LogInfo("control: ", method, " request_id ", id, ": a retry; answered as before");
+      response->ParseFromString(*begun->replay);
+      return absl::OkStatus();
+    }
+    const absl::Status status = std::move(operation)(deadline);
+    request_ids_.End(id, status, status.ok() ? response->SerializeAsString() : std::string());
+    return status;
+  };
+  RunBlocking(context, reactor, std::move(once), std::move(cancel));
 }
 
 grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext* context,
@@ -188,18 +240,16 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
     return reactor;
   }
   const std::string peer = context->peer();
-  RunBlocking(context, reactor, [this, request, response, peer](absl::Time deadline) {
-    absl::StatusOr<std::vector<int>> ids = engine_.StartRetryThreads(request->count(), deadline);
-    if (ids.ok() && ids->empty()) {
-      ids = absl::DeadlineExceededError(
-          "no retry thread had started when the call's deadline passed");
-    }
-    LogInfo("control: StartRetryThreads(count=", request->count(), ") from ", peer, ": ",
-            ids.ok() ? JoinIds(*ids) : ids.status().ToString());
-    if (!ids.ok()) return ids.status();
-    for (int id : *ids) response->add_thread_ids(static_cast<uint32_t>(id));
-    return absl::OkStatus();
-  });
+  RunMutating(context, reactor, "StartRetryThreads", *request, response,
+              [this, request, response, peer](absl::Time deadline) {
+                absl::StatusOr<std::vector<int>> ids =
+                    engine_.StartRetryThreads(request->count(), deadline);
+                LogInfo("control: StartRetryThreads(count=", request->count(), ") from ", peer,
+                        ": ", ids.ok() ? JoinIds(*ids) : ids.status().ToString());
+                if (!ids.ok()) return ids.status();
+                for (int id : *ids) response->add_thread_ids(static_cast<uint32_t>(id));
+                return absl::OkStatus();
+              });
   return reactor;
 }
 
@@ -216,7 +266,7 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   std::vector<int> ids = EngineThreadIds(request->thread_ids());
   const bool graceful = request->has_graceful() ? request->graceful() : true;
   const std::string peer = context->peer();
-  RunBlocking(context, reactor,
+  RunMutating(context, reactor, "StopRetryThreads", *request, response,
               [this, request, response, graceful, peer, ids = std::move(ids)](absl::Time deadline) {
                 absl::StatusOr<std::vector<int>> stopped =
                     ids.empty() ? engine_.StopRetryThreads(request->count(), graceful, deadline)
@@ -233,9 +283,51 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ControlService::SetRetryThreadCount(
+    grpc::CallbackServerContext* context, const v1::SetRetryThreadCountRequest* request,
+    v1::SetRetryThreadCountResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (status.ok()) status = ValidateSetRetryThreadCountRequest(*request);
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const std::string peer = context->peer();
+  RunMutating(
+      context, reactor, "SetRetryThreadCount", *request, response,
+      [this, request, response, peer](absl::Time deadline) {
+        engine::RetryThreadChange change;
+        change.kind = engine::RetryThreadChange::Kind::kSetCount;
+        change.count = request->target();
+        change.graceful = request->has_graceful() ? request->graceful() : true;
+        absl::StatusOr<engine::RetryThreadChangeResult> result =
+            engine_.ChangeRetryThreads(std::move(change), deadline);
+        LogInfo("control: SetRetryThreadCount(target=", request->target(), ") from ", peer, ": ",
+                result.ok()
+                    ? absl::StrCat("started ", JoinIds(result->started), " stopped ",
+                                   JoinIds(result->stopped), " running ", JoinIds(result->running))
+                    : result.status().ToString());
+        if (!result.ok()) return result.status();
+        for (int id : result->started) {
+          response->add_started_thread_ids(static_cast<uint32_t>(id));
+        }
+        for (int id : result->stopped) {
+          response->add_stopped_thread_ids(static_cast<uint32_t>(id));
+        }
+        for (int id : result->running) {
+          response->add_running_thread_ids(static_cast<uint32_t>(id));
+        }
+        return absl::OkStatus();
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerContext* context,
                                                          absl::Status validation, std::string call,
-                                                         SwitchOperation operation) {
+                                                         const google::protobuf::Message& request,
+                                                         google::protobuf::Message* response,
+                                                         bool drain, SwitchOperation operation) {
   auto* reactor = new CancellableReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok()) status = std::move(validation);
@@ -244,13 +336,21 @@ grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerCon
     return reactor;
   }
   std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
-  auto run = [operation = std::move(operation), call = std::move(call), peer = context->peer(),
-              cancel](absl::Time deadline) mutable {
+  auto run = [this, operation = std::move(operation), call, peer = context->peer(), cancel, drain,
+              request_id = RequestIdOf(request)](absl::Time deadline) mutable {
+    // A drain is an operation too, while this call waits for it:
+    // CancelOperation cancels it as cancelling the call does.
+    std::optional<OperationRegistry::Begun> op;
+    if (drain)
+      op = operations_.Begin(v1::OPERATION_KIND_DRAIN, request_id, DrainProgress(), cancel);
     absl::StatusOr<engine::SetOrderingResult> result = std::move(operation)(deadline, cancel.get());
-    LogInfo("control: ", call, " from ", peer, ": ", Describe(result));
+    LogInfo("control: ", call, " from ", peer, op.has_value() ? " (operation " : "",
+            op.has_value() ? op->id : "", op.has_value() ? ")" : "", ": ", Describe(result));
+    if (op.has_value()) operations_.Finish(op->id, result.status(), DrainOperation(result));
     return result.status();
   };
-  RunBlocking(context, reactor, std::move(run), std::move(cancel));
+  RunMutating(context, reactor, call.substr(0, call.find('(')), request, response, std::move(run),
+              std::move(cancel));
   return reactor;
 }
 
@@ -260,6 +360,7 @@ grpc::ServerUnaryReactor* ControlService::SetInOrder(grpc::CallbackServerContext
   return SwitchOrdering(context, ValidateSetInOrderRequest(*request),
                         absl::StrCat("SetInOrder(", request->in_order() ? "true" : "false",
                                      request->drain_retries() ? ", drain" : "", ")"),
+                        *request, response, request->in_order() && request->drain_retries(),
                         [this, request, response](absl::Time deadline, engine::Cancellation* cancel)
                             -> absl::StatusOr<engine::SetOrderingResult> {
                           absl::StatusOr<engine::SetOrderingResult> result = engine_.SetInOrder(
@@ -282,6 +383,7 @@ grpc::ServerUnaryReactor* ControlService::SetOrderingMode(grpc::CallbackServerCo
       context, validation,
       absl::StrCat("SetOrderingMode(", engine::OrderingName(mode),
                    request->drain_retries() ? ", drain" : "", ")"),
+      *request, response, mode == engine::Ordering::kInOrder && request->drain_retries(),
       [this, mode, request, response](absl::Time deadline, engine::Cancellation* cancel)
           -> absl::StatusOr<engine::SetOrderingResult> {
         absl::StatusOr<engine::SetOrderingResult> result =
@@ -358,6 +460,124 @@ grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
     return absl::OkStatus();
   };
   RunBlocking(context, reactor, std::move(operation), std::move(cancel));
+  return reactor;
+}
+
+OperationRegistry::Progress ControlService::DrainProgress() const {
+  // The most records seen left is the total: the backlog only shrinks while
+  // input is paused, but its first measurement comes a moment after start.
+  auto total = std::make_shared<std::atomic<int64_t>>(0);
+  return [this, total](v1::OperationProgress& progress) {
+    const int64_t left = std::max<int64_t>(0, engine_.RetryBacklog(engine_.Threads()));
+    int64_t seen = total->load();
+    while (left > seen && !total->compare_exchange_weak(seen, left)) {
+    }
+    const int64_t all = std::max(seen, left);
+    progress.set_unit("records");
+    progress.set_total(all);
+    progress.set_done(all - left);
+    progress.set_description(absl::StrCat(left, " of ", all, " retry records left"));
+  };
+}
+
+grpc::ServerUnaryReactor* ControlService::StartDrain(grpc::CallbackServerContext* context,
+                                                     const v1::StartDrainRequest* request,
+                                                     v1::Operation* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (status.ok() && request->timeout_ms() > kMaxDrainTimeoutMs) {
+    status = WithReason(absl::InvalidArgumentError(absl::StrCat(
+                            "timeout_ms: must be at most ", kMaxDrainTimeoutMs, " (a day), got ",
+                            request->timeout_ms(), "; 0 means no limit")),
+                        reason::kInvalidField);
+  }
+  if (status.ok() && engine_.state() == engine::EngineState::kDraining) {
+    status = WithReason(
+        absl::FailedPreconditionError("a switch of the ordering mode is under way already (see "
+                                      "ListOperations); nothing started"),
+        reason::kDrainRunning);
+  }
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const std::string peer = context->peer();
+  RunMutating(context, reactor, "StartDrain", *request, response,
+              [this, request, response, peer](absl::Time) {
+                const absl::Duration timeout = request->timeout_ms() == 0
+                                                   ? absl::InfiniteDuration()
+                                                   : absl::Milliseconds(request->timeout_ms());
+                absl::StatusOr<v1::Operation> op = operations_.Run(
+                    v1::OPERATION_KIND_DRAIN, request->request_id(), DrainProgress(),
+                    [this, timeout, peer](engine::Cancellation& cancel, v1::Operation& result) {
+                      absl::StatusOr<engine::SetOrderingResult> drained = engine_.SetInOrder(
+                          /*in_order=*/true, /*drain_retries=*/true, absl::Now() + timeout,
+                          &cancel);
+                      LogInfo("control: StartDrain from ", peer, ": ", Describe(drained));
+                      result = DrainOperation(drained);
+                      return drained.status();
+                    });
+                if (!op.ok()) return op.status();
+                LogInfo("control: StartDrain from ", peer, ": operation ", op->id(), " running");
+                *response = *std::move(op);
+                return absl::OkStatus();
+              });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::GetOperation(grpc::CallbackServerContext* context,
+                                                       const v1::GetOperationRequest* request,
+                                                       v1::Operation* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kReadOnly);
+  if (status.ok()) {
+    absl::StatusOr<v1::Operation> op = operations_.Get(request->id());
+    if (op.ok()) *response = *std::move(op);
+    status = op.status();
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::ListOperations(grpc::CallbackServerContext* context,
+                                                         const v1::ListOperationsRequest* request,
+                                                         v1::ListOperationsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kReadOnly);
+  if (status.ok()) {
+    for (v1::Operation& op : operations_.List()) *response->add_operations() = std::move(op);
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::Operation>* ControlService::WatchOperation(
+    grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) {
+  if (absl::Status s = Authorize(*context, Access::kReadOnly); !s.ok()) {
+    return new RefusedStream<v1::Operation>(s);
+  }
+  return new OperationWatcher(watchers_, operations_, request->id());
+}
+
+grpc::ServerUnaryReactor* ControlService::CancelOperation(grpc::CallbackServerContext* context,
+                                                          const v1::CancelOperationRequest* request,
+                                                          v1::Operation* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Authorize(*context, Access::kMutating);
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  const std::string peer = context->peer();
+  RunMutating(context, reactor, "CancelOperation", *request, response,
+              [this, request, response, peer](absl::Time) {
+                absl::StatusOr<v1::Operation> op = operations_.Cancel(request->id());
+                LogInfo("control: CancelOperation(", request->id(), ") from ", peer, ": ",
+                        op.ok() ? "cancelled" : op.status().ToString());
+                if (!op.ok()) return op.status();
+                *response = *std::move(op);
+                return absl::OkStatus();
+              });
   return reactor;
 }
 

@@ -43,6 +43,8 @@
 #include "server/control/auth.h"
 #include "server/control/blocking_executor.h"
 #include "server/control/metrics_watcher.h"
+#include "server/control/operations.h"
+#include "server/control/request_ids.h"
 #include "server/engine/api/cancellation.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
@@ -55,8 +57,10 @@ struct ControlServiceOptions {
   // The engine's deadline for a blocking operation whose call has none.
   absl::Duration default_operation_timeout = absl::Minutes(5);
   // Workers running blocking operations, and how many more may wait.
-  int operation_threads = 2;
-  int max_queued_operations = 16;
+  // Changes of the retry threads wait in the engine for the ones before
+  // them, to be applied together: each waits on a worker of its own.
+  int operation_threads = 32;
+  int max_queued_operations = 64;
   // Open WatchMetrics streams at most; more get RESOURCE_EXHAUSTED.
   int max_watchers = 256;
 };
@@ -89,6 +93,9 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   grpc::ServerUnaryReactor* StopRetryThreads(grpc::CallbackServerContext* context,
                                              const v1::StopRetryThreadsRequest* request,
                                              v1::StopRetryThreadsResponse* response) override;
+  grpc::ServerUnaryReactor* SetRetryThreadCount(grpc::CallbackServerContext* context,
+                                                const v1::SetRetryThreadCountRequest* request,
+                                                v1::SetRetryThreadCountResponse* response) override;
   grpc::ServerUnaryReactor* SetInOrder(grpc::CallbackServerContext* context,
                                        const v1::SetInOrderRequest* request,
                                        v1::SetInOrderResponse* response) override;
@@ -103,6 +110,20 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   grpc::ServerUnaryReactor* DeadLetterRecord(grpc::CallbackServerContext* context,
                                              const v1::DeadLetterRecordRequest* request,
                                              v1::DeadLetterRecordResponse* response) override;
+  grpc::ServerUnaryReactor* StartDrain(grpc::CallbackServerContext* context,
+                                       const v1::StartDrainRequest* request,
+                                       v1::Operation* response) override;
+  grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
+                                         const v1::GetOperationRequest* request,
+                                         v1::Operation* response) override;
+  grpc::ServerUnaryReactor* ListOperations(grpc::CallbackServerContext* context,
+                                           const v1::ListOperationsRequest* request,
+                                           v1::ListOperationsResponse* response) override;
+  grpc::ServerWriteReactor<v1::Operation>* WatchOperation(
+      grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override;
+  grpc::ServerUnaryReactor* CancelOperation(grpc::CallbackServerContext* context,
+                                            const v1::CancelOperationRequest* request,
+                                            v1::Operation* response) override;
 
  private:
   // The engine's work for one blocking call: gets the engine deadline,
@@ -118,8 +139,12 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   // SetInOrder and SetOrderingMode: a mutating call that, once authorized
   // and `validation` is OK, runs `operation` on the executor with a
   // Cancellation its reactor sets, and logs it as `call` with the result.
+  // `request` and `response` are the call's (for its request_id); `drain`:
+  // the switch drains, and is registered as an operation while it runs.
   grpc::ServerUnaryReactor* SwitchOrdering(grpc::CallbackServerContext* context,
                                            absl::Status validation, std::string call,
+                                           const google::protobuf::Message& request,
+                                           google::protobuf::Message* response, bool drain,
                                            SwitchOperation operation);
 
   // Runs `operation` on the executor and finishes `reactor` from there.
@@ -128,6 +153,16 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   void RunBlocking(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
                    Operation operation,
                    std::shared_ptr<const engine::Cancellation> cancel = nullptr);
+  // RunBlocking for a mutating call: with a request_id (see request_ids.h),
+  // a retry of a call that succeeded gets its response again instead of
+  // running `operation`; `method` and `request` make its fingerprint.
+  // Finishes `reactor` at once for a malformed request_id.
+  void RunMutating(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                   std::string method, const google::protobuf::Message& request,
+                   google::protobuf::Message* response, Operation operation,
+                   std::shared_ptr<const engine::Cancellation> cancel = nullptr);
+  // A drain's progress, from the retry backlog the engine last measured.
+  OperationRegistry::Progress DrainProgress() const;
   absl::Time EngineDeadline(const grpc::CallbackServerContext& context) const;
   absl::Status Authorize(const grpc::CallbackServerContext& context, Access access) const;
 
@@ -140,6 +175,8 @@ class ControlService final : public retryd::v1::Control::CallbackService {
 
   std::atomic<bool> shutting_down_{false};
   WatcherRegistry watchers_;
+  RequestIdCache request_ids_;
+  OperationRegistry operations_;
   BlockingExecutor executor_;  // Last: its workers use the members above.
 };
 

@@ -9,18 +9,19 @@
 
 namespace retryd::control {
 
-absl::Status WatcherRegistry::Add(MetricsWatcher* watcher) {
+absl::Status WatcherRegistry::Add(StoppableStream* watcher) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the control server is stopping");
   if (static_cast<int>(watchers_.size()) >= max_watchers_) {
-    return absl::ResourceExhaustedError(absl::StrCat("too many WatchMetrics streams open (",
-                                                     max_watchers_, "); close one and try again"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many WatchMetrics streams or WatchOperation streams open (",
+                     max_watchers_, "); close one and try again"));
   }
   watchers_.insert(watcher);
   return absl::OkStatus();
 }
 
-void WatcherRegistry::Remove(MetricsWatcher* watcher) {
+void WatcherRegistry::Remove(StoppableStream* watcher) {
   absl::MutexLock lock(&mu_);
   watchers_.erase(watcher);
 }
@@ -28,7 +29,7 @@ void WatcherRegistry::Remove(MetricsWatcher* watcher) {
 void WatcherRegistry::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  for (MetricsWatcher* watcher : watchers_) {
+  for (StoppableStream* watcher : watchers_) {
     watcher->Stop(absl::UnavailableError("the control server is stopping"));
   }
 }
@@ -122,7 +123,5 @@ void MetricsWatcher::OnDone() {
   registry_.Remove(this);
   delete this;
 }
-
-RefusedWriter::RefusedWriter(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
 
 }  // namespace retryd::control

@@ -32,11 +32,22 @@
 #include "absl/time/time.h"
 #include "retryd/v1/control.pb.h"
 #include "server/control/snapshot_builder.h"
+#include "server/control/status.h"
 #include "server/engine/metrics_sampler.h"
 
 namespace retryd::control {
 
-class MetricsWatcher;
+// A server stream that a stopping server ends (MetricsWatcher,
+// OperationWatcher).
+class StoppableStream {
+ public:
+  // Ends the stream with `why` as soon as no write is in flight. Only the
+  // first call counts. Never blocks.
+  virtual void Stop(absl::Status why) = 0;
+
+ protected:
+  ~StoppableStream() = default;
+};
 
 // The open streams of one service. Thread-safe.
 class WatcherRegistry {
@@ -45,8 +56,8 @@ class WatcherRegistry {
 
   // UNAVAILABLE after Close(), RESOURCE_EXHAUSTED when `max_watchers`
   // streams are open.
-  absl::Status Add(MetricsWatcher* watcher) ABSL_LOCKS_EXCLUDED(mu_);
-  void Remove(MetricsWatcher* watcher) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Add(StoppableStream* watcher) ABSL_LOCKS_EXCLUDED(mu_);
+  void Remove(StoppableStream* watcher) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends every open stream with UNAVAILABLE and refuses new ones. Returns at
   // once; the streams finish as soon as their writes in flight complete.
@@ -57,11 +68,12 @@ class WatcherRegistry {
   // Guards the fields below. Held while calling MetricsWatcher::Stop(), so a
   // watcher cannot be deleted meanwhile (OnDone removes it under this lock).
   absl::Mutex mu_;
-  absl::flat_hash_set<MetricsWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<StoppableStream*> watchers_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot> {
+class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot>,
+                             public StoppableStream {
  public:
   // Registers with `registry` and writes the first snapshot; if the
   // registry refuses, finishes with its status. `thread_ids`: empty means
@@ -69,9 +81,7 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
   MetricsWatcher(WatcherRegistry& registry, const engine::MetricsSampler& sampler,
                  absl::Duration interval, std::vector<int> thread_ids);
 
-  // Ends the stream with `why` as soon as no write is in flight. Only the
-  // first call counts.
-  void Stop(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop(absl::Status why) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // grpc::ServerWriteReactor.
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -106,14 +116,16 @@ class MetricsWatcher final : public grpc::ServerWriteReactor<v1::MetricsSnapshot
 
 // A stream refused before it began (bad argument, no token): finishes at
 // once with `status`.
-class RefusedWriter final : public grpc::ServerWriteReactor<v1::MetricsSnapshot> {
+template <typename Message>
+class RefusedStream final : public grpc::ServerWriteReactor<Message> {
  public:
-  explicit RefusedWriter(const absl::Status& status);
+  explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
 
  private:
-  ~RefusedWriter() override = default;
+  ~RefusedStream() override = default;
 };
+using RefusedWriter = RefusedStream<v1::MetricsSnapshot>;
 
 }  // namespace retryd::control
 

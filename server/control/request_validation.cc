@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/error_reason.h"
 
 namespace retryd::control {
 namespace {
@@ -35,13 +36,27 @@ absl::Status ValidateStartRetryThreadsRequest(const v1::StartRetryThreadsRequest
   const int room = std::max(0, max_threads - running);
   if (request.count() >= 1 && request.count() <= room) return absl::OkStatus();
   if (room == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "count: no room for more retry threads: ", running, " run and retry.max_threads is ",
-        max_threads, "; stop some first, or raise retry.max_threads"));
+    return WithReason(
+        absl::FailedPreconditionError(absl::StrCat(
+            "count: no room for more retry threads: ", running, " run and retry.max_threads is ",
+            max_threads, "; stop some first, or raise retry.max_threads")),
+        reason::kMaxThreadsReached);
   }
-  return absl::InvalidArgumentError(absl::StrCat("count: must be between 1 and ", room, ", got ",
-                                                 request.count(), " (retry.max_threads is ",
-                                                 max_threads, ", ", running, " running)"));
+  // Past the cap is the engine's state, not a malformed request.
+  const bool too_few = request.count() < 1;
+  return WithReason(
+      absl::Status(
+          too_few ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("count: must be between 1 and ", room, ", got ", request.count(),
+                       " (retry.max_threads is ", max_threads, ", ", running, " running)")),
+      too_few ? reason::kInvalidField : reason::kMaxThreadsReached);
+}
+
+absl::Status ValidateSetRetryThreadCountRequest(const v1::SetRetryThreadCountRequest& request) {
+  if (request.target() >= 0) return absl::OkStatus();
+  return WithReason(absl::InvalidArgumentError(
+                        absl::StrCat("target: must be at least 0, got ", request.target())),
+                    reason::kInvalidField);
 }
 
 absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& request) {

@@ -26,12 +26,18 @@ inline constexpr int kMaxThreadIdsPerRequest = 1024;
 
 // count must lie in 1..(max_threads - running): `max_threads` is
 // retry.max_threads, `running` the retry threads that have not ended.
+// Below 1: INVALID_ARGUMENT; past the cap: FAILED_PRECONDITION
+// (MAX_THREADS_REACHED), the engine's state rather than a bad request.
 absl::Status ValidateStartRetryThreadsRequest(const v1::StartRetryThreadsRequest& request,
                                               int max_threads, int running);
 
 // Either thread_ids (each an id in 1..INT_MAX, none twice, at most
 // kMaxThreadIdsPerRequest) or a count of at least 1, not both.
 absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& request);
+
+// target in 0..max_threads: INVALID_ARGUMENT below (the engine checks the
+// cap and retry.min_threads).
+absl::Status ValidateSetRetryThreadCountRequest(const v1::SetRetryThreadCountRequest& request);
 
 // drain_retries only with in_order.
 absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request);

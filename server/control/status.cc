@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "server/common/error_reason.h"
+
 namespace retryd::control {
 namespace {
 
@@ -52,7 +56,18 @@ grpc::StatusCode ToGrpcCode(absl::StatusCode code) {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(ToGrpcCode(status.code()), std::string(status.message()));
+  const grpc::StatusCode code = ToGrpcCode(status.code());
+  std::string message(status.message());
+  const std::string reason = ReasonOf(status);
+  if (reason.empty()) return grpc::Status(code, std::move(message));
+  google::rpc::ErrorInfo info;
+  info.set_reason(reason);
+  info.set_domain(std::string(kErrorDomain));
+  google::rpc::Status details;
+  details.set_code(static_cast<int32_t>(code));
+  details.set_message(message);
+  details.add_details()->PackFrom(info);
+  return grpc::Status(code, std::move(message), details.SerializeAsString());
 }
 
 }  // namespace retryd::control

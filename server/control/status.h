@@ -4,6 +4,9 @@
 // engine, from validation, from the auth check) and converts it here exactly
 // once, when it finishes the call. The code is kept code for code (the two
 // enums describe the same canonical codes) and the message is kept as is.
+// A status with a reason (server/common/error_reason.h) also carries a
+// google.rpc.Status in the call's details (the `grpc-status-details-bin`
+// trailer) holding one google.rpc.ErrorInfo{reason, domain "retryd.io"}.
 //
 // Thread-safe: a pure function.
 #ifndef RETRYD_SERVER_CONTROL_STATUS_H_
@@ -12,8 +15,12 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace retryd::control {
+
+// ErrorInfo.domain of every reason.
+inline constexpr absl::string_view kErrorDomain = "retryd.io";
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

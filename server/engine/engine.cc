@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/common/debug_check.h"
+#include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/engine/autoscaler.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -206,6 +207,9 @@ absl::Status Engine::CheckRunning() const {
 absl::StatusOr<Engine::ControlSlot> Engine::BeginControl(absl::Time deadline,
                                                          const Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
+  if (state_ == EngineState::kDraining && control_busy_) {
+    return DrainRunningError();
+  }
   const FreeOrCancelled free_or_cancelled{&control_busy_, cancel};
   mu_.AwaitWithDeadline(absl::Condition(&free_or_cancelled), deadline);
   if (cancel != nullptr && cancel->cancelled()) {
@@ -213,11 +217,21 @@ absl::StatusOr<Engine::ControlSlot> Engine::BeginControl(absl::Time deadline,
         "the call was cancelled before the operation began; nothing changed");
   }
   if (control_busy_) {
-    return absl::DeadlineExceededError(
-        "another control operation was still in progress when the deadline passed");
+    return WithReason(
+        absl::DeadlineExceededError(
+            "another control operation was still in progress when the deadline passed"),
+        reason::kControlBusy);
   }
-  if (absl::Status s = CheckRunning(); !s.ok()) return s;
+  if (absl::Status s = CheckRunning(); !s.ok()) return WithReason(s, reason::kEngineNotRunning);
   return TakeControlLocked();
+}
+
+absl::Status Engine::DrainRunningError() {
+  return WithReason(absl::FailedPreconditionError(
+                        "a switch of the ordering mode is under way (input paused while it "
+                        "reads or drains the retry backlog); nothing changed. Try again when "
+                        "it is over, or cancel its drain"),
+                    reason::kDrainRunning);
 }
 
 Engine::ControlSlot Engine::TakeControlLocked() {
@@ -244,9 +258,8 @@ Engine::ControlSlot::~ControlSlot() {
   if (engine_ != nullptr) engine_->EndControl();
 }
 
-absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role) {
-  int id;
-  {
+absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role, int id) {
+  if (id == 0) {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
   }
@@ -318,152 +331,6 @@ void Engine::StartInOrder(ControlSlot control) {
   absl::StatusOr<SetOrderingResult> result =
       SwitchToInOrder(control, absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
   if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
-}
-
-absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
-  absl::StatusOr<ControlSlot> control = BeginControl(std::max(deadline, absl::Now()));
-  if (!control.ok()) return control.status();
-  {
-    absl::MutexLock lock(&mu_);
-    absl::Status invalid;
-    const int running = static_cast<int>(retries_.size());
-    if (in_order()) {
-      invalid = absl::FailedPreconditionError(
-          "in-order mode excludes retry threads: switch it off first (SetInOrder false)");
-    } else if (count < 1 || running + count > options_.retry.max_threads) {
-      invalid = absl::InvalidArgumentError(absl::StrCat(
-          "count must be between 1 and ", options_.retry.max_threads - running,
-          ": retry.max_threads is ", options_.retry.max_threads, " and ", running, " run"));
-    }
-    if (!invalid.ok()) return invalid;
-  }
-  std::vector<Worker*> running;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& worker : retries_) running.push_back(worker.get());
-  }
-  CheckpointRetryThreads(running, deadline);
-  std::vector<std::unique_ptr<Worker>> started;
-  absl::Status failure;
-  for (int i = 0; i < count && failure.ok(); ++i) {
-    absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
-    if (worker.ok()) {
-      started.push_back(*std::move(worker));
-    } else {
-      failure = worker.status();
-    }
-  }
-  if (!failure.ok()) {
-    for (Worker* worker : running) worker->ReleaseCheckpoint();
-    StopWorkers(started, /*graceful=*/true, StopDeadline());
-    Retire(started);
-    return failure;
-  }
-  std::vector<int> ids;
-  // Joining the group takes a rebalance (on the mock cluster, sometimes
-  // two); the caller may wait for it. The running threads stay checkpointed
-  // until the new ones have joined, and the control slot stays taken, so
-  // no other operation stops a thread this one still waits on.
-  std::vector<std::shared_ptr<const ThreadStats>> stats;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& worker : started) {
-      ids.push_back(worker->id());
-      stats.push_back(worker->stats());
-      retries_.push_back(std::move(worker));
-    }
-  }
-  LogInfo("engine: started retry threads ", IdList(ids));
-  const absl::Time settle =
-      std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms) +
-                             absl::Milliseconds(SessionTimeoutMs()));
-  for (const auto& s : stats) s->joined.WaitForNotificationWithDeadline(deadline);
-  ReleaseRetryThreads(running, settle);
-  return ids;
-}
-
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
-                                                          absl::Time deadline) {
-  if (count < 1) return absl::InvalidArgumentError("count must be at least 1");
-  absl::StatusOr<ControlSlot> control = BeginControl(deadline);
-  if (!control.ok()) return control.status();
-  std::vector<int> ids;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = retries_.rbegin(); it != retries_.rend() && count-- > 0; ++it) {
-      ids.push_back((*it)->id());
-    }
-  }
-  return StopRetryThreadsInControl(*control, std::move(ids), graceful, deadline);
-}
-
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,
-                                                              bool graceful, absl::Time deadline) {
-  if (ids.empty()) return absl::InvalidArgumentError("no thread ids given");
-  absl::StatusOr<ControlSlot> control = BeginControl(deadline);
-  if (!control.ok()) return control.status();
-  std::vector<int> unknown;
-  {
-    absl::MutexLock lock(&mu_);
-    for (int id : ids) {
-      const bool found = std::any_of(retries_.begin(), retries_.end(),
-                                     [id](const auto& w) { return w->id() == id; });
-      if (!found) unknown.push_back(id);
-    }
-    if (!unknown.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat(unknown.size() > 1 ? "threads " : "thread ", IdList(unknown),
-                       unknown.size() > 1 ? " are not running retry threads"
-                                          : " is not a running retry thread"));
-    }
-  }
-  return StopRetryThreadsInControl(*control, ids, graceful, deadline);
-}
-
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsInControl(const ControlSlot& control,
-                                                                   std::vector<int> ids,
-                                                                   bool graceful,
-                                                                   absl::Time deadline) {
-  AssertControlHeld(&control);
-  std::vector<std::unique_ptr<Worker>> stopping;
-  // A thread stopped without grace leaves without committing; the others
-  // still prepare for the rebalance its leaving causes.
-  std::vector<Worker*> checkpointed;
-  {
-    absl::MutexLock lock(&mu_);
-    // Every id is a running retry thread (the callers made sure).
-    const int left = static_cast<int>(retries_.size()) - static_cast<int>(ids.size());
-    if (left < options_.retry.min_threads && !in_order()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stopping ", ids.size(), " of the ", retries_.size(), " retry threads would leave ", left,
-          ", below retry.min_threads (", options_.retry.min_threads, "); nothing stopped"));
-    }
-    for (const auto& worker : retries_) {
-      const bool leaves = std::find(ids.begin(), ids.end(), worker->id()) != ids.end();
-      if (graceful || !leaves) checkpointed.push_back(worker.get());
-    }
-    for (auto it = retries_.begin(); it != retries_.end();) {
-      if (std::find(ids.begin(), ids.end(), (*it)->id()) != ids.end()) {
-        stopping.push_back(std::move(*it));
-        it = retries_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  CheckpointRetryThreads(checkpointed, absl::InfiniteFuture());
-  StopWorkers(stopping, graceful, StopDeadline());
-  Retire(stopping);
-  std::vector<Worker*> remaining;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& worker : retries_) remaining.push_back(worker.get());
-  }
-  ReleaseRetryThreads(
-      remaining, std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms) +
-                                        absl::Milliseconds(SessionTimeoutMs())));
-  LogInfo("engine: stopped retry threads ", IdList(ids), graceful ? "" : " (not graceful)");
-  return ids;
 }
 
 Cancellation::Subscription Engine::WakeOnCancel(Cancellation* cancel) {

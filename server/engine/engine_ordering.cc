@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
@@ -72,10 +73,12 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
       running = static_cast<int>(retries_.size());
     }
     if (running > 0 && !drain_retries) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          running, " retry thread", running > 1 ? "s run" : " runs",
-          "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or switch "
-          "with drain_retries to empty the retry backlog, stop them and switch"));
+      return WithReason(
+          absl::FailedPreconditionError(absl::StrCat(
+              running, " retry thread", running > 1 ? "s run" : " runs",
+              "; in-order mode excludes retry threads. Stop them first (StopRetryThreads), or "
+              "switch with drain_retries to empty the retry backlog, stop them and switch")),
+          reason::kRetryThreadsRunning);
     }
     absl::StatusOr<SetOrderingResult> result =
         SwitchToInOrder(*control, deadline, drain_retries, cancel);
@@ -338,11 +341,13 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
     if (initial_lag < 0) initial_lag = lag;
     if (lag == 0) return true;
     if (!drain) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the retry topic holds a backlog of ", lag,
-          " records that in-order mode would "
-          "strand there (no retry thread reads it in order). Call SetInOrder with "
-          "drain_retries to empty it first, or start retry threads and let them empty it"));
+      return WithReason(
+          absl::FailedPreconditionError(absl::StrCat(
+              "the retry topic holds a backlog of ", lag,
+              " records that in-order mode would "
+              "strand there (no retry thread reads it in order). Call SetInOrder with "
+              "drain_retries to empty it first, or start retry threads and let them empty it")),
+          reason::kRetryBacklog);
     }
     if (temporary == 0 && RetryThreadCount() == 0) {
       absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);

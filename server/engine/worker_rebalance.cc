@@ -30,6 +30,7 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   thread_owner_.Check("a worker is assigned partitions on its own thread");
+  mailbox_->counters.Add(&Counters::rebalances);
   partitions_.Assign(partitions);
   if (!partitions.empty()) {
     // A record retried in place by the previous owner resumes where it was;

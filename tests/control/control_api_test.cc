@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/common/error_reason.h"
 #include "server/control/control_server.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/wait_for.h"
@@ -168,7 +169,10 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
 TEST_F(ControlApiTest, StartRetryThreadsValidatesCount) {
   for (int count : {0, -1, kMaxRetryThreads}) {
     const absl::Status s = client_->StartRetryThreads(count).status();
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << count;
+    // Below 1 is a bad request; past the cap, the engine's state.
+    EXPECT_EQ(s.code(), count < 1 ? absl::StatusCode::kInvalidArgument
+                                  : absl::StatusCode::kFailedPrecondition)
+        << count;
     EXPECT_THAT(s.message(), HasSubstr("count: must be between 1 and 3"));
     EXPECT_THAT(s.message(), HasSubstr("retry.max_threads is 4"));
   }
@@ -565,6 +569,230 @@ TEST_F(ControlApiTest, SetOrderingModeDrainsIntoInOrderAndLeavesIntoKey) {
   EXPECT_EQ(status->ordering(), v1::KEY);
   EXPECT_FALSE(status->in_order());
   ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "key order allows retry threads";
+}
+
+v1::SetRetryThreadCountRequest TargetRequest(int target, const std::string& request_id = "") {
+  v1::SetRetryThreadCountRequest request;
+  request.set_target(target);
+  request.set_request_id(request_id);
+  return request;
+}
+
+std::vector<uint32_t> Ids(const google::protobuf::RepeatedField<uint32_t>& ids) {
+  return {ids.begin(), ids.end()};
+}
+
+TEST_F(ControlApiTest, SetRetryThreadCountIsDesiredState) {
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  ASSERT_EQ(before.size(), 1u);
+  absl::StatusOr<v1::SetRetryThreadCountResponse> up =
+      client_->SetRetryThreadCount(TargetRequest(3));
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->started_thread_ids_size(), 2);
+  EXPECT_THAT(up->stopped_thread_ids(), IsEmpty());
+  EXPECT_EQ(up->running_thread_ids_size(), 3);
+  EXPECT_THAT(RetryThreadIds(*client_), UnorderedElementsAreArray(Ids(up->running_thread_ids())));
+
+  // The target met already: nothing changes.
+  absl::StatusOr<v1::SetRetryThreadCountResponse> again =
+      client_->SetRetryThreadCount(TargetRequest(3));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->started_thread_ids(), IsEmpty());
+  EXPECT_THAT(again->stopped_thread_ids(), IsEmpty());
+  EXPECT_THAT(again->running_thread_ids(), ElementsAreArray(up->running_thread_ids()));
+
+  // Down: the most recently started go first.
+  absl::StatusOr<v1::SetRetryThreadCountResponse> down =
+      client_->SetRetryThreadCount(TargetRequest(1));
+  ASSERT_TRUE(down.ok()) << down.status();
+  EXPECT_THAT(down->stopped_thread_ids(), UnorderedElementsAreArray(Ids(up->started_thread_ids())));
+  EXPECT_THAT(down->running_thread_ids(), ElementsAreArray(before));
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before));
+}
+
+TEST_F(ControlApiTest, RefusalsCarryAReasonAndChangeNothing) {
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  struct Case {
+    absl::Status status;
+    absl::StatusCode code;
+    const char* reason;
+  };
+  v1::StopRetryThreadsRequest unknown;
+  unknown.add_thread_ids(999);
+  const Case cases[] = {
+      {client_->SetRetryThreadCount(TargetRequest(kMaxRetryThreads + 1)).status(),
+       absl::StatusCode::kFailedPrecondition, "MAX_THREADS_REACHED"},
+      {client_->StartRetryThreads(kMaxRetryThreads).status(), absl::StatusCode::kFailedPrecondition,
+       "MAX_THREADS_REACHED"},
+      {client_->SetRetryThreadCount(TargetRequest(-1)).status(), absl::StatusCode::kInvalidArgument,
+       "INVALID_FIELD"},
+      {client_->StopRetryThreadsById({999}, true).status(), absl::StatusCode::kNotFound,
+       "THREAD_NOT_FOUND"},
+      {client_->GetOperation("no-such-operation").status(), absl::StatusCode::kNotFound,
+       "OPERATION_NOT_FOUND"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.status.code(), c.code) << c.status;
+    // Read from the call's google.rpc.ErrorInfo (domain retryd.io).
+    EXPECT_EQ(ReasonOf(c.status), c.reason) << c.status;
+  }
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before));
+}
+
+TEST_F(ControlApiTest, ARequestIdIsAppliedOnce) {
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  const std::string id = "6f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b";
+  v1::StartRetryThreadsRequest start;
+  start.set_count(1);
+  start.set_request_id(id);
+  absl::StatusOr<v1::StartRetryThreadsResponse> first = client_->StartRetryThreads(start);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->thread_ids_size(), 1);
+  absl::StatusOr<v1::StartRetryThreadsResponse> retry = client_->StartRetryThreads(start);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_THAT(retry->thread_ids(), ElementsAreArray(first->thread_ids())) << "the first answer";
+  EXPECT_EQ(RetryThreadIds(*client_).size(), before.size() + 1) << "started once";
+
+  // The same id with another request.
+  start.set_count(2);
+  absl::Status reused = client_->StartRetryThreads(start).status();
+  EXPECT_EQ(reused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(reused), "REQUEST_ID_REUSED");
+  reused = client_->SetRetryThreadCount(TargetRequest(1, id)).status();
+  EXPECT_EQ(ReasonOf(reused), "REQUEST_ID_REUSED") << "another method";
+  start.set_request_id("not-a-uuid");
+  EXPECT_EQ(ReasonOf(client_->StartRetryThreads(start).status()), "INVALID_FIELD");
+  EXPECT_EQ(RetryThreadIds(*client_).size(), before.size() + 1) << "nothing more started";
+}
+
+TEST_F(ControlApiTest, ConcurrentChangesAreAppliedTogether) {
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  ASSERT_EQ(before.size(), 1u);
+  const int64_t batches_before = engine_->engine->Totals().rebalances;
+  // Three clients at once, each starting one thread and stopping it again:
+  // the cap (4) leaves room for all three only if no call is lost.
+  constexpr int kClients = 3;
+  std::vector<absl::Status> results(kClients);
+  std::vector<uint32_t> started(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      std::unique_ptr<RetrydClient> client = Client(Channel(Target()), "", absl::Seconds(120));
+      absl::StatusOr<v1::StartRetryThreadsResponse> start = client->StartRetryThreads(1);
+      if (!start.ok()) {
+        results[i] = start.status();
+        return;
+      }
+      if (start->thread_ids_size() != 1) {
+        results[i] = absl::InternalError("not one thread id");
+        return;
+      }
+      started[i] = start->thread_ids(0);
+      results[i] = client->StopRetryThreadsById({started[i]}, true).status();
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kClients; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  EXPECT_EQ(std::set<uint32_t>(started.begin(), started.end()).size(), size_t{kClients})
+      << "each call caused its own thread";
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before));
+  // The thread that ran throughout went through each change's rebalance:
+  // six changes, applied one by one, would be at least six.
+  const int64_t rebalances = engine_->engine->Totals().rebalances - batches_before;
+  EXPECT_GT(rebalances, 0);
+  RecordProperty("rebalances", static_cast<int>(rebalances));
+}
+
+TEST_F(ControlApiTest, StartDrainIsAnOperationThatSucceeds) {
+  engine_->processor->set_failing(false);
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+  v1::StartDrainRequest request;
+  request.set_request_id("0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d");
+  absl::StatusOr<v1::Operation> op = client_->StartDrain(request);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->kind(), v1::OPERATION_KIND_DRAIN);
+  EXPECT_FALSE(op->id().empty());
+  EXPECT_EQ(op->request_id(), request.request_id());
+  std::vector<v1::Operation> seen;
+  const absl::Status watched =
+      Client(Channel(Target()), "", absl::Seconds(90))
+          ->WatchOperation(op->id(), [&](const v1::Operation& o) { seen.push_back(o); });
+  ASSERT_TRUE(watched.ok()) << watched;
+  ASSERT_FALSE(seen.empty());
+  const v1::Operation& last = seen.back();
+  EXPECT_TRUE(last.done());
+  EXPECT_EQ(last.state(), v1::OPERATION_STATE_SUCCEEDED) << last.error().message();
+  EXPECT_THAT(last.drain().stopped_thread_ids(), ElementsAreArray(before));
+  EXPECT_GT(last.end_time_unix_ms(), 0);
+  EXPECT_TRUE(engine_->engine->in_order());
+  // A retry of the call is not a second drain: the same operation.
+  absl::StatusOr<v1::Operation> retry = client_->StartDrain(request);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->id(), op->id());
+  const absl::StatusOr<v1::ListOperationsResponse> list = client_->ListOperations();
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_GE(list->operations_size(), 1);
+  EXPECT_EQ(list->operations(0).id(), op->id()) << "newest first";
+  // Ended: cancelling changes nothing.
+  absl::StatusOr<v1::Operation> cancelled = client_->CancelOperation(op->id());
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::OPERATION_STATE_SUCCEEDED);
+}
+
+TEST_F(ControlApiTest, CancelOperationEndsADrainAndLeavesTheEngineAsItWas) {
+  engine_->processor->set_failing(true);  // The backlog cannot empty.
+  const int64_t sent_before = engine_->engine->Totals().sent_to_retry;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5; ++i) keys.push_back(absl::StrCat("fail-op-", i));
+  testing::ProduceKeys(engine_->topics.input, keys);
+  ASSERT_TRUE(WaitFor([&] { return engine_->engine->Totals().sent_to_retry >= sent_before + 5; },
+                      absl::Seconds(30)))
+      << "the failing records did not reach the retry topic";
+  const std::vector<uint32_t> before = RetryThreadIds(*client_);
+
+  // The blocking SetInOrder(drain) is an operation too: cancelling the
+  // operation ends the call's drain.
+  absl::StatusOr<v1::SetInOrderResponse> blocking = absl::UnknownError("not called");
+  std::thread caller(
+      [&] { blocking = Client(Channel(Target()), "", absl::Minutes(5))->SetInOrder(true, true); });
+  std::string id;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::ListOperationsResponse> list = client_->ListOperations();
+        for (const v1::Operation& op :
+             list.ok() ? list->operations() : google::protobuf::RepeatedPtrField<v1::Operation>()) {
+          if (op.state() == v1::OPERATION_STATE_RUNNING) id = op.id();
+        }
+        return !id.empty() && engine_->engine->state() == engine::EngineState::kDraining;
+      },
+      absl::Seconds(30)))
+      << "the drain did not show as a running operation";
+  // Meanwhile, changes of the retry threads and another drain are refused.
+  EXPECT_EQ(ReasonOf(client_->SetRetryThreadCount(TargetRequest(2)).status()), "DRAIN_RUNNING");
+  EXPECT_EQ(ReasonOf(client_->StartDrain(v1::StartDrainRequest()).status()), "DRAIN_RUNNING");
+  absl::StatusOr<v1::Operation> cancelled = client_->CancelOperation(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  caller.join();
+  EXPECT_EQ(blocking.status().code(), absl::StatusCode::kCancelled) << blocking.status();
+  absl::StatusOr<v1::Operation> ended = client_->GetOperation(id);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state(), v1::OPERATION_STATE_CANCELLED);
+  EXPECT_EQ(ended->error().code(), static_cast<int>(grpc::StatusCode::CANCELLED));
+  EXPECT_GT(ended->progress().total(), 0) << "the backlog it found";
+  EXPECT_FALSE(engine_->engine->in_order());
+  EXPECT_EQ(engine_->engine->state(), engine::EngineState::kRunning);
+  EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before)) << "same retry threads";
+
+  // A StartDrain is cancelled the same way, at once.
+  absl::StatusOr<v1::Operation> started = client_->StartDrain(v1::StartDrainRequest());
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->state(), v1::OPERATION_STATE_RUNNING);
+  ASSERT_TRUE(client_->CancelOperation(started->id()).ok());
+  v1::Operation last;
+  ASSERT_TRUE(
+      client_->WatchOperation(started->id(), [&](const v1::Operation& o) { last = o; }).ok());
+  EXPECT_EQ(last.state(), v1::OPERATION_STATE_CANCELLED);
+  EXPECT_FALSE(engine_->engine->in_order());
 }
 
 TEST_F(ControlApiTest, WatchMetricsValidatesArguments) {

@@ -128,7 +128,11 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
       const bool fits = request.count() >= 1 && request.count() <= max_threads - running;
       Require(status.ok() == fits, "count is accepted exactly when it fits under the cap",
               status.ToString());
-      if (!status.ok()) RequireInvalidArgument(status, {"count"});
+      if (!status.ok() && request.count() < 1) RequireInvalidArgument(status, {"count"});
+      if (!status.ok() && request.count() >= 1) {
+        Require(status.code() == absl::StatusCode::kFailedPrecondition,
+                "a count past the cap is FAILED_PRECONDITION", status.ToString());
+      }
       return;
     }
     case Rpc::kStopRetryThreads: {

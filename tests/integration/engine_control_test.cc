@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
+#include "server/common/error_reason.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/metrics_sampler.h"
@@ -79,9 +80,11 @@ TEST(EngineControlTest, RetryThreadsAndInOrderToggle) {
   // Arguments out of range.
   absl::StatusOr<std::vector<int>> started = engine.StartRetryThreads(0, absl::Now() + kJoin);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  // Past the cap: the engine's state, not a malformed request.
   started = engine.StartRetryThreads(3, absl::Now() + kJoin);
-  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(started.status().message(), HasSubstr("retry.max_threads is 3"));
+  EXPECT_EQ(ReasonOf(started.status()), "MAX_THREADS_REACHED");
   EXPECT_EQ(engine.StopRetryThreads(0, true).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.StopRetryThreadsById({999}, true).status().code(), absl::StatusCode::kNotFound);
 

@@ -78,6 +78,30 @@ struct SetOrderingResult {
   bool in_order() const { return ordering == Ordering::kInOrder; }
 };
 
+// One change of the retry threads (Engine::ChangeRetryThreads).
+struct RetryThreadChange {
+  enum class Kind {
+    kStart,      // `count` more (>= 1).
+    kStopCount,  // The `count` (>= 1) most recently started; all if fewer run.
+    kStopIds,    // The retry threads `ids`.
+    // Desired state: as many started or stopped (most recently started
+    // first) as make `count` run. Refused while retry.autoscale is on.
+    kSetCount,
+  };
+  Kind kind = Kind::kStart;
+  int count = 0;
+  std::vector<int> ids;
+  bool graceful = true;  // A stop finishes in-flight hand-offs and commits first.
+};
+
+// What one change did.
+struct RetryThreadChangeResult {
+  std::vector<int> started;  // Ids of the retry threads it started.
+  std::vector<int> stopped;  // Ids of those it stopped.
+  // Every retry thread once its batch was applied, in the order started.
+  std::vector<int> running;
+};
+
 // What ListInFlight found.
 struct InFlightList {
   std::vector<InFlightRecord> records;  // The oldest, oldest first.
@@ -116,28 +140,40 @@ class Engine {
   // processor that never reports it unavailable).
   DownstreamGate::Snapshot downstream() const { return gate_.snapshot(); }
 
-  // Control operations (StartRetryThreads, StopRetryThreads*, SetInOrder)
-  // run one at a time; a call waits for the one before it, up to its
-  // deadline (DEADLINE_EXCEEDED).
+  // Control operations (the changes of the retry threads below, SetInOrder,
+  // SetOrderingMode) hold the engine's control slot one at a time; a call
+  // waits for the one before it, up to its deadline (DEADLINE_EXCEEDED,
+  // reason CONTROL_BUSY, nothing changed).
+  //
+  // Changes of the retry threads coalesce: those that arrive while another
+  // control operation runs are applied together when it ends, as one change
+  // of the retry group's membership (one rebalance, where the broker folds
+  // the joins and leaves into one). Each is checked in arrival order against
+  // what the ones before it left; a refused one changes nothing and does not
+  // hold up the others. Errors carry a reason (server/common/error_reason.h):
+  // IN_ORDER_ACTIVE, MAX_THREADS_REACHED, MIN_THREADS_REACHED,
+  // THREAD_NOT_FOUND, AUTOSCALE_ACTIVE, DRAIN_RUNNING (a switch of the
+  // ordering mode holds the slot), ENGINE_NOT_RUNNING, CONTROL_BUSY,
+  // INVALID_FIELD; none of them applied anything.
+  //
+  // A change returns once the threads it stopped have stopped and those it
+  // started have joined the retry group, or when `deadline` passes: then
+  // with what it applied, threads perhaps still starting or stopping.
+  absl::StatusOr<RetryThreadChangeResult> ChangeRetryThreads(
+      RetryThreadChange change, absl::Time deadline = absl::InfiniteFuture())
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Starts `count` more retry threads; returns their ids once each has
-  // joined the retry group, or when `deadline` passes (then the ids started,
-  // some perhaps still STARTING). FAILED_PRECONDITION while in order or not
-  // running; INVALID_ARGUMENT if count < 1 or the total would pass
-  // retry.max_threads (the message names the cap).
+  // ChangeRetryThreads(kStart): `count` more retry threads; their ids.
   absl::StatusOr<std::vector<int>> StartRetryThreads(int count,
                                                      absl::Time deadline = absl::InfiniteFuture());
 
-  // Stops the `count` most recently started retry threads (all of them if
-  // fewer run); returns their ids. INVALID_ARGUMENT if count < 1;
-  // FAILED_PRECONDITION, and none stopped, if fewer than retry.min_threads
-  // would be left (outside in-order mode).
+  // ChangeRetryThreads(kStopCount): the `count` most recently started
+  // retry threads (all of them if fewer run); their ids.
   absl::StatusOr<std::vector<int>> StopRetryThreads(int count, bool graceful,
                                                     absl::Time deadline = absl::InfiniteFuture());
 
-  // Stops the retry threads `ids`; NOT_FOUND (naming them) if any is not a
-  // running retry thread, and then stops none; FAILED_PRECONDITION as for
-  // StopRetryThreads below retry.min_threads.
+  // ChangeRetryThreads(kStopIds): the retry threads `ids`; NOT_FOUND
+  // (naming them) if any is not a running retry thread, and then none.
   absl::StatusOr<std::vector<int>> StopRetryThreadsById(
       const std::vector<int>& ids, bool graceful, absl::Time deadline = absl::InfiniteFuture());
 
@@ -250,7 +286,8 @@ class Engine {
          std::unique_ptr<kafka::Producer> producer,
          std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
-  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role);
+  // Starts a thread with a new id, or with `id` (reserved from next_id_).
+  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role, int id = 0);
   // Posts a request `make` makes to every running thread; returns them by
   // thread id.
   template <typename Make>
@@ -291,6 +328,9 @@ class Engine {
   absl::StatusOr<ControlSlot> BeginControl(absl::Time deadline,
                                            const Cancellation* cancel = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // FAILED_PRECONDITION, reason DRAIN_RUNNING: a switch of the ordering mode
+  // holds the control slot.
+  static absl::Status DrainRunningError();
   // Marks the control slot taken and hands it over.
   // REQUIRES: mu_ held, the slot free or just taken by a BeginControl.
   ControlSlot TakeControlLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -309,13 +349,22 @@ class Engine {
   absl::Time StopDeadline() const {
     return absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms);
   }
-  // The rest of StopRetryThreads*. Waits until `deadline` at most for the
-  // remaining threads' rebalance.
-  // REQUIRES: `control` held (the whole time; the caller frees it after).
-  absl::StatusOr<std::vector<int>> StopRetryThreadsInControl(const ControlSlot& control,
-                                                             std::vector<int> ids, bool graceful,
-                                                             absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // A change of the retry threads waiting in pending_changes_ (see
+  // ChangeRetryThreads); guarded by mu_ once queued.
+  struct PendingChange;
+  // What a batch decided, and the workers it starts and stops.
+  struct ChangeBatch;
+  // Checks the queued changes in turn against the running retry threads;
+  // returns whether any changes something. With `take`, takes them (each
+  // decided, the ids of the threads to start reserved) into `batch`;
+  // without, only plans: `batch` (if not null) gets the threads to stop.
+  // REQUIRES: mu_ held, the control slot held by the caller.
+  bool DecideChangesLocked(bool take, ChangeBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The leader's part of ChangeRetryThreads: applies every queued change,
+  // then waits (until `deadline`) for the threads started to join and the
+  // others to be through the rebalance.
+  // REQUIRES: `control` held.
+  void RunChangeBatch(const ControlSlot& control, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Pauses input, measures the retry backlog and, if it is empty (or `drain`
   // has emptied it), stops the retry threads and switches in-order on; see
   // SetInOrder.
@@ -392,6 +441,8 @@ class Engine {
   // The control slot is taken (see ControlSlot).
   bool control_busy_ ABSL_GUARDED_BY(mu_) = false;
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Changes of the retry threads waiting for the control slot, oldest first.
+  std::vector<std::shared_ptr<PendingChange>> pending_changes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Worker>> primaries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Worker>> retries_ ABSL_GUARDED_BY(mu_);
   // Threads stopped recently, kept for RecentlyStopped(); older ones are

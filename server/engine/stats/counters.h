@@ -49,6 +49,9 @@ struct Counters {
   // Times the thread held more than max_held_bytes and paused its
   // partitions until it held less than 3/4 of it.
   int64_t budget_pauses = 0;
+  // Rebalances of its consumer group the thread went through (assignments
+  // received, an empty one included).
+  int64_t rebalances = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -87,6 +90,8 @@ inline constexpr CounterField kCounterFields[] = {
     {"polls", &Counters::polls, "Turns of the threads' loops (one wait on the consumer each)."},
     {"budget_pauses", &Counters::budget_pauses,
      "Times a thread held more than max_held_bytes and paused its partitions."},
+    {"rebalances", &Counters::rebalances,
+     "Rebalances of their consumer groups the threads went through (assignments received)."},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 

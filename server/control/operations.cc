@@ -1,0 +1,270 @@
+#include "server/control/operations.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/common/error_reason.h"
+#include "server/common/logging.h"
+#include "server/control/status.h"
+
+namespace retryd::control {
+namespace {
+
+// Ended operations are kept this long, and this many at most.
+constexpr absl::Duration kKeepEnded = absl::Hours(1);
+constexpr size_t kMaxEnded = 100;
+
+// A random UUID (version 4): unique within the instance, and not guessable
+// from the previous one.
+std::string NewOperationId() {
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  const uint64_t hi = (random() & 0xffffffffffff0fffULL) | 0x4000ULL;
+  const uint64_t lo = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char out[37];
+  std::snprintf(out, sizeof(out),
+                "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64, hi >> 32,
+                (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48, lo & 0xffffffffffffULL);
+  return out;
+}
+
+absl::Status NotFound(const std::string& id) {
+  return WithReason(absl::NotFoundError(absl::StrCat(
+                        "no operation ", id,
+                        " on this instance (an ended one is kept for an hour; ids are not valid "
+                        "on other replicas)")),
+                    reason::kOperationNotFound);
+}
+
+}  // namespace
+
+OperationRegistry::~OperationRegistry() { Shutdown(); }
+
+OperationRegistry::Begun OperationRegistry::Begin(v1::OperationKind kind, std::string request_id,
+                                                  Progress progress,
+                                                  std::shared_ptr<engine::Cancellation> cancel) {
+  if (cancel == nullptr) cancel = std::make_shared<engine::Cancellation>();
+  Entry entry;
+  entry.operation.set_id(NewOperationId());
+  entry.operation.set_kind(kind);
+  entry.operation.set_state(v1::OPERATION_STATE_RUNNING);
+  entry.operation.set_create_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+  entry.operation.set_request_id(std::move(request_id));
+  entry.progress = std::move(progress);
+  entry.cancel = cancel;
+  Begun begun{entry.operation.id(), std::move(cancel)};
+  absl::MutexLock lock(&mu_);
+  order_.push_back(begun.id);
+  entries_.emplace(begun.id, std::move(entry));
+  return begun;
+}
+
+void OperationRegistry::Finish(const std::string& id, const absl::Status& status,
+                               const v1::Operation& result) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  v1::Operation& op = it->second.operation;
+  op.set_done(true);
+  op.set_end_time_unix_ms(absl::ToUnixMillis(now));
+  if (status.ok()) {
+    op.set_state(v1::OPERATION_STATE_SUCCEEDED);
+    if (result.has_drain()) *op.mutable_drain() = result.drain();
+  } else {
+    op.set_state(absl::IsCancelled(status) ? v1::OPERATION_STATE_CANCELLED
+                                           : v1::OPERATION_STATE_FAILED);
+    const grpc::Status error = ToGrpcStatus(status);
+    google::rpc::Status* out = op.mutable_error();
+    if (!error.error_details().empty()) {
+      out->ParseFromString(error.error_details());
+    } else {
+      out->set_code(static_cast<int32_t>(error.error_code()));
+      out->set_message(error.error_message());
+    }
+  }
+  // The last progress seen stays with the ended operation.
+  if (it->second.progress) it->second.progress(*op.mutable_progress());
+  it->second.progress = nullptr;
+  ForgetOldLocked(now);
+}
+
+absl::StatusOr<v1::Operation> OperationRegistry::Run(v1::OperationKind kind, std::string request_id,
+                                                     Progress progress, Work work) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("the control server is stopping");
+  }
+  const Begun begun = Begin(kind, std::move(request_id), std::move(progress));
+  absl::StatusOr<v1::Operation> started = Get(begun.id);
+  absl::MutexLock lock(&mu_);
+  threads_.emplace_back([this, begun, work = std::move(work)]() mutable {
+    SetThreadName("operation");
+    SetThreadComponent("control");
+    v1::Operation result;
+    const absl::Status status = std::move(work)(*begun.cancel, result);
+    Finish(begun.id, status, result);
+  });
+  return started;
+}
+
+v1::Operation OperationRegistry::Snapshot(const Entry& entry) const {
+  v1::Operation op = entry.operation;
+  if (entry.progress) entry.progress(*op.mutable_progress());
+  return op;
+}
+
+absl::StatusOr<v1::Operation> OperationRegistry::Get(const std::string& id) const {
+  Entry entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return NotFound(id);
+    entry = it->second;
+  }
+  // Outside the lock: the progress asks the engine.
+  return Snapshot(entry);
+}
+
+std::vector<v1::Operation> OperationRegistry::List() const {
+  std::vector<Entry> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (auto e = entries_.find(*it); e != entries_.end()) entries.push_back(e->second);
+    }
+  }
+  std::vector<v1::Operation> out;
+  for (const Entry& entry : entries) out.push_back(Snapshot(entry));
+  return out;
+}
+
+absl::StatusOr<v1::Operation> OperationRegistry::Cancel(const std::string& id) {
+  std::shared_ptr<engine::Cancellation> cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return NotFound(id);
+    if (!it->second.operation.done()) cancel = it->second.cancel;
+  }
+  if (cancel != nullptr) {
+    LogInfo("control: operation ", id, " cancelled");
+    cancel->Cancel();  // Runs only the engine's brief wake-up.
+  }
+  return Get(id);
+}
+
+void OperationRegistry::ForgetOldLocked(absl::Time now) {
+  size_t ended = 0;
+  for (const auto& [id, entry] : entries_) ended += entry.operation.done();
+  for (auto it = order_.begin(); it != order_.end();) {
+    auto e = entries_.find(*it);
+    const bool forget =
+        e != entries_.end() && e->second.operation.done() &&
+        (ended > kMaxEnded ||
+         now - absl::FromUnixMillis(e->second.operation.end_time_unix_ms()) > kKeepEnded);
+    if (forget) {
+      entries_.erase(e);
+      --ended;
+      it = order_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void OperationRegistry::Shutdown() {
+  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<engine::Cancellation>> running;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    threads.swap(threads_);
+    for (const auto& [id, entry] : entries_) {
+      if (!entry.operation.done()) running.push_back(entry.cancel);
+    }
+  }
+  for (const auto& cancel : running) cancel->Cancel();
+  for (std::thread& thread : threads) thread.join();
+}
+
+OperationWatcher::OperationWatcher(WatcherRegistry& watchers, const OperationRegistry& operations,
+                                   std::string id)
+    : watchers_(watchers), operations_(operations), id_(std::move(id)) {
+  absl::Status registered = watchers_.Add(this);
+  if (!registered.ok()) {
+    absl::MutexLock lock(&mu_);
+    stop_ = registered;
+  }
+  Step();  // Held back by gRPC until the handler has returned this reactor.
+}
+
+void OperationWatcher::Step() {
+  bool write = false;
+  absl::Status finish;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_.has_value()) {
+      finish = *stop_;
+    } else if (wrote_ && written_.done()) {
+      finish = absl::OkStatus();
+    } else if (absl::StatusOr<v1::Operation> op = operations_.Get(id_); !op.ok()) {
+      finish = op.status();
+    } else if (!wrote_ || op->SerializeAsString() != written_.SerializeAsString()) {
+      written_ = *std::move(op);
+      wrote_ = true;
+      write = true;
+    } else {
+      alarm_ = std::make_unique<grpc::Alarm>();
+      alarm_->Set(absl::ToChronoTime(absl::Now() + kOperationWatchInterval),
+                  [this](bool fired) { OnAlarm(fired); });
+      return;
+    }
+  }
+  // Either may lead to OnDone on another thread: nothing of `this` is
+  // touched after them.
+  if (write) {
+    StartWrite(&written_);
+  } else {
+    Finish(ToGrpcStatus(finish));
+  }
+}
+
+void OperationWatcher::Stop(absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  if (stop_.has_value()) return;
+  stop_ = std::move(why);
+  // As in MetricsWatcher::Stop: a pending alarm fires at once (not fired).
+  if (alarm_ != nullptr) alarm_->Cancel();
+}
+
+void OperationWatcher::OnCancel() { Stop(absl::CancelledError("the client cancelled the stream")); }
+
+void OperationWatcher::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ok && !stop_.has_value()) {
+      stop_ = absl::CancelledError("the stream broke: the client is gone");
+    }
+  }
+  Step();
+}
+
+void OperationWatcher::OnAlarm(bool fired) {
+  if (!fired) {
+    absl::MutexLock lock(&mu_);
+    if (!stop_.has_value()) stop_ = absl::UnavailableError("the control server is stopping");
+  }
+  Step();
+}
+
+void OperationWatcher::OnDone() {
+  watchers_.Remove(this);
+  delete this;
+}
+
+}  // namespace retryd::control

@@ -1,0 +1,139 @@
+// Long-running operations of the control API (retryd.v1.Operation): a drain
+// today, the dead-letter tools' redrives later.
+//
+// An OperationRegistry keeps every running operation and, for an hour after
+// it ended, each ended one (the last 100 at most). Whoever runs an operation
+// registers it with Begin(), which hands back its id and the Cancellation
+// that CancelOperation sets, and ends it with Finish(). Its progress is
+// asked of a function given at Begin(), whenever the operation is read.
+// The registry can also run an operation on a thread of its own (Run()),
+// joined by Shutdown().
+//
+// An OperationWatcher is one WatchOperation stream: it writes the operation
+// at once, then again whenever it changed (looked at every
+// `kOperationWatchInterval`), and finishes OK after writing it ended.
+//
+// Thread-safety: the registry is thread-safe; a watcher's reactions run on
+// gRPC threads (as MetricsWatcher's).
+#ifndef RETRYD_SERVER_CONTROL_OPERATIONS_H_
+#define RETRYD_SERVER_CONTROL_OPERATIONS_H_
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/support/server_callback.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "retryd/v1/control.pb.h"
+#include "server/control/metrics_watcher.h"
+#include "server/engine/api/cancellation.h"
+
+namespace retryd::control {
+
+inline constexpr absl::Duration kOperationWatchInterval = absl::Milliseconds(500);
+
+class OperationRegistry {
+ public:
+  // Fills the progress of a running operation.
+  using Progress = std::function<void(v1::OperationProgress&)>;
+  // The work of an operation run by Run(): given its cancellation, returns
+  // how it ended and fills the result on success.
+  using Work =
+      absl::AnyInvocable<absl::Status(engine::Cancellation& cancel, v1::Operation& result) &&>;
+
+  OperationRegistry() = default;
+  ~OperationRegistry();  // Shutdown()s.
+  OperationRegistry(const OperationRegistry&) = delete;
+  OperationRegistry& operator=(const OperationRegistry&) = delete;
+
+  struct Begun {
+    std::string id;
+    std::shared_ptr<engine::Cancellation> cancel;
+  };
+  // Registers a running operation of `kind`. `cancel`: the cancellation
+  // CancelOperation sets (a new one if null).
+  Begun Begin(v1::OperationKind kind, std::string request_id, Progress progress,
+              std::shared_ptr<engine::Cancellation> cancel = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends operation `id`: SUCCEEDED if `status` is OK (with `result`'s
+  // oneof result), CANCELLED if it is CANCELLED, FAILED otherwise.
+  void Finish(const std::string& id, const absl::Status& status, const v1::Operation& result)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Begin(), then `work` on a thread of the registry, then Finish().
+  // UNAVAILABLE after Shutdown().
+  absl::StatusOr<v1::Operation> Run(v1::OperationKind kind, std::string request_id,
+                                    Progress progress, Work work) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // NOT_FOUND (OPERATION_NOT_FOUND) for an id not kept.
+  absl::StatusOr<v1::Operation> Get(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<v1::Operation> List() const ABSL_LOCKS_EXCLUDED(mu_);  // Newest first.
+  // Cancels a running operation; returns it as it is then.
+  absl::StatusOr<v1::Operation> Cancel(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Cancels every running operation, refuses Run(), joins Run()'s threads.
+  // Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    v1::Operation operation;  // Without its progress while it runs.
+    Progress progress;
+    std::shared_ptr<engine::Cancellation> cancel;
+  };
+  v1::Operation Snapshot(const Entry& entry) const;
+  void ForgetOldLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;  // Guards the fields below.
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // Ids, oldest first.
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class OperationWatcher final : public grpc::ServerWriteReactor<v1::Operation>,
+                               public StoppableStream {
+ public:
+  // Registers with `watchers` and writes the operation `id`, or finishes
+  // with NOT_FOUND. `operations` and `watchers` must outlive the call.
+  OperationWatcher(WatcherRegistry& watchers, const OperationRegistry& operations, std::string id);
+
+  void Stop(absl::Status why) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // grpc::ServerWriteReactor.
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDone() override;
+
+ private:
+  ~OperationWatcher() override = default;  // Only OnDone deletes.
+
+  void OnAlarm(bool fired) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the operation if it changed, or waits, or finishes.
+  void Step() ABSL_LOCKS_EXCLUDED(mu_);
+
+  WatcherRegistry& watchers_;
+  const OperationRegistry& operations_;
+  const std::string id_;
+
+  absl::Mutex mu_;  // Guards the fields below; never held across two reactions.
+  std::optional<absl::Status> stop_ ABSL_GUARDED_BY(mu_);
+  v1::Operation written_ ABSL_GUARDED_BY(mu_);  // Being written, or last written.
+  bool wrote_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace retryd::control
+
+#endif  // RETRYD_SERVER_CONTROL_OPERATIONS_H_
