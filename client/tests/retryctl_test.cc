@@ -204,6 +204,11 @@ TEST(RetryctlTest, OrderingKey) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &parsed).ok()) << run.out;
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, response));
   EXPECT_THAT(run.out, HasSubstr("\"mode\": \"ORDERING_KEY\""));
+
+  // The API's current name is taken as well as the older one above.
+  run = RunAgainst(fake, {"ordering", "ORDERING_KEY"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::ORDERING_KEY);
 }
 
 TEST(RetryctlTest, OrderingInOrderWithDrainAndBackToUnordered) {
