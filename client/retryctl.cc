@@ -163,11 +163,11 @@ int RunVersion(RetrydClient& client, const GlobalFlags& flags, const Io& io) {
 v1::Ordering ToProto(OrderingMode mode) {
   switch (mode) {
     case OrderingMode::kUnordered:
-      return v1::UNORDERED;
+      return v1::ORDERING_UNORDERED;
     case OrderingMode::kInOrder:
-      return v1::IN_ORDER;
+      return v1::ORDERING_IN_ORDER;
     case OrderingMode::kKey:
-      return v1::KEY;
+      return v1::ORDERING_KEY;
   }
   return v1::ORDERING_UNSPECIFIED;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -260,8 +261,11 @@ std::optional<UsageError> ParseOrdering(CommandArgs& args, Invocation& invocatio
   std::optional<std::string> word;
   if (std::optional<UsageError> error = TakeWordAndDrain(args, invocation, word)) return error;
   if (!word.has_value()) return args.Error("missing MODE: unordered, in-order or key");
-  // Case-insensitive, and the API's spellings too: IN_ORDER.
-  const std::string mode = absl::AsciiStrToLower(absl::StrReplaceAll(*word, {{"_", "-"}}));
+  // Case-insensitive, and the API's spellings too: ORDERING_IN_ORDER, or
+  // the older IN_ORDER.
+  std::string mode = absl::AsciiStrToLower(absl::StrReplaceAll(*word, {{"_", "-"}}));
+  constexpr std::string_view kApiPrefix = "ordering-";
+  if (absl::StartsWith(mode, Av(kApiPrefix))) mode.erase(0, kApiPrefix.size());
   if (mode == "unordered") {
     invocation.ordering = OrderingMode::kUnordered;
   } else if (mode == "in-order") {

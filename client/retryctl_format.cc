@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -109,17 +111,33 @@ std::string VersionJson(std::string_view client, std::string_view server) {
 
 std::string RoleName(v1::ThreadRole role) {
   switch (role) {
-    case v1::PRIMARY:
+    case v1::THREAD_ROLE_PRIMARY:
       return "primary";
-    case v1::RETRY:
+    case v1::THREAD_ROLE_RETRY:
       return "retry";
     default:
       return absl::StrCat("role", static_cast<int>(role));
   }
 }
 
+std::string ShortEnumName(const google::protobuf::EnumDescriptor& type, int number) {
+  const google::protobuf::EnumValueDescriptor* value = type.FindValueByNumber(number);
+  if (value == nullptr) return "";
+  // The prefix is the type's name in capitals, words split by underscores:
+  // ThreadState -> THREAD_STATE_.
+  std::string prefix;
+  for (const char c : type.name()) {
+    if (absl::ascii_isupper(c) && !prefix.empty()) prefix.push_back('_');
+    prefix.push_back(absl::ascii_toupper(c));
+  }
+  prefix.push_back('_');
+  absl::string_view name = value->name();
+  absl::ConsumePrefix(&name, prefix);
+  return std::string(name);
+}
+
 std::string ThreadStateName(v1::ThreadState state) {
-  const std::string& name = v1::ThreadState_Name(state);
+  const std::string name = ShortEnumName(*v1::ThreadState_descriptor(), state);
   return name.empty() ? absl::StrCat("STATE", static_cast<int>(state)) : name;
 }
 
@@ -127,11 +145,11 @@ std::string OrderingName(v1::Ordering ordering, bool in_order) {
   switch (ordering) {
     case v1::ORDERING_UNSPECIFIED:
       return in_order ? "in-order" : "unordered";
-    case v1::UNORDERED:
+    case v1::ORDERING_UNORDERED:
       return "unordered";
-    case v1::IN_ORDER:
+    case v1::ORDERING_IN_ORDER:
       return "in-order";
-    case v1::KEY:
+    case v1::ORDERING_KEY:
       return "key";
     default:
       return absl::StrCat("ordering", static_cast<int>(ordering));
@@ -141,7 +159,7 @@ std::string OrderingName(v1::Ordering ordering, bool in_order) {
 std::string FormatOrdering(v1::Ordering ordering, bool in_order, const v1::ParkedKeys& parked,
                            int64_t now_ms) {
   std::string out = OrderingName(ordering, in_order);
-  if (ordering != v1::KEY) return out;
+  if (ordering != v1::ORDERING_KEY) return out;
   if (parked.keys() == 0) return absl::StrCat(out, " (no parked keys)");
   absl::StrAppend(&out, " (", Plural(parked.keys(), "parked key", "parked keys"), ", ",
                   Plural(parked.records(), "record", "records"));
@@ -153,11 +171,8 @@ std::string FormatOrdering(v1::Ordering ordering, bool in_order, const v1::Parke
 }
 
 std::string EngineStateName(v1::EngineState state) {
-  std::string name = v1::EngineState_Name(state);
-  if (name.empty()) return absl::StrCat("STATE", static_cast<int>(state));
-  constexpr std::string_view kPrefix = "ENGINE_";
-  if (name.rfind(kPrefix, 0) == 0) name.erase(0, kPrefix.size());
-  return name;
+  const std::string name = ShortEnumName(*v1::EngineState_descriptor(), state);
+  return name.empty() ? absl::StrCat("STATE", static_cast<int>(state)) : name;
 }
 
 std::vector<ShownCount> ShownCounts(const google::protobuf::Descriptor& descriptor) {
@@ -213,11 +228,11 @@ namespace {
 
 const char* EvidenceText(v1::DownstreamEvidence evidence) {
   switch (evidence) {
-    case v1::EVIDENCE_CHANNEL:
+    case v1::DOWNSTREAM_EVIDENCE_CHANNEL:
       return "its channel is not ready";
-    case v1::EVIDENCE_HEALTH:
+    case v1::DOWNSTREAM_EVIDENCE_HEALTH:
       return "its health service answers NOT_SERVING";
-    case v1::EVIDENCE_REFUSALS:
+    case v1::DOWNSTREAM_EVIDENCE_REFUSALS:
       return "records refused in a row";
     default:
       return "unknown evidence";
@@ -227,8 +242,9 @@ const char* EvidenceText(v1::DownstreamEvidence evidence) {
 // One role's line under the downstream's, e.g. "retry  DOWN for 4s: records
 // refused in a row; 5 waiting; 3 probes, the last 1s ago: UNAVAILABLE".
 std::string FormatRoleDownstream(const v1::RoleDownstream& role, int64_t now_ms) {
-  std::string out = absl::StrFormat("  %-12s", role.role() == v1::RETRY ? "retry" : "primary");
-  if (role.state() == v1::DOWN) {
+  std::string out =
+      absl::StrFormat("  %-12s", role.role() == v1::THREAD_ROLE_RETRY ? "retry" : "primary");
+  if (role.state() == v1::DOWNSTREAM_STATE_DOWN) {
     absl::StrAppend(&out, "DOWN for ", FormatElapsed(now_ms - role.down_since_unix_ms()), ": ",
                     EvidenceText(role.evidence()));
   } else {
@@ -245,7 +261,7 @@ std::string FormatRoleDownstream(const v1::RoleDownstream& role, int64_t now_ms)
                       " ago: ", SanitizeForTerminal(role.last_probe_result(), 80));
     }
   }
-  if (role.state() == v1::DOWN && role.next_probe_unix_ms() > 0) {
+  if (role.state() == v1::DOWNSTREAM_STATE_DOWN && role.next_probe_unix_ms() > 0) {
     absl::StrAppend(&out, "; next probe in ",
                     FormatElapsed(std::max<int64_t>(0, role.next_probe_unix_ms() - now_ms)));
   }
@@ -256,7 +272,7 @@ std::string FormatRoleDownstream(const v1::RoleDownstream& role, int64_t now_ms)
 
 std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
   std::string out;
-  if (downstream.state() == v1::DOWN) {
+  if (downstream.state() == v1::DOWNSTREAM_STATE_DOWN) {
     absl::StrAppend(&out, "DOWN for ", FormatElapsed(now_ms - downstream.down_since_unix_ms()),
                     ", intake paused, probing");
   } else {
@@ -267,18 +283,19 @@ std::string FormatDownstream(const v1::Downstream& downstream, int64_t now_ms) {
   }
   if (downstream.channel() != v1::DOWNSTREAM_CHANNEL_UNSPECIFIED) {
     absl::StrAppend(&out, "; channel ",
-                    downstream.channel() == v1::CHANNEL_READY ? "ready" : "NOT ready");
+                    downstream.channel() == v1::DOWNSTREAM_CHANNEL_READY ? "ready" : "NOT ready");
   }
   if (downstream.health() != v1::DOWNSTREAM_HEALTH_STATUS_UNSPECIFIED) {
-    absl::StrAppend(&out, "; health ",
-                    downstream.health() == v1::HEALTH_SERVING ? "SERVING" : "NOT_SERVING");
+    absl::StrAppend(
+        &out, "; health ",
+        downstream.health() == v1::DOWNSTREAM_HEALTH_STATUS_SERVING ? "SERVING" : "NOT_SERVING");
   }
-  if (downstream.state() == v1::DOWN && !downstream.last_error().empty()) {
+  if (downstream.state() == v1::DOWNSTREAM_STATE_DOWN && !downstream.last_error().empty()) {
     absl::StrAppend(&out, "; last error: ", SanitizeForTerminal(downstream.last_error(), 120));
   }
   // Each role's line once something happened to it.
   for (const v1::RoleDownstream& role : downstream.roles()) {
-    if (role.state() != v1::DOWN && role.outages() == 0 && role.probes() == 0 &&
+    if (role.state() != v1::DOWNSTREAM_STATE_DOWN && role.outages() == 0 && role.probes() == 0 &&
         role.refused_in_a_row() == 0 && role.waiting() == 0) {
       continue;
     }
@@ -319,8 +336,8 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   int primaries = 0;
   int retries = 0;
   for (const v1::ThreadInfo& thread : status.threads()) {
-    if (thread.role() == v1::PRIMARY) ++primaries;
-    if (thread.role() == v1::RETRY) ++retries;
+    if (thread.role() == v1::THREAD_ROLE_PRIMARY) ++primaries;
+    if (thread.role() == v1::THREAD_ROLE_RETRY) ++retries;
   }
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
   const int64_t now_ms = absl::ToUnixMillis(now);
@@ -417,7 +434,7 @@ std::string FormatSetInOrder(const v1::SetInOrderResponse& response) {
 
 std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response) {
   std::string out = absl::StrCat("ordering: ", OrderingName(response.mode(), false), "\n");
-  if (response.mode() == v1::KEY) {
+  if (response.mode() == v1::ORDERING_KEY) {
     absl::StrAppend(&out, "found ", Plural(response.parked_keys(), "parked key", "parked keys"),
                     " in the retry topic\n");
   }

@@ -51,6 +51,12 @@ std::string FormatDeadLetterRecord(const v1::DeadLetterRecordResponse& response,
 // A record key as a terminal shows it: printable ASCII as it is, other
 // bytes as "0x" and hex, "<null>" for a null key; cut to `max_width`.
 std::string FormatKey(std::string_view key, bool has_key, size_t max_width);
+// The tables show an enum value by its name without its type's prefix
+// ("THREAD_STATE_RUNNING" is "RUNNING"), as they did before the values were
+// prefixed; --json prints the full name. Empty for a number `type` does not
+// name.
+std::string ShortEnumName(const google::protobuf::EnumDescriptor& type, int number);
+
 // "IN_CALL", "WAITING_DUE", ...; the number for a state this build does not
 // know.
 std::string InFlightStateName(v1::InFlightState state);
@@ -66,7 +72,7 @@ std::string OrderingName(v1::Ordering ordering, bool in_order);
 // "key (3 parked keys, 7 records, oldest parked 12.3s)".
 std::string FormatOrdering(v1::Ordering ordering, bool in_order, const v1::ParkedKeys& parked,
                            int64_t now_ms);
-// "RUNNING", "DRAINING", ... (without the ENGINE_ prefix).
+// "RUNNING", "DRAINING", ...
 std::string EngineStateName(v1::EngineState state);
 
 // A count a metrics message reports (an int64 field of v1::Totals or

@@ -154,7 +154,8 @@ constexpr std::string_view kOrderingHelp =
   retryctl ordering key
   retryctl ordering in-order [--drain]
 
-How records of one input partition are ordered (MODE is case-insensitive):
+How records of one input partition are ordered (MODE is case-insensitive;
+the API's names, ORDERING_KEY or the older KEY, are taken too):
   unordered   Failures go to the retry topic; later records overtake them.
   key         Per key (within an input partition), records complete in
               input order. A key with a record in the retry topic is parked:
@@ -226,7 +227,8 @@ first: one record stuck behind a lag is found here. Each row:
   RECORD          its original input coordinates: TOPIC/PARTITION@OFFSET
   KEY             its key: text as it is, other bytes as hex (0x...),
                   <null> for none
-  STATE           IN_CALL      in a processor call now
+  STATE           (--json: the full name, IN_FLIGHT_STATE_IN_CALL, ...)
+                  IN_CALL      in a processor call now
                   WAITING_DUE  failed; held until its due time (by a retry
                                thread, or retried in place in order: its
                                partition waits)
@@ -245,7 +247,8 @@ first: one record stuck behind a lag is found here. Each row:
 
 Examples:
   retryctl inflight
-  retryctl --json inflight --limit 1000 | jq '.records[] | select(.state == "WAITING_DUE")'
+  retryctl --json inflight --limit 1000 |
+    jq '.records[] | select(.state == "IN_FLIGHT_STATE_WAITING_DUE")'
 )";
 
 constexpr std::string_view kVersionHelp =

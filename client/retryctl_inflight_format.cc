@@ -42,7 +42,7 @@ std::string InFlightStateName(v1::InFlightState state) {
   if (state == v1::IN_FLIGHT_STATE_UNSPECIFIED || !v1::InFlightState_IsValid(state)) {
     return absl::StrCat(static_cast<int>(state));
   }
-  return v1::InFlightState_Name(state);
+  return ShortEnumName(*v1::InFlightState_descriptor(), state);
 }
 
 std::string FormatKey(std::string_view key, bool has_key, size_t max_width) {
@@ -75,7 +75,7 @@ std::string FormatListInFlight(const v1::ListInFlightResponse& response, int64_t
       {"RECORD", "KEY", "STATE", "THREAD", "ATTEMPT", "AGE", "DUE IN", "LAST ERROR"}};
   for (const v1::InFlightRecord& r : response.records()) {
     std::string thread = absl::StrCat(r.thread_id(), " ", RoleName(r.role()));
-    if (r.role() == v1::RETRY) {
+    if (r.role() == v1::THREAD_ROLE_RETRY) {
       absl::StrAppend(&thread, " (", r.read_from().topic(), "/", r.read_from().partition(), "@",
                       r.read_offset(), ")");
     }

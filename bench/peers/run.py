@@ -301,7 +301,7 @@ class Run:
                 f'input_topics: "{topics["in"]}"\n'
                 f'output_topic: "{topics["out"]}"\n'
                 f'dead_letter_topic: "{topics["dlq"]}"\n'
-                f"ordering: {side.ordering}\n"
+                f"ordering: ORDERING_{side.ordering}\n"
                 f"primary_threads: 1\n"
                 f"shutdown_timeout_ms: 10000\n"
                 f"{extra}"

@@ -275,7 +275,12 @@ TEST(RetryctlArgsTest, Ordering) {
                                          {"Key", OrderingMode::kKey},
                                          {"in-order", OrderingMode::kInOrder},
                                          {"IN_ORDER", OrderingMode::kInOrder},
-                                         {"In-Order", OrderingMode::kInOrder}}) {
+                                         {"In-Order", OrderingMode::kInOrder},
+                                         // The API's current names too.
+                                         {"ORDERING_UNORDERED", OrderingMode::kUnordered},
+                                         {"ORDERING_KEY", OrderingMode::kKey},
+                                         {"ORDERING_IN_ORDER", OrderingMode::kInOrder},
+                                         {"ordering-in-order", OrderingMode::kInOrder}}) {
     const Invocation invocation = Parse({"ordering", c.word});
     EXPECT_EQ(invocation.command, Command::kOrdering) << c.word;
     EXPECT_EQ(invocation.ordering, c.mode) << c.word;

@@ -16,7 +16,7 @@ using ::testing::Not;
 
 v1::GetStatusResponse SampleStatus() {
   v1::GetStatusResponse status;
-  status.set_state(v1::ENGINE_RUNNING);
+  status.set_state(v1::ENGINE_STATE_RUNNING);
   status.set_in_order(false);
   status.set_retry_backlog(12);
   status.set_kafka_bootstrap_servers("broker-1:9092,broker-2:9092");
@@ -33,8 +33,8 @@ v1::GetStatusResponse SampleStatus() {
   totals->set_in_flight(3);
   v1::ThreadInfo* primary = status.add_threads();
   primary->set_thread_id(0);
-  primary->set_role(v1::PRIMARY);
-  primary->set_state(v1::RUNNING);
+  primary->set_role(v1::THREAD_ROLE_PRIMARY);
+  primary->set_state(v1::THREAD_STATE_RUNNING);
   primary->set_state_since_unix_ms(1'000'000 - 133'000);
   for (int p : {2, 0, 1}) {
     v1::TopicPartition* tp = primary->add_assigned_partitions();
@@ -43,8 +43,8 @@ v1::GetStatusResponse SampleStatus() {
   }
   v1::ThreadInfo* retry = status.add_threads();
   retry->set_thread_id(3);
-  retry->set_role(v1::RETRY);
-  retry->set_state(v1::WAITING_BACKOFF);
+  retry->set_role(v1::THREAD_ROLE_RETRY);
+  retry->set_state(v1::THREAD_STATE_WAITING_BACKOFF);
   retry->set_state_since_unix_ms(1'000'000 - 5'000);
   v1::TopicPartition* tp = retry->add_assigned_partitions();
   tp->set_topic("orders.retry");
@@ -109,7 +109,7 @@ TEST(FormatStatusTest, InstanceLineSaysWhichReplicaAnswered) {
 
 TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
   v1::GetStatusResponse status;
-  status.set_state(v1::ENGINE_DRAINING);
+  status.set_state(v1::ENGINE_STATE_DRAINING);
   status.set_in_order(true);
   status.set_retry_backlog(1);
   const std::string text = FormatStatus(status, absl::Now());
@@ -123,7 +123,7 @@ TEST(FormatStatusTest, UnreachableKafkaAndNoThreads) {
 
 TEST(FormatStatusTest, OrderingLineShowsKeyOrdersParkedKeys) {
   v1::GetStatusResponse status = SampleStatus();
-  status.set_ordering(v1::KEY);
+  status.set_ordering(v1::ORDERING_KEY);
   EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
               HasSubstr("ordering      key (no parked keys)\n"));
   v1::ParkedKeys* parked = status.mutable_parked_keys();
@@ -138,11 +138,11 @@ TEST(FormatStatusTest, OrderingLineShowsKeyOrdersParkedKeys) {
               HasSubstr("ordering      key (1 parked key, 1 record, oldest parked 12.3s)\n"));
 
   // The mode wins over the older in_order; parked keys only in key order.
-  status.set_ordering(v1::IN_ORDER);
+  status.set_ordering(v1::ORDERING_IN_ORDER);
   status.set_in_order(true);
   EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
               HasSubstr("ordering      in-order\n"));
-  status.set_ordering(v1::UNORDERED);
+  status.set_ordering(v1::ORDERING_UNORDERED);
   EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
               HasSubstr("ordering      unordered\n"));
 }
@@ -150,10 +150,10 @@ TEST(FormatStatusTest, OrderingLineShowsKeyOrdersParkedKeys) {
 TEST(FormatStatusTest, DownstreamLine) {
   v1::GetStatusResponse status = SampleStatus();
   v1::Downstream* downstream = status.mutable_downstream();
-  downstream->set_state(v1::UP);
+  downstream->set_state(v1::DOWNSTREAM_STATE_UP);
   EXPECT_THAT(FormatStatus(status, absl::FromUnixMillis(1'000'000)),
               HasSubstr("downstream    up\n"));
-  downstream->set_state(v1::DOWN);
+  downstream->set_state(v1::DOWNSTREAM_STATE_DOWN);
   downstream->set_down_since_unix_ms(988'000);
   downstream->set_outages(2);
   downstream->set_last_error("UNAVAILABLE: connection refused");
@@ -165,17 +165,17 @@ TEST(FormatStatusTest, DownstreamLine) {
 TEST(FormatStatusTest, DownstreamRoleLinesSayWhatTookThemDown) {
   v1::GetStatusResponse status = SampleStatus();
   v1::Downstream* downstream = status.mutable_downstream();
-  downstream->set_state(v1::DOWN);
+  downstream->set_state(v1::DOWNSTREAM_STATE_DOWN);
   downstream->set_down_since_unix_ms(996'000);
   downstream->set_outages(1);
-  downstream->set_channel(v1::CHANNEL_READY);
+  downstream->set_channel(v1::DOWNSTREAM_CHANNEL_READY);
   v1::RoleDownstream* primary = downstream->add_roles();
-  primary->set_role(v1::PRIMARY);
-  primary->set_state(v1::UP);
+  primary->set_role(v1::THREAD_ROLE_PRIMARY);
+  primary->set_state(v1::DOWNSTREAM_STATE_UP);
   v1::RoleDownstream* retry = downstream->add_roles();
-  retry->set_role(v1::RETRY);
-  retry->set_state(v1::DOWN);
-  retry->set_evidence(v1::EVIDENCE_REFUSALS);
+  retry->set_role(v1::THREAD_ROLE_RETRY);
+  retry->set_state(v1::DOWNSTREAM_STATE_DOWN);
+  retry->set_evidence(v1::DOWNSTREAM_EVIDENCE_REFUSALS);
   retry->set_down_since_unix_ms(996'000);
   retry->set_outages(1);
   retry->set_waiting(5);
@@ -231,7 +231,7 @@ TEST(FormatResponsesTest, ThreadsAndInOrder) {
 
 TEST(FormatResponsesTest, OrderingMode) {
   v1::SetOrderingModeResponse response;
-  response.set_mode(v1::KEY);
+  response.set_mode(v1::ORDERING_KEY);
   EXPECT_EQ(FormatSetOrderingMode(response),
             "ordering: key\nfound 0 parked keys in the retry topic\n");
   response.set_parked_keys(1);
@@ -239,14 +239,14 @@ TEST(FormatResponsesTest, OrderingMode) {
             "ordering: key\nfound 1 parked key in the retry topic\n");
 
   response.Clear();
-  response.set_mode(v1::IN_ORDER);
+  response.set_mode(v1::ORDERING_IN_ORDER);
   response.set_drained_records(1);
   response.add_stopped_thread_ids(2);
   EXPECT_EQ(FormatSetOrderingMode(response),
             "ordering: in-order\ndrained 1 retry record and stopped retry threads 2\n");
 
   response.Clear();
-  response.set_mode(v1::UNORDERED);
+  response.set_mode(v1::ORDERING_UNORDERED);
   response.add_started_thread_ids(5);
   response.add_started_thread_ids(6);
   EXPECT_EQ(FormatSetOrderingMode(response),
@@ -260,7 +260,8 @@ TEST(ToJsonTest, ProtoFieldNamesEveryFieldAndRoundTrip) {
   EXPECT_THAT(*json, HasSubstr("\"retry_backlog\": \"12\""));  // int64 is a JSON string.
   EXPECT_THAT(*json, HasSubstr("\"kafka_bootstrap_servers\""));
   EXPECT_THAT(*json, HasSubstr("\"in_order\": false"));  // Printed though it is the default.
-  EXPECT_THAT(*json, HasSubstr("\"state\": \"ENGINE_RUNNING\""));
+  // An enum by its current, prefixed name (the first of its number).
+  EXPECT_THAT(*json, HasSubstr("\"state\": \"ENGINE_STATE_RUNNING\""));
   EXPECT_THAT(*json, Not(HasSubstr("retryBacklog")));
   EXPECT_EQ(json->back(), '\n');
 
@@ -300,11 +301,17 @@ TEST(FormatHelpersTest, SanitizeForTerminal) {
 }
 
 TEST(FormatHelpersTest, EnumNames) {
-  EXPECT_EQ(RoleName(v1::PRIMARY), "primary");
-  EXPECT_EQ(RoleName(v1::RETRY), "retry");
-  EXPECT_EQ(ThreadStateName(v1::WAITING_BACKOFF), "WAITING_BACKOFF");
-  EXPECT_EQ(EngineStateName(v1::ENGINE_STOPPING), "STOPPING");
+  EXPECT_EQ(RoleName(v1::THREAD_ROLE_PRIMARY), "primary");
+  EXPECT_EQ(RoleName(v1::THREAD_ROLE_RETRY), "retry");
+  EXPECT_EQ(ThreadStateName(v1::THREAD_STATE_WAITING_BACKOFF), "WAITING_BACKOFF");
+  EXPECT_EQ(EngineStateName(v1::ENGINE_STATE_STOPPING), "STOPPING");
   EXPECT_EQ(ThreadStateName(static_cast<v1::ThreadState>(42)), "STATE42");
+  EXPECT_EQ(InFlightStateName(v1::IN_FLIGHT_STATE_WAITING_DUE), "WAITING_DUE");
+  EXPECT_EQ(ShortEnumName(*v1::DownstreamHealthStatus_descriptor(),
+                          v1::DOWNSTREAM_HEALTH_STATUS_NOT_SERVING),
+            "NOT_SERVING");
+  EXPECT_EQ(ShortEnumName(*v1::Ordering_descriptor(), v1::ORDERING_IN_ORDER), "IN_ORDER");
+  EXPECT_EQ(ShortEnumName(*v1::Ordering_descriptor(), 42), "");
 }
 
 }  // namespace

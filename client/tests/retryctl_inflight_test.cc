@@ -95,9 +95,9 @@ TEST(RetryctlInFlightFormatTest, TableShowsEachRecordOldestFirstWithWhyItWaits) 
   held->set_offset(2);
   held->set_key("doomed-2");
   held->set_has_key(true);
-  held->set_state(v1::WAITING_DUE);
+  held->set_state(v1::IN_FLIGHT_STATE_WAITING_DUE);
   held->set_thread_id(1);
-  held->set_role(v1::PRIMARY);
+  held->set_role(v1::THREAD_ROLE_PRIMARY);
   held->set_attempt(2);
   held->set_age_ms(125'000);
   held->set_due_unix_ms(kNow + 60'000);
@@ -108,7 +108,7 @@ TEST(RetryctlInFlightFormatTest, TableShowsEachRecordOldestFirstWithWhyItWaits) 
   retry->set_offset(7);
   retry->set_state(static_cast<v1::InFlightState>(9));  // One this build does not know.
   retry->set_thread_id(2);
-  retry->set_role(v1::RETRY);
+  retry->set_role(v1::THREAD_ROLE_RETRY);
   retry->mutable_read_from()->set_topic("orders.retry");
   retry->set_read_offset(40);
   retry->set_attempt(3);

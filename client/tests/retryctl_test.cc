@@ -55,11 +55,11 @@ v1::MetricsSnapshot SnapshotAt(int64_t time_unix_ms, int64_t processed) {
   v1::MetricsSnapshot snapshot;
   snapshot.set_time_unix_ms(time_unix_ms);
   snapshot.set_interval_ms(1000);
-  snapshot.set_engine_state(v1::ENGINE_RUNNING);
+  snapshot.set_engine_state(v1::ENGINE_STATE_RUNNING);
   v1::ThreadMetrics* thread = snapshot.add_threads();
   thread->set_thread_id(0);
-  thread->set_role(v1::PRIMARY);
-  thread->set_state(v1::RUNNING);
+  thread->set_role(v1::THREAD_ROLE_PRIMARY);
+  thread->set_state(v1::THREAD_STATE_RUNNING);
   thread->set_processed(processed);
   return snapshot;
 }
@@ -73,15 +73,15 @@ std::vector<std::string> Lines(const std::string& text) {
 TEST(RetryctlTest, StatusPrintsASummary) {
   FakeRetryd fake;
   v1::GetStatusResponse status;
-  status.set_state(v1::ENGINE_RUNNING);
+  status.set_state(v1::ENGINE_STATE_RUNNING);
   status.set_in_order(true);
   status.set_retry_backlog(3);
   status.set_kafka_bootstrap_servers("127.0.0.1:9092");
   status.set_kafka_reachable(true);
   v1::ThreadInfo* thread = status.add_threads();
   thread->set_thread_id(0);
-  thread->set_role(v1::PRIMARY);
-  thread->set_state(v1::IDLE);
+  thread->set_role(v1::THREAD_ROLE_PRIMARY);
+  thread->set_state(v1::THREAD_STATE_IDLE);
   fake.set_status(status);
 
   const RunResult run = RunAgainst(fake, {"status"});
@@ -96,7 +96,7 @@ TEST(RetryctlTest, StatusPrintsASummary) {
 TEST(RetryctlTest, StatusJsonIsTheResponse) {
   FakeRetryd fake;
   v1::GetStatusResponse status;
-  status.set_state(v1::ENGINE_RUNNING);
+  status.set_state(v1::ENGINE_STATE_RUNNING);
   status.set_retry_backlog(1234);
   status.add_threads()->set_thread_id(7);
   fake.set_status(status);
@@ -188,14 +188,14 @@ TEST(RetryctlTest, InOrderOff) {
 TEST(RetryctlTest, OrderingKey) {
   FakeRetryd fake;
   v1::SetOrderingModeResponse response;
-  response.set_mode(v1::KEY);
+  response.set_mode(v1::ORDERING_KEY);
   response.set_parked_keys(3);
   fake.set_ordering_response(response);
 
   RunResult run = RunAgainst(fake, {"ordering", "KEY"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.out, "ordering: key\nfound 3 parked keys in the retry topic\n");
-  EXPECT_EQ(fake.last_ordering_request().mode(), v1::KEY);
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::ORDERING_KEY);
   EXPECT_FALSE(fake.last_ordering_request().drain_retries());
 
   run = RunAgainst(fake, {"--json", "ordering", "key"});
@@ -203,30 +203,35 @@ TEST(RetryctlTest, OrderingKey) {
   v1::SetOrderingModeResponse parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(run.out, &parsed).ok()) << run.out;
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, response));
-  EXPECT_THAT(run.out, HasSubstr("\"mode\": \"KEY\""));
+  EXPECT_THAT(run.out, HasSubstr("\"mode\": \"ORDERING_KEY\""));
+
+  // The API's current name is taken as well as the older one above.
+  run = RunAgainst(fake, {"ordering", "ORDERING_KEY"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::ORDERING_KEY);
 }
 
 TEST(RetryctlTest, OrderingInOrderWithDrainAndBackToUnordered) {
   FakeRetryd fake;
   v1::SetOrderingModeResponse response;
-  response.set_mode(v1::IN_ORDER);
+  response.set_mode(v1::ORDERING_IN_ORDER);
   response.add_stopped_thread_ids(3);
   response.set_drained_records(12);
   fake.set_ordering_response(response);
   RunResult run = RunAgainst(fake, {"ordering", "in-order", "--drain"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.out, "ordering: in-order\ndrained 12 retry records and stopped retry threads 3\n");
-  EXPECT_EQ(fake.last_ordering_request().mode(), v1::IN_ORDER);
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::ORDERING_IN_ORDER);
   EXPECT_TRUE(fake.last_ordering_request().drain_retries());
 
   response.Clear();
-  response.set_mode(v1::UNORDERED);
+  response.set_mode(v1::ORDERING_UNORDERED);
   response.add_started_thread_ids(4);
   fake.set_ordering_response(response);
   run = RunAgainst(fake, {"ordering", "Unordered"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.out, "ordering: unordered\nstarted 1 retry thread to read the retry topic: 4\n");
-  EXPECT_EQ(fake.last_ordering_request().mode(), v1::UNORDERED);
+  EXPECT_EQ(fake.last_ordering_request().mode(), v1::ORDERING_UNORDERED);
   EXPECT_FALSE(fake.last_ordering_request().drain_retries());
 }
 

@@ -48,7 +48,7 @@ v1::ThreadMetrics Thread(uint32_t id, v1::ThreadRole role, const Counts& counts)
   v1::ThreadMetrics thread;
   thread.set_thread_id(id);
   thread.set_role(role);
-  thread.set_state(v1::RUNNING);
+  thread.set_state(v1::THREAD_STATE_RUNNING);
   thread.set_time_in_state_ms(61'000);
   thread.add_assigned_partitions()->set_partition(0);
   thread.add_assigned_partitions()->set_partition(1);
@@ -68,7 +68,7 @@ v1::MetricsSnapshot Snapshot(int64_t time_unix_ms, std::vector<v1::ThreadMetrics
   v1::MetricsSnapshot snapshot;
   snapshot.set_time_unix_ms(time_unix_ms);
   snapshot.set_interval_ms(1000);
-  snapshot.set_engine_state(v1::ENGINE_RUNNING);
+  snapshot.set_engine_state(v1::ENGINE_STATE_RUNNING);
   snapshot.set_retry_backlog(7);
   for (v1::ThreadMetrics& thread : threads) *snapshot.add_threads() = std::move(thread);
   return snapshot;
@@ -90,8 +90,8 @@ WatchTable UtcTable() {
 
 TEST(WatchTableTest, HeaderLineAndColumnTitles) {
   WatchTable table = UtcTable();
-  v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::PRIMARY, {})});
-  snapshot.set_ordering(v1::KEY);
+  v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::THREAD_ROLE_PRIMARY, {})});
+  snapshot.set_ordering(v1::ORDERING_KEY);
   std::vector<std::string> lines = Lines(table.Render(snapshot));
   ASSERT_THAT(lines, SizeIs(3));
   EXPECT_EQ(lines[0],
@@ -112,7 +112,7 @@ TEST(WatchTableTest, HeaderLineAndColumnTitles) {
 
 TEST(WatchTableTest, NewestScalingEventUnderTheHeaderLine) {
   WatchTable table = UtcTable();
-  v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::PRIMARY, {})});
+  v1::MetricsSnapshot snapshot = Snapshot(3'723'000, {Thread(0, v1::THREAD_ROLE_PRIMARY, {})});
   for (uint32_t id : {4u, 5u}) {
     v1::ScalingEvent* event = snapshot.add_scaling_events();
     event->set_time_unix_ms(3'721'000);
@@ -131,8 +131,8 @@ TEST(WatchTableTest, NewestScalingEventUnderTheHeaderLine) {
 
 TEST(WatchTableTest, FirstSnapshotHasNoRates) {
   WatchTable table = UtcTable();
-  const std::vector<std::string> lines =
-      Lines(table.Render(Snapshot(10'000, {Thread(0, v1::PRIMARY, {100, 90, 10, 10, 0})})));
+  const std::vector<std::string> lines = Lines(
+      table.Render(Snapshot(10'000, {Thread(0, v1::THREAD_ROLE_PRIMARY, {100, 90, 10, 10, 0})})));
   ASSERT_THAT(lines, SizeIs(3));
   const std::vector<std::string> cells = Cells(lines[2]);
   ASSERT_THAT(cells, SizeIs(kColumns));
@@ -154,17 +154,17 @@ TEST(WatchTableTest, FirstSnapshotHasNoRates) {
 
 TEST(WatchTableTest, RatesFromConsecutiveSnapshots) {
   WatchTable table = UtcTable();
-  table.Render(Snapshot(10'000, {Thread(0, v1::PRIMARY, {100, 90, 10, 10, 0}),
-                                 Thread(3, v1::RETRY, {5, 5, 0, 0, 0})}));
+  table.Render(Snapshot(10'000, {Thread(0, v1::THREAD_ROLE_PRIMARY, {100, 90, 10, 10, 0}),
+                                 Thread(3, v1::THREAD_ROLE_RETRY, {5, 5, 0, 0, 0})}));
   // Two seconds later (not the nominal interval: rates use the real time).
-  v1::ThreadMetrics retry = Thread(3, v1::RETRY, {5, 5, 0, 0, 0});
+  v1::ThreadMetrics retry = Thread(3, v1::THREAD_ROLE_RETRY, {5, 5, 0, 0, 0});
   v1::LatencySummary* latency = retry.mutable_processing_latency();
   latency->set_count(10);
   latency->set_p50_ms(1.234);
   latency->set_p99_ms(48.76);
   latency->set_max_ms(1500.4);
-  const std::vector<std::string> lines =
-      Lines(table.Render(Snapshot(12'000, {retry, Thread(0, v1::PRIMARY, {300, 250, 50, 40, 1})})));
+  const std::vector<std::string> lines = Lines(table.Render(
+      Snapshot(12'000, {retry, Thread(0, v1::THREAD_ROLE_PRIMARY, {300, 250, 50, 40, 1})})));
   ASSERT_THAT(lines, SizeIs(4));
 
   // Rows in thread id order, whatever the server's order.
@@ -189,41 +189,43 @@ TEST(WatchTableTest, RatesFromConsecutiveSnapshots) {
 
 TEST(WatchTableTest, LargeRatesDropTheDecimal) {
   WatchTable table = UtcTable();
-  table.Render(Snapshot(0, {Thread(1, v1::RETRY, {0, 0, 0, 0, 0})}));
+  table.Render(Snapshot(0, {Thread(1, v1::THREAD_ROLE_RETRY, {0, 0, 0, 0, 0})}));
   const std::vector<std::string> lines =
-      Lines(table.Render(Snapshot(500, {Thread(1, v1::RETRY, {60'000, 0, 0, 0, 0})})));
+      Lines(table.Render(Snapshot(500, {Thread(1, v1::THREAD_ROLE_RETRY, {60'000, 0, 0, 0, 0})})));
   EXPECT_EQ(Cells(lines[2])[kProcessedPerSecond], "120000");
 }
 
 TEST(WatchTableTest, NewThreadRestartedCountersAndStalledClockShowNoRate) {
   WatchTable table = UtcTable();
-  table.Render(Snapshot(1'000, {Thread(1, v1::RETRY, {50, 50, 0, 0, 0})}));
+  table.Render(Snapshot(1'000, {Thread(1, v1::THREAD_ROLE_RETRY, {50, 50, 0, 0, 0})}));
   // Thread 2 is new; thread 1's counts went back (a new thread with a
   // reused id): neither has a rate.
-  std::vector<std::string> lines = Lines(table.Render(Snapshot(
-      2'000, {Thread(1, v1::RETRY, {10, 10, 0, 0, 0}), Thread(2, v1::RETRY, {10, 10, 0, 0, 0})})));
+  std::vector<std::string> lines =
+      Lines(table.Render(Snapshot(2'000, {Thread(1, v1::THREAD_ROLE_RETRY, {10, 10, 0, 0, 0}),
+                                          Thread(2, v1::THREAD_ROLE_RETRY, {10, 10, 0, 0, 0})})));
   ASSERT_THAT(lines, SizeIs(4));
   EXPECT_EQ(Cells(lines[2])[kProcessedPerSecond], "-");
   EXPECT_EQ(Cells(lines[2])[kFailedPerSecond], "0.0");  // 0 -> 0 is a rate.
   EXPECT_EQ(Cells(lines[3])[kProcessedPerSecond], "-");
 
   // The same time again: no interval to divide by.
-  lines = Lines(table.Render(Snapshot(2'000, {Thread(1, v1::RETRY, {20, 20, 0, 0, 0})})));
+  lines =
+      Lines(table.Render(Snapshot(2'000, {Thread(1, v1::THREAD_ROLE_RETRY, {20, 20, 0, 0, 0})})));
   EXPECT_EQ(Cells(lines[2])[kProcessedPerSecond], "-");
 }
 
 TEST(WatchTableTest, RatesCompareWithTheLatestSnapshotOnly) {
   WatchTable table = UtcTable();
-  table.Render(Snapshot(0, {Thread(1, v1::RETRY, {0, 0, 0, 0, 0})}));
+  table.Render(Snapshot(0, {Thread(1, v1::THREAD_ROLE_RETRY, {0, 0, 0, 0, 0})}));
   table.Render(Snapshot(1'000, {}));  // Thread 1 filtered out or gone.
   const std::vector<std::string> lines =
-      Lines(table.Render(Snapshot(2'000, {Thread(1, v1::RETRY, {10, 0, 0, 0, 0})})));
+      Lines(table.Render(Snapshot(2'000, {Thread(1, v1::THREAD_ROLE_RETRY, {10, 0, 0, 0, 0})})));
   EXPECT_EQ(Cells(lines[2])[kProcessedPerSecond], "-");
 }
 
 TEST(WatchTableTest, LastErrorIsAgedSanitizedAndFitsTheTerminal) {
   WatchTable table = UtcTable();
-  v1::ThreadMetrics thread = Thread(1, v1::RETRY, {});
+  v1::ThreadMetrics thread = Thread(1, v1::THREAD_ROLE_RETRY, {});
   thread.set_last_error(std::string("processor timed out\n\x1b[2J") + std::string(200, 'x'));
   thread.set_last_error_unix_ms(50'000 - 12'300);
   const v1::MetricsSnapshot snapshot = Snapshot(50'000, {thread});

@@ -170,7 +170,9 @@ class ParseErrorCollector : public google::protobuf::io::ErrorCollector {
 
 // Turns protobuf's `Unknown enumeration value of "X" for field "f".`, for an
 // enum field of Config itself (`ordering`), into "f: unknown value "X"
-// (one of: A, B, C)"; nullopt for any other message.
+// (one of: A, B, C)"; nullopt for any other message. Only each number's
+// current name is offered: the deprecated aliases (the names before the
+// enum prefix) are still accepted, but not suggested.
 std::optional<std::pair<std::string, std::string>> DescribeUnknownEnumValue(
     absl::string_view message) {
   if (!absl::ConsumePrefix(&message, "Unknown enumeration value of \"")) return std::nullopt;
@@ -184,8 +186,9 @@ std::optional<std::pair<std::string, std::string>> DescribeUnknownEnumValue(
   if (field == nullptr || field->enum_type() == nullptr) return std::nullopt;
   std::vector<std::string> names;
   for (int i = 0; i < field->enum_type()->value_count(); ++i) {
-    if (field->enum_type()->value(i)->number() != 0) {
-      names.push_back(field->enum_type()->value(i)->name());
+    const google::protobuf::EnumValueDescriptor* value = field->enum_type()->value(i);
+    if (value->number() != 0 && !value->options().deprecated()) {
+      names.push_back(value->name());
     }
   }
   return std::make_pair(field_name, absl::StrCat("unknown value ", Quote(value),
@@ -724,34 +727,37 @@ class Validator {
 
   // Resolves `ordering` and the older `in_order` into one mode, written back
   // into both (the effective config): ordering set, in_order true exactly
-  // when it is IN_ORDER.
+  // when it is ORDERING_IN_ORDER.
   void CheckOrdering(v1::Config& config) {
     const bool ordering_set = config.ordering() != v1::ORDERING_UNSPECIFIED;
     const bool in_order_set = config.in_order() || root_.Written("in_order");
     if (ordering_set && !v1::Ordering_IsValid(config.ordering())) {
       // Text format refuses unknown names; a number slips through.
       Error(root_, "ordering",
-            absl::StrCat("must be UNORDERED, IN_ORDER or KEY, got ",
+            absl::StrCat("must be ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY, got ",
                          static_cast<int>(config.ordering())));
       return;
     }
-    if (ordering_set && in_order_set && (config.ordering() == v1::IN_ORDER) != config.in_order()) {
+    if (ordering_set && in_order_set &&
+        (config.ordering() == v1::ORDERING_IN_ORDER) != config.in_order()) {
       Error(root_, "ordering",
             absl::StrCat("ordering: ", v1::Ordering_Name(config.ordering()),
                          " disagrees with in_order: ", config.in_order() ? "true" : "false",
-                         "; in_order is the older spelling of ordering: IN_ORDER, set only "
+                         "; in_order is the older spelling of ordering: ORDERING_IN_ORDER, set "
+                         "only "
                          "ordering"));
       return;
     }
-    if (!ordering_set) config.set_ordering(config.in_order() ? v1::IN_ORDER : v1::UNORDERED);
-    config.set_in_order(config.ordering() == v1::IN_ORDER);
+    if (!ordering_set)
+      config.set_ordering(config.in_order() ? v1::ORDERING_IN_ORDER : v1::ORDERING_UNORDERED);
+    config.set_in_order(config.ordering() == v1::ORDERING_IN_ORDER);
   }
 
   void CheckRetry(v1::Config& config) {
     v1::RetryConfig& retry = *config.mutable_retry();
     const Node node = root_.Child("retry");
     Number(retry, node, "max_threads");
-    const bool in_order = config.ordering() == v1::IN_ORDER;
+    const bool in_order = config.ordering() == v1::ORDERING_IN_ORDER;
     const bool min_ok = CheckMinThreads(config, retry, node);
     if (!retry.has_threads()) {
       retry.set_threads(in_order ? 0 : std::max<uint32_t>(1, retry.min_threads()));
@@ -759,11 +765,12 @@ class Validator {
       // Named as the file spells it.
       const bool old_spelling = !root_.Written("ordering");
       Error(node, "threads",
-            absl::StrCat(old_spelling ? "in_order: true" : "ordering: IN_ORDER",
-                         " keeps strict order per partition, which excludes retry threads (got "
-                         "threads: ",
-                         retry.threads(), "); set threads: 0 or ",
-                         old_spelling ? "in_order: false" : "ordering: KEY or UNORDERED"));
+            absl::StrCat(
+                old_spelling ? "in_order: true" : "ordering: ORDERING_IN_ORDER",
+                " keeps strict order per partition, which excludes retry threads (got "
+                "threads: ",
+                retry.threads(), "); set threads: 0 or ",
+                old_spelling ? "in_order: false" : "ordering: ORDERING_KEY or ORDERING_UNORDERED"));
     } else if (retry.threads() > retry.max_threads()) {
       Error(node, "threads",
             absl::StrCat("must be at most max_threads (", retry.max_threads(), "), got ",
@@ -813,7 +820,8 @@ class Validator {
             absl::StrCat("in-order mode keeps strict order per partition, which excludes retry "
                          "threads (got min_threads: ",
                          retry.min_threads(),
-                         "); set min_threads: 0 or another ordering (UNORDERED or KEY)"));
+                         "); set min_threads: 0 or another ordering (ORDERING_UNORDERED or "
+                         "ORDERING_KEY)"));
       return false;
     }
     if (retry.min_threads() > retry.max_threads()) {
@@ -893,8 +901,11 @@ class Validator {
                     "not a gRPC status code name; use the name in capitals, e.g. \"NOT_FOUND\"");
       } else if (*number == 0) {
         errors_.Add(line, path, "OK always means success and cannot be changed");
-      } else if (outcome != v1::SUCCESS && outcome != v1::RETRIABLE && outcome != v1::DEAD_LETTER) {
-        errors_.Add(line, path, "say what the code means: SUCCESS, RETRIABLE or DEAD_LETTER");
+      } else if (outcome != v1::STATUS_OUTCOME_SUCCESS && outcome != v1::STATUS_OUTCOME_RETRIABLE &&
+                 outcome != v1::STATUS_OUTCOME_DEAD_LETTER) {
+        errors_.Add(line, path,
+                    "say what the code means: STATUS_OUTCOME_SUCCESS, STATUS_OUTCOME_RETRIABLE or "
+                    "STATUS_OUTCOME_DEAD_LETTER");
       }
     }
   }
@@ -955,9 +966,9 @@ class Validator {
 // `ordering` as the validator left it: never ORDERING_UNSPECIFIED.
 engine::Ordering ToEngineOrdering(v1::Ordering ordering) {
   switch (ordering) {
-    case v1::IN_ORDER:
+    case v1::ORDERING_IN_ORDER:
       return engine::Ordering::kInOrder;
-    case v1::KEY:
+    case v1::ORDERING_KEY:
       return engine::Ordering::kKey;
     default:
       return engine::Ordering::kUnordered;

@@ -10,9 +10,9 @@ namespace retryd::control {
 v1::ThreadRole ToProto(engine::ThreadRole role) {
   switch (role) {
     case engine::ThreadRole::kPrimary:
-      return v1::PRIMARY;
+      return v1::THREAD_ROLE_PRIMARY;
     case engine::ThreadRole::kRetry:
-      return v1::RETRY;
+      return v1::THREAD_ROLE_RETRY;
   }
   return v1::THREAD_ROLE_UNSPECIFIED;
 }
@@ -20,23 +20,23 @@ v1::ThreadRole ToProto(engine::ThreadRole role) {
 v1::ThreadState ToProto(engine::ThreadState state) {
   switch (state) {
     case engine::ThreadState::kStarting:
-      return v1::STARTING;
+      return v1::THREAD_STATE_STARTING;
     case engine::ThreadState::kRunning:
-      return v1::RUNNING;
+      return v1::THREAD_STATE_RUNNING;
     case engine::ThreadState::kIdle:
-      return v1::IDLE;
+      return v1::THREAD_STATE_IDLE;
     case engine::ThreadState::kWaitingBackoff:
-      return v1::WAITING_BACKOFF;
+      return v1::THREAD_STATE_WAITING_BACKOFF;
     case engine::ThreadState::kPaused:
-      return v1::PAUSED;
+      return v1::THREAD_STATE_PAUSED;
     case engine::ThreadState::kWaitingDownstream:
-      return v1::WAITING_DOWNSTREAM;
+      return v1::THREAD_STATE_WAITING_DOWNSTREAM;
     case engine::ThreadState::kStopping:
-      return v1::STOPPING;
+      return v1::THREAD_STATE_STOPPING;
     case engine::ThreadState::kStopped:
-      return v1::STOPPED;
+      return v1::THREAD_STATE_STOPPED;
     case engine::ThreadState::kFailed:
-      return v1::FAILED;
+      return v1::THREAD_STATE_FAILED;
   }
   return v1::THREAD_STATE_UNSPECIFIED;
 }
@@ -46,13 +46,13 @@ v1::EngineState ToProto(engine::EngineState state) {
     case engine::EngineState::kCreated:
       return v1::ENGINE_STATE_UNSPECIFIED;
     case engine::EngineState::kRunning:
-      return v1::ENGINE_RUNNING;
+      return v1::ENGINE_STATE_RUNNING;
     case engine::EngineState::kDraining:
-      return v1::ENGINE_DRAINING;
+      return v1::ENGINE_STATE_DRAINING;
     case engine::EngineState::kStopping:
-      return v1::ENGINE_STOPPING;
+      return v1::ENGINE_STATE_STOPPING;
     case engine::EngineState::kStopped:
-      return v1::ENGINE_STOPPED;
+      return v1::ENGINE_STATE_STOPPED;
   }
   return v1::ENGINE_STATE_UNSPECIFIED;
 }
@@ -60,22 +60,22 @@ v1::EngineState ToProto(engine::EngineState state) {
 v1::Ordering ToProto(engine::Ordering ordering) {
   switch (ordering) {
     case engine::Ordering::kUnordered:
-      return v1::UNORDERED;
+      return v1::ORDERING_UNORDERED;
     case engine::Ordering::kInOrder:
-      return v1::IN_ORDER;
+      return v1::ORDERING_IN_ORDER;
     case engine::Ordering::kKey:
-      return v1::KEY;
+      return v1::ORDERING_KEY;
   }
   return v1::ORDERING_UNSPECIFIED;
 }
 
 std::optional<engine::Ordering> FromProto(v1::Ordering ordering) {
   switch (ordering) {
-    case v1::UNORDERED:
+    case v1::ORDERING_UNORDERED:
       return engine::Ordering::kUnordered;
-    case v1::IN_ORDER:
+    case v1::ORDERING_IN_ORDER:
       return engine::Ordering::kInOrder;
-    case v1::KEY:
+    case v1::ORDERING_KEY:
       return engine::Ordering::kKey;
     default:
       return std::nullopt;
@@ -170,7 +170,7 @@ void ToProto(const std::vector<engine::ScalingEvent>& events,
 }
 
 void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
-  out.set_state(downstream.down ? v1::DOWN : v1::UP);
+  out.set_state(downstream.down ? v1::DOWNSTREAM_STATE_DOWN : v1::DOWNSTREAM_STATE_UP);
   out.set_consecutive_unavailable(downstream.consecutive_unavailable);
   out.set_outages(downstream.outages);
   out.set_last_error(downstream.last_error);
@@ -180,20 +180,20 @@ void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream&
   }
   switch (downstream.health.channel) {
     case engine::DownstreamHealth::Channel::kReady:
-      out.set_channel(v1::CHANNEL_READY);
+      out.set_channel(v1::DOWNSTREAM_CHANNEL_READY);
       break;
     case engine::DownstreamHealth::Channel::kNotReady:
-      out.set_channel(v1::CHANNEL_NOT_READY);
+      out.set_channel(v1::DOWNSTREAM_CHANNEL_NOT_READY);
       break;
     case engine::DownstreamHealth::Channel::kUnknown:
       break;
   }
   switch (downstream.health.serving) {
     case engine::DownstreamHealth::Serving::kServing:
-      out.set_health(v1::HEALTH_SERVING);
+      out.set_health(v1::DOWNSTREAM_HEALTH_STATUS_SERVING);
       break;
     case engine::DownstreamHealth::Serving::kNotServing:
-      out.set_health(v1::HEALTH_NOT_SERVING);
+      out.set_health(v1::DOWNSTREAM_HEALTH_STATUS_NOT_SERVING);
       break;
     case engine::DownstreamHealth::Serving::kUnknown:
       break;
@@ -201,7 +201,7 @@ void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream&
   for (const engine::DownstreamGate::RoleSnapshot& role : downstream.roles) {
     v1::RoleDownstream& r = *out.add_roles();
     r.set_role(ToProto(role.role));
-    r.set_state(role.down ? v1::DOWN : v1::UP);
+    r.set_state(role.down ? v1::DOWNSTREAM_STATE_DOWN : v1::DOWNSTREAM_STATE_UP);
     r.set_evidence(ToProto(role.evidence));
     if (role.since != absl::InfinitePast())
       r.set_down_since_unix_ms(absl::ToUnixMillis(role.since));
@@ -220,11 +220,11 @@ void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream&
 v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence) {
   switch (evidence) {
     case engine::DownstreamGate::Evidence::kChannel:
-      return v1::EVIDENCE_CHANNEL;
+      return v1::DOWNSTREAM_EVIDENCE_CHANNEL;
     case engine::DownstreamGate::Evidence::kHealth:
-      return v1::EVIDENCE_HEALTH;
+      return v1::DOWNSTREAM_EVIDENCE_HEALTH;
     case engine::DownstreamGate::Evidence::kRefusals:
-      return v1::EVIDENCE_REFUSALS;
+      return v1::DOWNSTREAM_EVIDENCE_REFUSALS;
     case engine::DownstreamGate::Evidence::kNone:
       break;
   }
@@ -234,15 +234,15 @@ v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence) {
 v1::InFlightState ToProto(engine::InFlightState state) {
   switch (state) {
     case engine::InFlightState::kInCall:
-      return v1::IN_CALL;
+      return v1::IN_FLIGHT_STATE_IN_CALL;
     case engine::InFlightState::kWaitingDue:
-      return v1::WAITING_DUE;
+      return v1::IN_FLIGHT_STATE_WAITING_DUE;
     case engine::InFlightState::kWaitingBehind:
-      return v1::WAITING_BEHIND;
+      return v1::IN_FLIGHT_STATE_WAITING_BEHIND;
     case engine::InFlightState::kDeferred:
-      return v1::DEFERRED;
+      return v1::IN_FLIGHT_STATE_DEFERRED;
     case engine::InFlightState::kParked:
-      return v1::PARKED;
+      return v1::IN_FLIGHT_STATE_PARKED;
   }
   return v1::IN_FLIGHT_STATE_UNSPECIFIED;
 }

@@ -86,16 +86,17 @@ absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request) {
 absl::Status ValidateSetOrderingModeRequest(const v1::SetOrderingModeRequest& request) {
   if (request.mode() == v1::ORDERING_UNSPECIFIED || !v1::Ordering_IsValid(request.mode())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("mode: must be UNORDERED, IN_ORDER or KEY, got ",
+        absl::StrCat("mode: must be ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY, got ",
                      request.mode() == v1::ORDERING_UNSPECIFIED
                          ? "ORDERING_UNSPECIFIED (not set)"
                          : absl::StrCat(static_cast<int>(request.mode()))));
   }
-  if (request.drain_retries() && request.mode() != v1::IN_ORDER) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "drain_retries: only with mode IN_ORDER (it empties the retry backlog before the switch "
-        "to in-order), got mode ",
-        v1::Ordering_Name(request.mode())));
+  if (request.drain_retries() && request.mode() != v1::ORDERING_IN_ORDER) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("drain_retries: only with mode ORDERING_IN_ORDER (it empties the retry "
+                     "backlog before the switch "
+                     "to in-order), got mode ",
+                     v1::Ordering_Name(request.mode())));
   }
   return absl::OkStatus();
 }

@@ -42,7 +42,8 @@ absl::Status ValidateSetRetryThreadCountRequest(const v1::SetRetryThreadCountReq
 // drain_retries only with in_order.
 absl::Status ValidateSetInOrderRequest(const v1::SetInOrderRequest& request);
 
-// mode set (UNORDERED, IN_ORDER or KEY); drain_retries only with IN_ORDER.
+// mode set (ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY);
+// drain_retries only with ORDERING_IN_ORDER.
 absl::Status ValidateSetOrderingModeRequest(const v1::SetOrderingModeRequest& request);
 
 // interval_ms in kMinWatchIntervalMs..kMaxWatchIntervalMs; thread_ids as for

@@ -31,9 +31,9 @@ bool PointsAtTheDownstream(grpc::StatusCode code) {
 
 engine::Outcome::Kind KindOf(StatusOutcome outcome) {
   switch (outcome) {
-    case retryd::v1::SUCCESS:
+    case retryd::v1::STATUS_OUTCOME_SUCCESS:
       return engine::Outcome::Kind::kOk;
-    case retryd::v1::DEAD_LETTER:
+    case retryd::v1::STATUS_OUTCOME_DEAD_LETTER:
       return engine::Outcome::Kind::kPermanent;
     default:
       return engine::Outcome::Kind::kRetriable;
@@ -92,14 +92,14 @@ StatusTable::StatusTable() {
   using grpc::StatusCode;
   // Not listed in processor.proto, and anything a later gRPC adds: retried,
   // which loses nothing.
-  outcomes_.fill(retryd::v1::RETRIABLE);
-  outcomes_[StatusCode::OK] = retryd::v1::SUCCESS;
-  outcomes_[StatusCode::ALREADY_EXISTS] = retryd::v1::SUCCESS;
+  outcomes_.fill(retryd::v1::STATUS_OUTCOME_RETRIABLE);
+  outcomes_[StatusCode::OK] = retryd::v1::STATUS_OUTCOME_SUCCESS;
+  outcomes_[StatusCode::ALREADY_EXISTS] = retryd::v1::STATUS_OUTCOME_SUCCESS;
   for (StatusCode code :
        {StatusCode::INVALID_ARGUMENT, StatusCode::FAILED_PRECONDITION, StatusCode::NOT_FOUND,
         StatusCode::OUT_OF_RANGE, StatusCode::DATA_LOSS, StatusCode::UNIMPLEMENTED,
         StatusCode::PERMISSION_DENIED, StatusCode::UNAUTHENTICATED}) {
-    outcomes_[code] = retryd::v1::DEAD_LETTER;
+    outcomes_[code] = retryd::v1::STATUS_OUTCOME_DEAD_LETTER;
   }
 }
 
@@ -117,10 +117,13 @@ absl::StatusOr<StatusTable> StatusTable::WithOverrides(
       return absl::InvalidArgumentError(
           absl::StrCat(entry, ": OK always means success and cannot be changed"));
     }
-    if (outcome != retryd::v1::SUCCESS && outcome != retryd::v1::RETRIABLE &&
-        outcome != retryd::v1::DEAD_LETTER) {
+    if (outcome != retryd::v1::STATUS_OUTCOME_SUCCESS &&
+        outcome != retryd::v1::STATUS_OUTCOME_RETRIABLE &&
+        outcome != retryd::v1::STATUS_OUTCOME_DEAD_LETTER) {
       return absl::InvalidArgumentError(
-          absl::StrCat(entry, ": say what the code means: SUCCESS, RETRIABLE or DEAD_LETTER"));
+          absl::StrCat(entry,
+                       ": say what the code means: STATUS_OUTCOME_SUCCESS, "
+                       "STATUS_OUTCOME_RETRIABLE or STATUS_OUTCOME_DEAD_LETTER"));
     }
     table.outcomes_[*code] = outcome;
   }
@@ -129,7 +132,7 @@ absl::StatusOr<StatusTable> StatusTable::WithOverrides(
 
 StatusOutcome StatusTable::outcome(grpc::StatusCode code) const {
   const int number = static_cast<int>(code);
-  if (number < 0 || number >= kCodes) return retryd::v1::RETRIABLE;
+  if (number < 0 || number >= kCodes) return retryd::v1::STATUS_OUTCOME_RETRIABLE;
   return outcomes_[number];
 }
 

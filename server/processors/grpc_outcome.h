@@ -41,7 +41,7 @@ class StatusTable {
   static absl::StatusOr<StatusTable> WithOverrides(
       const google::protobuf::Map<std::string, retryd::v1::StatusOutcome>& overrides);
 
-  // The outcome of `code`; RETRIABLE for a code the table does not list
+  // The outcome of `code`; STATUS_OUTCOME_RETRIABLE for a code the table does not list
   // (CANCELLED, or a number that names no code).
   retryd::v1::StatusOutcome outcome(grpc::StatusCode code) const;
 
@@ -59,8 +59,8 @@ class StatusTable {
 //  * UNAVAILABLE, UNIMPLEMENTED, UNAUTHENTICATED, PERMISSION_DENIED: the
 //    downstream, not the record, is likely at fault: kUnavailable with the
 //    table's outcome as its fallback, unless the table maps the code to
-//    SUCCESS.
-//  * any other code: the table's outcome (SUCCESS is kOk with nothing
+//    STATUS_OUTCOME_SUCCESS.
+//  * any other code: the table's outcome (STATUS_OUTCOME_SUCCESS is kOk with nothing
 //    replaced, e.g. ALREADY_EXISTS).
 // A failure's reason is "<CODE_NAME>: <message>" ("<CODE_NAME>" alone for an
 // empty message), never empty.

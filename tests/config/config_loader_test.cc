@@ -6,12 +6,16 @@
 
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"
@@ -70,7 +74,7 @@ group_id: "orders-app"
 input_topics: "orders"
 output_topic: "orders.done"
 primary_threads: 1
-ordering: UNORDERED
+ordering: ORDERING_UNORDERED
 retry {
   topic: "orders.retry"
   threads: 2
@@ -329,16 +333,16 @@ TEST(ConfigLoaderTest, GrpcProcessorTakesEveryFieldInRange) {
   max_concurrent_calls: 1024
   tls { ca_file: "ca.pem" cert_file: "c.pem" key_file: "k.pem" server_name: "p.example" }
   token_env: "PROCESSOR_TOKEN"
-  status_map { key: "NOT_FOUND" value: RETRIABLE }
-  status_map { key: "CANCELLED" value: DEAD_LETTER }
-  status_map { key: "ABORTED" value: SUCCESS }
+  status_map { key: "NOT_FOUND" value: STATUS_OUTCOME_RETRIABLE }
+  status_map { key: "CANCELLED" value: STATUS_OUTCOME_DEAD_LETTER }
+  status_map { key: "ABORTED" value: STATUS_OUTCOME_SUCCESS }
   outage_after: 1000
   probe_initial_ms: 60000
   max_response_bytes: 67108864)cfg"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const v1::GrpcProcessorConfig& grpc = loaded->proto.processor().grpc();
   EXPECT_EQ(grpc.max_concurrent_calls(), 1024u);
-  EXPECT_EQ(grpc.status_map().at("NOT_FOUND"), v1::RETRIABLE);
+  EXPECT_EQ(grpc.status_map().at("NOT_FOUND"), v1::STATUS_OUTCOME_RETRIABLE);
   // The longest delay between probes is never below the first.
   EXPECT_EQ(grpc.probe_max_ms(), 60000u);
 }
@@ -376,70 +380,117 @@ TEST(ConfigLoaderTest, OrderingDefaultsToUnorderedInTheEffectiveConfig) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kUnordered);
-  EXPECT_EQ(loaded->proto.ordering(), v1::UNORDERED);
+  EXPECT_EQ(loaded->proto.ordering(), v1::ORDERING_UNORDERED);
   EXPECT_FALSE(loaded->proto.in_order());
 }
 
 TEST(ConfigLoaderTest, OrderingKeyKeepsRetryThreads) {
-  absl::StatusOr<LoadedConfig> loaded = Load(WithBase("ordering: KEY"));
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase("ordering: ORDERING_KEY"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kKey);
   EXPECT_EQ(loaded->engine.retry.threads, 1);
-  EXPECT_EQ(loaded->proto.ordering(), v1::KEY);
+  EXPECT_EQ(loaded->proto.ordering(), v1::ORDERING_KEY);
   EXPECT_FALSE(loaded->proto.in_order());
 
   // Only in order excludes retry threads.
-  loaded = Load(WithBase("ordering: KEY\nretry { threads: 3 }"));
+  loaded = Load(WithBase("ordering: ORDERING_KEY\nretry { threads: 3 }"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.retry.threads, 3);
 
-  loaded = Load(WithBase("ordering: UNORDERED\nin_order: false"));
+  loaded = Load(WithBase("ordering: ORDERING_UNORDERED\nin_order: false"));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kUnordered);
 }
 
 TEST(ConfigLoaderTest, OrderingInOrderIsInOrderByEitherSpelling) {
-  for (const char* text :
-       {"ordering: IN_ORDER", "in_order: true", "ordering: IN_ORDER\nin_order: true"}) {
+  for (const char* text : {"ordering: ORDERING_IN_ORDER", "in_order: true",
+                           "ordering: ORDERING_IN_ORDER\nin_order: true"}) {
     SCOPED_TRACE(text);
     absl::StatusOr<LoadedConfig> loaded = Load(WithBase(text));
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(loaded->engine.ordering, engine::Ordering::kInOrder);
     EXPECT_EQ(loaded->engine.retry.threads, 0);
     // The effective config says it both ways, for old and new readers.
-    EXPECT_EQ(loaded->proto.ordering(), v1::IN_ORDER);
+    EXPECT_EQ(loaded->proto.ordering(), v1::ORDERING_IN_ORDER);
     EXPECT_TRUE(loaded->proto.in_order());
   }
 }
 
 TEST(ConfigLoaderTest, OrderingInOrderWithRetryThreadsIsRejected) {
-  const std::string error = ErrorOf(WithBase("ordering: IN_ORDER\nretry {\n  threads: 2\n}"));
+  const std::string error =
+      ErrorOf(WithBase("ordering: ORDERING_IN_ORDER\nretry {\n  threads: 2\n}"));
   EXPECT_THAT(error, StartsWith("test.textproto:3: retry.threads: "));
-  EXPECT_THAT(error, HasSubstr("ordering: IN_ORDER keeps strict order"));
-  EXPECT_THAT(error, HasSubstr("set threads: 0 or ordering: KEY or UNORDERED"));
+  EXPECT_THAT(error, HasSubstr("ordering: ORDERING_IN_ORDER keeps strict order"));
+  EXPECT_THAT(error, HasSubstr("set threads: 0 or ordering: ORDERING_KEY or ORDERING_UNORDERED"));
 }
 
 TEST(ConfigLoaderTest, OrderingAndInOrderThatDisagreeAreRejected) {
-  std::string error = ErrorOf(WithBase("in_order: true\nordering: KEY"));
+  std::string error = ErrorOf(WithBase("in_order: true\nordering: ORDERING_KEY"));
   EXPECT_THAT(error, StartsWith("test.textproto:2: ordering: "));
-  EXPECT_THAT(error, HasSubstr("ordering: KEY disagrees with in_order: true"));
+  EXPECT_THAT(error, HasSubstr("ordering: ORDERING_KEY disagrees with in_order: true"));
 
-  error = ErrorOf(WithBase("in_order: true\nordering: UNORDERED"));
-  EXPECT_THAT(error, HasSubstr("ordering: UNORDERED disagrees with in_order: true"));
+  error = ErrorOf(WithBase("in_order: true\nordering: ORDERING_UNORDERED"));
+  EXPECT_THAT(error, HasSubstr("ordering: ORDERING_UNORDERED disagrees with in_order: true"));
 
-  error = ErrorOf(WithBase("in_order: false\nordering: IN_ORDER"));
-  EXPECT_THAT(error, HasSubstr("ordering: IN_ORDER disagrees with in_order: false"));
+  error = ErrorOf(WithBase("in_order: false\nordering: ORDERING_IN_ORDER"));
+  EXPECT_THAT(error, HasSubstr("ordering: ORDERING_IN_ORDER disagrees with in_order: false"));
 }
 
 TEST(ConfigLoaderTest, UnknownOrderingIsRejected) {
   // (The parser places the error at the token after the value.)
   std::string error = ErrorOf(WithBase("ordering: SORTED primary_threads: 1"));
+  // Only the current names are offered, not the deprecated aliases.
   EXPECT_THAT(error, StartsWith("test.textproto:1: ordering: unknown value \"SORTED\" (one of: "
-                                "UNORDERED, IN_ORDER, KEY)"));
+                                "ORDERING_UNORDERED, ORDERING_IN_ORDER, ORDERING_KEY)"));
 
   error = ErrorOf(WithBase("ordering: 7"));
   EXPECT_THAT(error, StartsWith("test.textproto:1: ordering: "));
-  EXPECT_THAT(error, HasSubstr("must be UNORDERED, IN_ORDER or KEY, got 7"));
+  EXPECT_THAT(error,
+              HasSubstr("must be ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY, got 7"));
+}
+
+// The names from before the enum prefix are deprecated aliases of the same
+// numbers: a config written with them loads as with the new names, and the
+// effective config (GetStatus, text or JSON) prints the new ones.
+TEST(ConfigLoaderTest, OldEnumValueNamesStillLoad) {
+  const std::string grpc_with = R"cfg(
+  target: "x:1"
+  status_map { key: "NOT_FOUND" value: RETRIABLE }
+  status_map { key: "CANCELLED" value: DEAD_LETTER }
+  status_map { key: "ABORTED" value: SUCCESS })cfg";
+  for (const auto& [old_name, new_name, ordering] :
+       {std::tuple{"UNORDERED", "ORDERING_UNORDERED", v1::ORDERING_UNORDERED},
+        std::tuple{"IN_ORDER", "ORDERING_IN_ORDER", v1::ORDERING_IN_ORDER},
+        std::tuple{"KEY", "ORDERING_KEY", v1::ORDERING_KEY}}) {
+    SCOPED_TRACE(old_name);
+    const std::string ordering_line = absl::StrCat("ordering: ", old_name, "\n");
+    absl::StatusOr<LoadedConfig> old_names = Load(ordering_line + WithGrpc(grpc_with));
+    ASSERT_TRUE(old_names.ok()) << old_names.status();
+    absl::StatusOr<LoadedConfig> new_names =
+        Load(absl::StrCat("ordering: ", new_name, "\n") +
+             WithGrpc(absl::StrReplaceAll(grpc_with, {{"RETRIABLE", "STATUS_OUTCOME_RETRIABLE"},
+                                                      {"DEAD_LETTER", "STATUS_OUTCOME_DEAD_LETTER"},
+                                                      {"SUCCESS", "STATUS_OUTCOME_SUCCESS"}})));
+    ASSERT_TRUE(new_names.ok()) << new_names.status();
+
+    EXPECT_EQ(old_names->proto.ordering(), ordering);
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(old_names->proto, new_names->proto));
+    const auto& status_map = old_names->proto.processor().grpc().status_map();
+    EXPECT_EQ(status_map.at("NOT_FOUND"), v1::STATUS_OUTCOME_RETRIABLE);
+    EXPECT_EQ(status_map.at("CANCELLED"), v1::STATUS_OUTCOME_DEAD_LETTER);
+    EXPECT_EQ(status_map.at("ABORTED"), v1::STATUS_OUTCOME_SUCCESS);
+
+    std::string text;
+    ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(old_names->proto, &text));
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("ordering: ", new_name, "\n")));
+    EXPECT_THAT(text, HasSubstr("value: STATUS_OUTCOME_DEAD_LETTER"));
+    std::string json;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(old_names->proto, &json).ok());
+    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"ordering\":\"", new_name, "\"")));
+    EXPECT_THAT(json, HasSubstr("\"CANCELLED\":\"STATUS_OUTCOME_DEAD_LETTER\""));
+    EXPECT_THAT(json, Not(HasSubstr(absl::StrCat("\"", old_name, "\""))));
+  }
 }
 
 TEST(ConfigLoaderTest, SeveralInputsNeedExplicitRetryAndDeadLetterTopics) {
@@ -746,18 +797,20 @@ INSTANTIATE_TEST_SUITE_P(
                   "processor.grpc.tls.key_file: mutual TLS needs both cert_file and key_file"},
         BadConfig{"GrpcStatusMapUnknownCode",
                   WithGrpc("  target: \"x:1\"\n  status_map { key: \"not_found\" value: "
-                           "RETRIABLE }"),
+                           "STATUS_OUTCOME_RETRIABLE }"),
                   "test.textproto:5: processor.grpc.status_map[\"not_found\"]: not a gRPC "
                   "status code name"},
         BadConfig{"GrpcStatusMapOk",
-                  WithGrpc("  target: \"x:1\"\n  status_map { key: \"OK\" value: RETRIABLE }"),
+                  WithGrpc("  target: \"x:1\"\n  status_map { key: \"OK\" value: "
+                           "STATUS_OUTCOME_RETRIABLE }"),
                   "test.textproto:5: processor.grpc.status_map[\"OK\"]: OK always means success "
                   "and cannot be changed"},
         BadConfig{"GrpcStatusMapUnspecified",
                   WithGrpc("  target: \"x:1\"\n  status_map { key: \"ABORTED\" value: "
                            "STATUS_OUTCOME_UNSPECIFIED }"),
                   "test.textproto:5: processor.grpc.status_map[\"ABORTED\"]: say what the code "
-                  "means: SUCCESS, RETRIABLE or DEAD_LETTER"}),
+                  "means: STATUS_OUTCOME_SUCCESS, STATUS_OUTCOME_RETRIABLE or "
+                  "STATUS_OUTCOME_DEAD_LETTER"}),
     [](const ::testing::TestParamInfo<BadConfig>& info) { return info.param.name; });
 
 TEST(ConfigLoaderTest, UnknownFieldNamesLineAndSuggestsTheField) {

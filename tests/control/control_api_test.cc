@@ -98,7 +98,7 @@ class ControlApiTest : public ::testing::Test {
     if (!ready_ || client_ == nullptr) return;
     engine_->processor->set_failing(false);
     if (engine_->engine->ordering() != engine::Ordering::kUnordered) {
-      EXPECT_TRUE(client_->SetOrderingMode(v1::UNORDERED, false).ok());
+      EXPECT_TRUE(client_->SetOrderingMode(v1::ORDERING_UNORDERED, false).ok());
     }
     std::vector<uint32_t> retry = RetryThreadIds(*client_);
     if (retry.size() > 1) {
@@ -132,9 +132,9 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   const absl::StatusOr<v1::GetStatusResponse> response = client_->GetStatus();
   ASSERT_TRUE(response.ok()) << response.status();
   const v1::GetStatusResponse& status = *response;
-  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
+  EXPECT_EQ(status.state(), v1::ENGINE_STATE_RUNNING);
   EXPECT_FALSE(status.in_order());
-  EXPECT_EQ(status.ordering(), v1::UNORDERED);
+  EXPECT_EQ(status.ordering(), v1::ORDERING_UNORDERED);
   EXPECT_EQ(status.parked_keys().keys(), 0);
   EXPECT_EQ(status.parked_keys().records(), 0);
   EXPECT_EQ(status.parked_keys().oldest_unix_ms(), 0);
@@ -158,12 +158,12 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
     EXPECT_GT(t.state_since_unix_ms(), 0);
     EXPECT_FALSE(t.assigned_partitions().empty()) << "thread " << t.thread_id();
     for (const v1::TopicPartition& tp : t.assigned_partitions()) {
-      EXPECT_EQ(tp.topic(),
-                t.role() == v1::PRIMARY ? engine_->topics.input : engine_->topics.retry);
+      EXPECT_EQ(tp.topic(), t.role() == v1::THREAD_ROLE_PRIMARY ? engine_->topics.input
+                                                                : engine_->topics.retry);
     }
   }
-  EXPECT_EQ(roles[v1::PRIMARY], 1);
-  EXPECT_EQ(roles[v1::RETRY], 1);
+  EXPECT_EQ(roles[v1::THREAD_ROLE_PRIMARY], 1);
+  EXPECT_EQ(roles[v1::THREAD_ROLE_RETRY], 1);
 }
 
 TEST_F(ControlApiTest, StartRetryThreadsValidatesCount) {
@@ -352,7 +352,7 @@ TEST_F(ControlApiTest, DrainWithATooShortDeadlineLeavesTheEngineAsItWas) {
   const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_FALSE(status->in_order());
-  EXPECT_EQ(status->state(), v1::ENGINE_RUNNING);
+  EXPECT_EQ(status->state(), v1::ENGINE_STATE_RUNNING);
   EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before)) << "same retry threads";
 }
 
@@ -383,13 +383,14 @@ TEST_F(ControlApiTest, CancelledDrainResumesInputAtOnce) {
   v1::SetInOrderResponse response;
   grpc::Status drain;
   std::thread caller([&] { drain = stub->SetInOrder(&context, request, &response); });
-  const bool draining = WaitFor([&] { return state() == v1::ENGINE_DRAINING; }, absl::Seconds(30));
+  const bool draining =
+      WaitFor([&] { return state() == v1::ENGINE_STATE_DRAINING; }, absl::Seconds(30));
   context.TryCancel();
   caller.join();
   ASSERT_TRUE(draining) << "the drain did not begin";
   EXPECT_EQ(drain.error_code(), grpc::StatusCode::CANCELLED) << drain.error_message();
 
-  EXPECT_TRUE(WaitFor([&] { return state() == v1::ENGINE_RUNNING; }, absl::Seconds(10)))
+  EXPECT_TRUE(WaitFor([&] { return state() == v1::ENGINE_STATE_RUNNING; }, absl::Seconds(10)))
       << "input stays paused after the call was cancelled";
   const absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
@@ -437,10 +438,12 @@ TEST_F(ControlApiTest, SetOrderingModeValidatesArguments) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {v1::ORDERING_UNSPECIFIED, false, "mode: must be UNORDERED, IN_ORDER or KEY"},
-      {static_cast<v1::Ordering>(7), false, "mode: must be UNORDERED, IN_ORDER or KEY, got 7"},
-      {v1::KEY, true, "drain_retries: only with mode IN_ORDER"},
-      {v1::UNORDERED, true, "drain_retries: only with mode IN_ORDER"},
+      {v1::ORDERING_UNSPECIFIED, false,
+       "mode: must be ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY"},
+      {static_cast<v1::Ordering>(7), false,
+       "mode: must be ORDERING_UNORDERED, ORDERING_IN_ORDER or ORDERING_KEY, got 7"},
+      {v1::ORDERING_KEY, true, "drain_retries: only with mode ORDERING_IN_ORDER"},
+      {v1::ORDERING_UNORDERED, true, "drain_retries: only with mode ORDERING_IN_ORDER"},
   };
   for (const Case& c : cases) {
     const absl::Status s = client_->SetOrderingMode(c.mode, c.drain).status();
@@ -454,12 +457,12 @@ TEST_F(ControlApiTest, SetOrderingModeValidatesArguments) {
 // Only in order excludes retry threads: from unordered and from key order
 // alike, the switch is refused while one runs, and nothing changes.
 TEST_F(ControlApiTest, SetOrderingModeRefusesInOrderWhileRetryThreadsRun) {
-  for (const v1::Ordering from : {v1::UNORDERED, v1::KEY}) {
+  for (const v1::Ordering from : {v1::ORDERING_UNORDERED, v1::ORDERING_KEY}) {
     SCOPED_TRACE(v1::Ordering_Name(from));
     const absl::StatusOr<v1::SetOrderingModeResponse> set = client_->SetOrderingMode(from, false);
     ASSERT_TRUE(set.ok()) << set.status();
     EXPECT_EQ(set->mode(), from);
-    const absl::Status s = client_->SetOrderingMode(v1::IN_ORDER, false).status();
+    const absl::Status s = client_->SetOrderingMode(v1::ORDERING_IN_ORDER, false).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_THAT(std::string(s.message()), ContainsRegex("(drain_retries|StopRetryThreads)"))
         << "the message says what to do";
@@ -477,9 +480,10 @@ TEST_F(ControlApiTest, SetOrderingModeRefusesInOrderWhileRetryThreadsRun) {
 // a retry thread's parked gauge) report; once the key recovers it is
 // released, and unordered forgets parking altogether.
 TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
-  const absl::StatusOr<v1::SetOrderingModeResponse> key = client_->SetOrderingMode(v1::KEY, false);
+  const absl::StatusOr<v1::SetOrderingModeResponse> key =
+      client_->SetOrderingMode(v1::ORDERING_KEY, false);
   ASSERT_TRUE(key.ok()) << key.status();
-  EXPECT_EQ(key->mode(), v1::KEY);
+  EXPECT_EQ(key->mode(), v1::ORDERING_KEY);
   EXPECT_THAT(key->stopped_thread_ids(), IsEmpty());
   EXPECT_THAT(key->started_thread_ids(), IsEmpty()) << "a retry thread runs already";
   EXPECT_EQ(engine_->engine->ordering(), engine::Ordering::kKey);
@@ -499,7 +503,7 @@ TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
       },
       absl::Seconds(30)))
       << "the key was not parked with its records: " << status.ShortDebugString();
-  EXPECT_EQ(status.ordering(), v1::KEY);
+  EXPECT_EQ(status.ordering(), v1::ORDERING_KEY);
   EXPECT_FALSE(status.in_order());
   EXPECT_GE(status.parked_keys().keys(), 1);
   EXPECT_GE(status.parked_keys().oldest_unix_ms(), start_ms - 1000);
@@ -510,10 +514,10 @@ TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
   bool held = false;
   int snapshots = 0;
   const absl::Status watched = client_->Watch(100, {}, [&](const v1::MetricsSnapshot& snapshot) {
-    EXPECT_EQ(snapshot.ordering(), v1::KEY);
+    EXPECT_EQ(snapshot.ordering(), v1::ORDERING_KEY);
     EXPECT_FALSE(snapshot.in_order());
     for (const v1::ThreadMetrics& t : snapshot.threads()) {
-      held = held || (t.role() == v1::RETRY && t.parked() >= 2);
+      held = held || (t.role() == v1::THREAD_ROLE_RETRY && t.parked() >= 2);
     }
     return !held && ++snapshots < 300;
   });
@@ -530,13 +534,13 @@ TEST_F(ControlApiTest, SetOrderingModeKeyReportsParkedKeysAndBack) {
       << "the key was not released once it recovered";
 
   const absl::StatusOr<v1::SetOrderingModeResponse> unordered =
-      client_->SetOrderingMode(v1::UNORDERED, false);
+      client_->SetOrderingMode(v1::ORDERING_UNORDERED, false);
   ASSERT_TRUE(unordered.ok()) << unordered.status();
-  EXPECT_EQ(unordered->mode(), v1::UNORDERED);
+  EXPECT_EQ(unordered->mode(), v1::ORDERING_UNORDERED);
   EXPECT_EQ(unordered->parked_keys(), 0);
   const absl::StatusOr<v1::GetStatusResponse> after = client_->GetStatus();
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_EQ(after->ordering(), v1::UNORDERED);
+  EXPECT_EQ(after->ordering(), v1::ORDERING_UNORDERED);
   EXPECT_EQ(after->parked_keys().keys(), 0);
   EXPECT_EQ(after->parked_keys().oldest_unix_ms(), 0);
   EXPECT_EQ(RetryThreadIds(*client_).size(), 1u);
@@ -549,24 +553,25 @@ TEST_F(ControlApiTest, SetOrderingModeDrainsIntoInOrderAndLeavesIntoKey) {
   const std::vector<uint32_t> before = RetryThreadIds(*client_);
   ASSERT_EQ(before.size(), 1u);
   absl::StatusOr<v1::SetOrderingModeResponse> response =
-      Client(Channel(Target()), "", absl::Seconds(90))->SetOrderingMode(v1::IN_ORDER, true);
+      Client(Channel(Target()), "", absl::Seconds(90))
+          ->SetOrderingMode(v1::ORDERING_IN_ORDER, true);
   ASSERT_TRUE(response.ok()) << response.status();
-  EXPECT_EQ(response->mode(), v1::IN_ORDER);
+  EXPECT_EQ(response->mode(), v1::ORDERING_IN_ORDER);
   EXPECT_THAT(response->stopped_thread_ids(), ElementsAreArray(before));
   absl::StatusOr<v1::GetStatusResponse> status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->ordering(), v1::IN_ORDER);
+  EXPECT_EQ(status->ordering(), v1::ORDERING_IN_ORDER);
   EXPECT_TRUE(status->in_order()) << "kept for older clients";
   EXPECT_THAT(RetryThreadIds(*client_), IsEmpty());
 
-  response = client_->SetOrderingMode(v1::KEY, false);
+  response = client_->SetOrderingMode(v1::ORDERING_KEY, false);
   ASSERT_TRUE(response.ok()) << response.status();
-  EXPECT_EQ(response->mode(), v1::KEY);
+  EXPECT_EQ(response->mode(), v1::ORDERING_KEY);
   EXPECT_EQ(response->started_thread_ids_size(), 1) << "retry.threads read the retry topic again";
   EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(response->started_thread_ids()));
   status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->ordering(), v1::KEY);
+  EXPECT_EQ(status->ordering(), v1::ORDERING_KEY);
   EXPECT_FALSE(status->in_order());
   ASSERT_TRUE(client_->StartRetryThreads(1).ok()) << "key order allows retry threads";
 }
@@ -826,12 +831,12 @@ TEST_F(ControlApiTest, WatchMetricsStreamsSnapshots) {
     ASSERT_TRUE(reader->Read(&snapshot));
     EXPECT_GE(snapshot.time_unix_ms(), last_time);
     last_time = snapshot.time_unix_ms();
-    EXPECT_EQ(snapshot.engine_state(), v1::ENGINE_RUNNING);
+    EXPECT_EQ(snapshot.engine_state(), v1::ENGINE_STATE_RUNNING);
     std::set<uint32_t> got;
     for (const v1::ThreadMetrics& t : snapshot.threads()) {
       got.insert(t.thread_id());
       EXPECT_NE(t.role(), v1::THREAD_ROLE_UNSPECIFIED);
-      EXPECT_NE(t.state(), v1::STOPPED);
+      EXPECT_NE(t.state(), v1::THREAD_STATE_STOPPED);
       EXPECT_GE(t.time_in_state_ms(), 0);
       EXPECT_GE(t.processed(), t.succeeded());
     }
@@ -856,7 +861,7 @@ TEST_F(ControlApiTest, WatchMetricsFiltersThreadsAndIgnoresUnknownIds) {
         EXPECT_EQ(snapshot.threads_size(), 1);
         if (snapshot.threads_size() != 1) return false;
         EXPECT_EQ(snapshot.threads(0).thread_id(), primary);
-        EXPECT_EQ(snapshot.threads(0).role(), v1::PRIMARY);
+        EXPECT_EQ(snapshot.threads(0).role(), v1::THREAD_ROLE_PRIMARY);
         return snapshots < 3;
       });
   EXPECT_TRUE(s.ok()) << s;
@@ -926,7 +931,8 @@ TEST_F(ControlApiTest, TwentyWatchersWhileThreadsStartAndStop) {
         for (const v1::ThreadMetrics& t : snapshot.threads()) {
           if (log.stopped.count(t.thread_id()) > 0) log.seen_after_stop.insert(t.thread_id());
           log.seen.insert(t.thread_id());
-          if (t.state() == v1::STOPPED || t.state() == v1::FAILED) ++log.stopped[t.thread_id()];
+          if (t.state() == v1::THREAD_STATE_STOPPED || t.state() == v1::THREAD_STATE_FAILED)
+            ++log.stopped[t.thread_id()];
         }
       }
       log.status = reader->Finish();

@@ -186,7 +186,7 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
     s = client->SetInOrder(false, false).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
     EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("s3cret-token")));
-    s = client->SetOrderingMode(v1::KEY, false).status();
+    s = client->SetOrderingMode(v1::ORDERING_KEY, false).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
     s = client->SetOrderingMode(v1::ORDERING_UNSPECIFIED, true).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << "checked before the fields";
@@ -211,9 +211,9 @@ TEST_F(ControlServerTest, TokenGuardsMutatingRpcs) {
             absl::StatusCode::kInvalidArgument)
       << "past the token check";
   const absl::StatusOr<v1::SetOrderingModeResponse> same =
-      right->SetOrderingMode(v1::UNORDERED, false);
+      right->SetOrderingMode(v1::ORDERING_UNORDERED, false);
   ASSERT_TRUE(same.ok()) << same.status();
-  EXPECT_EQ(same->mode(), v1::UNORDERED);
+  EXPECT_EQ(same->mode(), v1::ORDERING_UNORDERED);
   EXPECT_EQ(engine_->engine->ordering(), engine::Ordering::kUnordered);
   EXPECT_EQ(engine_->engine->Threads().size(), 2u) << "nothing changed";
 }
@@ -467,7 +467,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   EXPECT_EQ(Health(channel, "retryd.v1.Control"), HealthCheckResponse::SERVING);
   absl::StatusOr<v1::GetStatusResponse> status = Client(channel)->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->downstream().state(), v1::DOWN);
+  EXPECT_EQ(status->downstream().state(), v1::DOWNSTREAM_STATE_DOWN);
   EXPECT_GT(status->downstream().down_since_unix_ms(), 0);
   EXPECT_NE(status->downstream().last_error().find("UNAVAILABLE"), std::string::npos)
       << status->downstream().last_error();
@@ -478,7 +478,7 @@ TEST(ControlHealthTest, DownstreamOutageHasItsOwnServiceName) {
   EXPECT_TRUE(testing::WaitForOutcomes(*engine, topics, {"a", "b", "c", "d", "e", "f"}));
   status = Client(channel)->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->downstream().state(), v1::UP);
+  EXPECT_EQ(status->downstream().state(), v1::DOWNSTREAM_STATE_UP);
   EXPECT_EQ(status->downstream().outages(), 1);
   server.Stop();
   engine->Stop();
@@ -659,7 +659,7 @@ TEST(ControlMainTest, ServesTheControlApiUntilSigterm) {
   const absl::StatusOr<v1::GetStatusResponse> response = Client(channel)->GetStatus();
   ASSERT_TRUE(response.ok()) << response.status();
   const v1::GetStatusResponse& status = *response;
-  EXPECT_EQ(status.state(), v1::ENGINE_RUNNING);
+  EXPECT_EQ(status.state(), v1::ENGINE_STATE_RUNNING);
   EXPECT_EQ(status.config().group_id(), "control-main");
   EXPECT_EQ(status.config().kafka().properties_from_env().at("sasl.password"),
             "RETRYD_TEST_KAFKA_PASSWORD");

@@ -64,7 +64,7 @@ std::vector<uint32_t> RetryThreadIds(RetrydClient& client) {
   absl::StatusOr<v1::GetStatusResponse> status = client.GetStatus();
   if (!status.ok()) return ids;
   for (const v1::ThreadInfo& t : status->threads()) {
-    if (t.role() == v1::RETRY) ids.push_back(t.thread_id());
+    if (t.role() == v1::THREAD_ROLE_RETRY) ids.push_back(t.thread_id());
   }
   return ids;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -171,16 +172,16 @@ TEST(SnapshotBuilderTest, LatenciesCoverTheIntervalCountsAreCumulative) {
   auto sample = std::make_shared<engine::EngineSample>(*Sample(1000, {first}));
   sample->ordering = engine::Ordering::kKey;
   builder.Build(sample, out);
-  EXPECT_EQ(out.ordering(), v1::KEY);
+  EXPECT_EQ(out.ordering(), v1::ORDERING_KEY);
   EXPECT_FALSE(out.in_order());
   EXPECT_EQ(out.interval_ms(), 0u) << "the first snapshot has no interval";
   EXPECT_EQ(out.time_unix_ms(), 1000);
   EXPECT_EQ(out.retry_backlog(), 7);
-  EXPECT_EQ(out.engine_state(), v1::ENGINE_RUNNING);
+  EXPECT_EQ(out.engine_state(), v1::ENGINE_STATE_RUNNING);
   ASSERT_EQ(out.threads_size(), 1);
   EXPECT_EQ(out.threads(0).processing_latency().count(), 10u);
   EXPECT_EQ(out.threads(0).time_in_state_ms(), 500);
-  EXPECT_EQ(out.threads(0).role(), v1::PRIMARY);
+  EXPECT_EQ(out.threads(0).role(), v1::THREAD_ROLE_PRIMARY);
   ASSERT_EQ(out.threads(0).assigned_partitions_size(), 1);
   EXPECT_EQ(out.threads(0).parked(), 4);
 
@@ -221,7 +222,7 @@ TEST(SnapshotBuilderTest, StoppedThreadAppearsOnceThenLeaves) {
                               Thread(9, engine::ThreadState::kStopped, 900, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 2));
-  EXPECT_EQ(out.threads(1).state(), v1::STOPPED);
+  EXPECT_EQ(out.threads(1).state(), v1::THREAD_STATE_STOPPED);
 
   builder.Build(Sample(1200, {Thread(1, engine::ThreadState::kRunning, 0, 0),
                               Thread(2, engine::ThreadState::kStopped, 1050, 0),
@@ -233,7 +234,7 @@ TEST(SnapshotBuilderTest, StoppedThreadAppearsOnceThenLeaves) {
                               Thread(3, engine::ThreadState::kFailed, 1250, 0)}),
                 out);
   EXPECT_THAT(Ids(out), ::testing::ElementsAre(1, 3));
-  EXPECT_EQ(out.threads(1).state(), v1::FAILED);
+  EXPECT_EQ(out.threads(1).state(), v1::THREAD_STATE_FAILED);
   builder.Build(Sample(1400, {Thread(1, engine::ThreadState::kRunning, 0, 0),
                               Thread(3, engine::ThreadState::kFailed, 1250, 0)}),
                 out);
@@ -290,8 +291,8 @@ TEST(ProtoConvertTest, InFlightRecordKeepsEveryFieldAndANullKey) {
   v1::InFlightRecord out;
   ToProto(r, /*now_ms=*/4'000, out);
   EXPECT_EQ(out.thread_id(), 3u);
-  EXPECT_EQ(out.role(), v1::RETRY);
-  EXPECT_EQ(out.state(), v1::WAITING_DUE);
+  EXPECT_EQ(out.role(), v1::THREAD_ROLE_RETRY);
+  EXPECT_EQ(out.state(), v1::IN_FLIGHT_STATE_WAITING_DUE);
   EXPECT_EQ(out.topic(), "orders");
   EXPECT_EQ(out.partition(), 2);
   EXPECT_EQ(out.offset(), 41);
@@ -314,7 +315,8 @@ TEST(ProtoConvertTest, InFlightRecordKeepsEveryFieldAndANullKey) {
   for (engine::InFlightState s :
        {engine::InFlightState::kInCall, engine::InFlightState::kWaitingDue,
         engine::InFlightState::kWaitingBehind, engine::InFlightState::kDeferred}) {
-    EXPECT_EQ(v1::InFlightState_Name(ToProto(s)), engine::InFlightStateName(s));
+    EXPECT_EQ(v1::InFlightState_Name(ToProto(s)),
+              absl::StrCat("IN_FLIGHT_STATE_", engine::InFlightStateName(s)));
   }
 }
 
@@ -363,7 +365,7 @@ TEST(ProtoConvertTest, OrderingAndParkedKeys) {
     EXPECT_NE(ToProto(o), v1::ORDERING_UNSPECIFIED) << engine::OrderingName(o);
     EXPECT_EQ(FromProto(ToProto(o)), o) << engine::OrderingName(o);
   }
-  EXPECT_EQ(ToProto(engine::Ordering::kKey), v1::KEY);
+  EXPECT_EQ(ToProto(engine::Ordering::kKey), v1::ORDERING_KEY);
   EXPECT_EQ(FromProto(v1::ORDERING_UNSPECIFIED), std::nullopt);
   EXPECT_EQ(FromProto(static_cast<v1::Ordering>(7)), std::nullopt);
 
@@ -391,13 +393,14 @@ TEST(RequestValidationTest, SetOrderingModeNeedsAModeAndDrainOnlyIntoInOrder) {
   request.set_mode(static_cast<v1::Ordering>(99));
   EXPECT_THAT(ValidateSetOrderingModeRequest(request).message(), HasSubstr("got 99"));
 
-  for (const v1::Ordering mode : {v1::UNORDERED, v1::IN_ORDER, v1::KEY}) {
+  for (const v1::Ordering mode :
+       {v1::ORDERING_UNORDERED, v1::ORDERING_IN_ORDER, v1::ORDERING_KEY}) {
     request.set_mode(mode);
     request.set_drain_retries(false);
     EXPECT_TRUE(ValidateSetOrderingModeRequest(request).ok()) << mode;
     request.set_drain_retries(true);
     s = ValidateSetOrderingModeRequest(request);
-    EXPECT_EQ(s.ok(), mode == v1::IN_ORDER) << mode << ": " << s;
+    EXPECT_EQ(s.ok(), mode == v1::ORDERING_IN_ORDER) << mode << ": " << s;
     if (!s.ok()) {
       EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("drain_retries: "));
     }

@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
@@ -378,16 +379,18 @@ TEST_F(MetricsServerTest, ScrapeUnderLoadAgreesWithGetStatus) {
                  s.at("retryd_parked_records") == static_cast<double>(a.parked_keys().records()) &&
                  s.at("retryd_in_flight") == static_cast<double>(a.totals().in_flight()) &&
                  s.at(Key("retryd_engine_state", {{"state", "RUNNING"}})) ==
-                     (a.state() == v1::ENGINE_RUNNING ? 1 : 0) &&
+                     (a.state() == v1::ENGINE_STATE_RUNNING ? 1 : 0) &&
                  s.at("retryd_kafka_reachable") == (a.kafka_reachable() ? 1 : 0) &&
                  s.at(Key("retryd_downstream_up", {{"role", "primary"}})) ==
-                     (a.downstream().state() == v1::DOWN ? 0 : 1);
+                     (a.downstream().state() == v1::DOWNSTREAM_STATE_DOWN ? 0 : 1);
     for (const v1::ThreadInfo& t : a.threads()) {
-      const std::string state = v1::ThreadState_Name(t.state());
-      const auto it = s.find(
-          Key("retryd_thread_state", {{"thread_id", absl::StrCat(t.thread_id())},
-                                      {"role", t.role() == v1::PRIMARY ? "primary" : "retry"},
-                                      {"state", state}}));
+      // The metric's label is the engine's name, without the proto's prefix.
+      const std::string state(absl::StripPrefix(v1::ThreadState_Name(t.state()), "THREAD_STATE_"));
+      const auto it =
+          s.find(Key("retryd_thread_state",
+                     {{"thread_id", absl::StrCat(t.thread_id())},
+                      {"role", t.role() == v1::THREAD_ROLE_PRIMARY ? "primary" : "retry"},
+                      {"state", state}}));
       equal = equal && it != s.end() && it->second == 1;
     }
     return equal;

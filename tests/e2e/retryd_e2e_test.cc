@@ -260,7 +260,7 @@ TEST_F(RetrydE2eTest, KeyOrderAcrossTwoProcessesAndAKill) {
   const std::string config =
       dir_.WriteFile("key.textproto",
                      absl::StrCat(ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/1),
-                                  "ordering: KEY\n"));
+                                  "ordering: ORDERING_KEY\n"));
 
   RetrydProcess survivor(Path("survivor"), {"--config", config});
   ASSERT_TRUE(survivor.started());
@@ -698,11 +698,11 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
   std::string json = status_json();
   EXPECT_THAT(json, HasSubstr("\"in_order\": true"));
-  // No retry thread: RETRY is named once, by the downstream's view of the
-  // retry role (downstream.roles), and by no thread.
+  // No retry thread: THREAD_ROLE_RETRY is named once, by the downstream's
+  // view of the retry role (downstream.roles), and by no thread.
   size_t retry_named = 0;
-  for (size_t at = json.find("\"RETRY\""); at != std::string::npos;
-       at = json.find("\"RETRY\"", at + 1)) {
+  for (size_t at = json.find("\"THREAD_ROLE_RETRY\""); at != std::string::npos;
+       at = json.find("\"THREAD_ROLE_RETRY\"", at + 1)) {
     ++retry_named;
   }
   EXPECT_EQ(retry_named, 1u) << json;
@@ -715,7 +715,7 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   EXPECT_TRUE(ExitedWith(r.status, 0)) << r.err;
   json = status_json();
   EXPECT_THAT(json, ::testing::Not(HasSubstr("\"in_order\": true")));
-  EXPECT_THAT(json, HasSubstr("\"ordering\": \"UNORDERED\""));
+  EXPECT_THAT(json, HasSubstr("\"ordering\": \"ORDERING_UNORDERED\""));
 
   r = run({"ordering", "key"});
   ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
@@ -723,7 +723,7 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   r = run({"status"});
   ASSERT_TRUE(ExitedWith(r.status, 0)) << r.err;
   EXPECT_THAT(r.out, HasSubstr("ordering      key ("));
-  EXPECT_THAT(status_json(), HasSubstr("\"ordering\": \"KEY\""));
+  EXPECT_THAT(status_json(), HasSubstr("\"ordering\": \"ORDERING_KEY\""));
   r = run({"ordering", "key", "--drain"});
   EXPECT_TRUE(ExitedWith(r.status, 2)) << "a usage error: " << r.err;
   r = run({"ordering", "unordered"});

@@ -234,7 +234,7 @@ TEST_P(ExampleDownstreamTest, RetrydDeliversItsDemoLoadThroughIt) {
       },
       absl::Seconds(90));
   EXPECT_TRUE(delivered) << status.totals().DebugString();
-  EXPECT_EQ(status.downstream().state(), v1::UP);
+  EXPECT_EQ(status.downstream().state(), v1::DOWNSTREAM_STATE_UP);
   EXPECT_EQ(status.totals().unavailable(), 0) << status.DebugString();
   client.reset();
   retryd.Signal(SIGTERM);

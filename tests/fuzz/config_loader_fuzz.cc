@@ -71,12 +71,12 @@ void FuzzConfigLoader(std::string_view text) {
   }
   CheckEngineOptions(loaded->engine);
   const v1::Ordering ordering = loaded->proto.ordering();
-  Require(
-      ordering != v1::ORDERING_UNSPECIFIED &&
-          loaded->proto.in_order() == (ordering == v1::IN_ORDER) &&
-          (loaded->engine.ordering == engine::Ordering::kInOrder) == (ordering == v1::IN_ORDER) &&
-          (loaded->engine.ordering == engine::Ordering::kKey) == (ordering == v1::KEY),
-      "the effective config names the engine's ordering, in both spellings");
+  Require(ordering != v1::ORDERING_UNSPECIFIED &&
+              loaded->proto.in_order() == (ordering == v1::ORDERING_IN_ORDER) &&
+              (loaded->engine.ordering == engine::Ordering::kInOrder) ==
+                  (ordering == v1::ORDERING_IN_ORDER) &&
+              (loaded->engine.ordering == engine::Ordering::kKey) == (ordering == v1::ORDERING_KEY),
+          "the effective config names the engine's ordering, in both spellings");
 
   std::string effective;
   Require(google::protobuf::TextFormat::PrintToString(loaded->proto, &effective),

@@ -163,12 +163,13 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
       v1::SetOrderingModeRequest request;
       if (!Parse(bytes, request)) return;
       const absl::Status status = control::ValidateSetOrderingModeRequest(request);
-      const bool known = request.mode() == v1::UNORDERED || request.mode() == v1::IN_ORDER ||
-                         request.mode() == v1::KEY;
-      Require(
-          status.ok() == (known && (request.mode() == v1::IN_ORDER || !request.drain_retries())),
-          "a mode is accepted exactly when known, with drain_retries only into IN_ORDER",
-          status.ToString());
+      const bool known = request.mode() == v1::ORDERING_UNORDERED ||
+                         request.mode() == v1::ORDERING_IN_ORDER ||
+                         request.mode() == v1::ORDERING_KEY;
+      Require(status.ok() ==
+                  (known && (request.mode() == v1::ORDERING_IN_ORDER || !request.drain_retries())),
+              "a mode is accepted exactly when known, with drain_retries only into IN_ORDER",
+              status.ToString());
       if (!status.ok()) RequireInvalidArgument(status, {"mode", "drain_retries"});
       return;
     }

@@ -150,16 +150,18 @@ void FuzzProcessorResponse(std::string_view input) {
           "only an OK answer replaces anything");
   const retryd::v1::StatusOutcome mapped = table->outcome(code);
   if (outcome.kind == Kind::kOk) {
-    Require(mapped == retryd::v1::SUCCESS, "success only for OK or a code mapped to SUCCESS");
+    Require(mapped == retryd::v1::STATUS_OUTCOME_SUCCESS,
+            "success only for OK or a code mapped to SUCCESS");
     Require(outcome.reason.empty(), "success has no reason");
     return;
   }
-  Require(mapped != retryd::v1::SUCCESS, "a code mapped to SUCCESS is success");
+  Require(mapped != retryd::v1::STATUS_OUTCOME_SUCCESS, "a code mapped to SUCCESS is success");
   Require(outcome.reason.starts_with(StatusCodeName(code)), "the reason starts with the code",
           outcome.reason);
   Require(outcome.reason.find(message) != std::string::npos, "the reason carries the message",
           outcome.reason);
-  const Kind expected = mapped == retryd::v1::DEAD_LETTER ? Kind::kPermanent : Kind::kRetriable;
+  const Kind expected =
+      mapped == retryd::v1::STATUS_OUTCOME_DEAD_LETTER ? Kind::kPermanent : Kind::kRetriable;
   if (PointsAtTheDownstream(code)) {
     Require(outcome.kind == Kind::kUnavailable && outcome.fallback == expected,
             "a code that points at the downstream is kUnavailable, the table's outcome its "

@@ -77,8 +77,9 @@ class Status:
 
     @staticmethod
     def retry_threads(status):
-        return sum(1 for t in status.get("threads", []) if t.get("role") == "RETRY"
-                   and t.get("state") not in ("STOPPED", "FAILED"))
+        return sum(1 for t in status.get("threads", [])
+                   if t.get("role") == "THREAD_ROLE_RETRY"
+                   and t.get("state") not in ("THREAD_STATE_STOPPED", "THREAD_STATE_FAILED"))
 
     @staticmethod
     def backlog(status):

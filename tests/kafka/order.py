@@ -63,7 +63,8 @@ def run(args, work, say):
         # partition for two backoffs.
         records = real_kafka.make_records(args.records, rng, flaky=0.08, keys=args.keys)
         config = os.path.join(work, "retryd.textproto")
-        real_kafka.retryd_config(config, cluster, names, work, f"ordering: {args.ordering}\n" +
+        real_kafka.retryd_config(config, cluster, names, work,
+                                 f"ordering: ORDERING_{args.ordering}\n" +
                                  real_kafka.simulate_body(names, args.seed, 1 if key_order else 0,
                                                           5, 100))
         a = real_kafka.Retryd(args.retryd, config, work, "a")

@@ -65,7 +65,7 @@ def run(args, work, say):
         records = real_kafka.make_records(args.records, rng)
         config = os.path.join(work, "retryd.textproto")
         real_kafka.retryd_config(config, cluster, names, work, f"""
-ordering: {args.ordering}
+ordering: ORDERING_{args.ordering}
 commit_interval_ms: {args.commit_interval_ms}
 max_in_flight: {args.max_in_flight}
 """ + real_kafka.simulate_body(names, args.seed, retry_threads, 4, 500, max_threads=4))

@@ -154,10 +154,10 @@ TEST_F(GrpcProcessorTest, StatusMapOverridesTheTable) {
     server_.SetAnswer(absl::StrCat("c", static_cast<int>(code), "/"), std::move(answer));
   }
   v1::GrpcProcessorConfig config;
-  (*config.mutable_status_map())["NOT_FOUND"] = v1::RETRIABLE;
-  (*config.mutable_status_map())["ABORTED"] = v1::DEAD_LETTER;
-  (*config.mutable_status_map())["UNAVAILABLE"] = v1::SUCCESS;
-  (*config.mutable_status_map())["PERMISSION_DENIED"] = v1::RETRIABLE;
+  (*config.mutable_status_map())["NOT_FOUND"] = v1::STATUS_OUTCOME_RETRIABLE;
+  (*config.mutable_status_map())["ABORTED"] = v1::STATUS_OUTCOME_DEAD_LETTER;
+  (*config.mutable_status_map())["UNAVAILABLE"] = v1::STATUS_OUTCOME_SUCCESS;
+  (*config.mutable_status_map())["PERMISSION_DENIED"] = v1::STATUS_OUTCOME_RETRIABLE;
   std::unique_ptr<GrpcProcessor> processor = Make(config);
   ASSERT_NE(processor, nullptr);
 
@@ -554,7 +554,7 @@ TEST(GrpcProcessorCreateTest, BadFilesAndSettingsAreClearErrors) {
   EXPECT_THAT(processor.status().message(), HasSubstr("grpc.tls.ca_file: "));
 
   config.clear_tls();
-  (*config.mutable_status_map())["OK"] = v1::RETRIABLE;
+  (*config.mutable_status_map())["OK"] = v1::STATUS_OUTCOME_RETRIABLE;
   processor = GrpcProcessor::Create(config);
   ASSERT_FALSE(processor.ok());
   EXPECT_EQ(processor.status().code(), absl::StatusCode::kInvalidArgument);

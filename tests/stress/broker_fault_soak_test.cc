@@ -147,9 +147,10 @@ class BrokerFaultSoakTest : public StressTest {
     if (!status.ok()) return false;
     int primary = 0, retry = 0;
     for (const v1::ThreadInfo& t : status->threads()) {
-      if (t.state() == v1::STARTING || t.state() == v1::STOPPING) return false;
+      if (t.state() == v1::THREAD_STATE_STARTING || t.state() == v1::THREAD_STATE_STOPPING)
+        return false;
       if (t.assigned_partitions().empty()) return false;
-      (t.role() == v1::PRIMARY ? primary : retry) += t.assigned_partitions_size();
+      (t.role() == v1::THREAD_ROLE_PRIMARY ? primary : retry) += t.assigned_partitions_size();
     }
     return primary == partitions && retry == partitions;
   }

@@ -230,7 +230,7 @@ TEST_F(ControlStressTest, RetryThreadCyclesAndWatchersLeaveNothingBehind) {
       absl::StatusOr<v1::GetStatusResponse> status = quick->GetStatus();
       if (!status.ok()) return status.status();
       for (const v1::ThreadInfo& t : status->threads()) {
-        if (t.role() == v1::RETRY) {
+        if (t.role() == v1::THREAD_ROLE_RETRY) {
           states.push_back(absl::StrCat(t.thread_id(), ":", v1::ThreadState_Name(t.state())));
         }
       }
@@ -368,7 +368,7 @@ TEST_F(ControlStressTest, StopMeetingAnUnresponsiveClusterLeaksNothing) {
         absl::StatusOr<v1::GetStatusResponse> status = control->GetStatus();
         if (!status.ok()) return false;
         for (const v1::ThreadInfo& t : status->threads()) {
-          if (t.role() == v1::RETRY && t.assigned_partitions_size() > 0) return true;
+          if (t.role() == v1::THREAD_ROLE_RETRY && t.assigned_partitions_size() > 0) return true;
         }
         return false;
       },
