@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/common/error_reason.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/metrics_sampler.h"
@@ -151,6 +152,12 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   absl::StatusOr<std::vector<int>> stopped = engine.StopRetryThreads(3, /*graceful=*/true);
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kFailedPrecondition) << stopped.status();
   EXPECT_THAT(stopped.status().message(), HasSubstr("below retry.min_threads (1)"));
+  EXPECT_EQ(ReasonOf(stopped.status()), "MIN_THREADS_REACHED");
+  // A desired count is the autoscaler's to set while it is on.
+  absl::StatusOr<engine::RetryThreadChangeResult> set = engine.ChangeRetryThreads(
+      {.kind = engine::RetryThreadChange::Kind::kSetCount, .count = 2}, absl::Now() + kSettle);
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition) << set.status();
+  EXPECT_EQ(ReasonOf(set.status()), "AUTOSCALE_ACTIVE");
   EXPECT_EQ(retry_threads(), 3u);
 
   // The downstream recovers: every record succeeds, the backlog empties, and
