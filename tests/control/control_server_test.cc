@@ -341,12 +341,11 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
   ASSERT_EQ(control.service_size(), 1);
   std::vector<std::string> methods;
   for (const auto& m : control.service(0).method()) methods.push_back(m.name());
-  EXPECT_THAT(methods,
-              ::testing::UnorderedElementsAre(
-                  "GetStatus", "StartRetryThreads", "SetRetryThreadCount", "StopRetryThreads",
-                  "SetInOrder", "SetOrderingMode", "WatchMetrics", "ListInFlight",
-                  "DeadLetterRecord", "StartDrain", "GetOperation", "ListOperations",
-                  "WatchOperation", "CancelOperation"));
+  EXPECT_THAT(methods, ::testing::UnorderedElementsAre(
+                           "GetStatus", "StartRetryThreads", "SetRetryThreadCount",
+                           "StopRetryThreads", "SetInOrder", "SetOrderingMode", "WatchMetrics",
+                           "ListInFlight", "DeadLetterRecord", "StartDrain", "GetOperation",
+                           "ListOperations", "WatchOperation", "CancelOperation"));
   // Its imports resolve too: a reflection client decodes the errors'
   // google.rpc.Status.
   std::vector<std::string> names;
