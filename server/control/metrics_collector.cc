@@ -7,8 +7,10 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -198,6 +200,20 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
           "The budget each thread's retryd_thread_held_bytes is held to (max_held_bytes); 0: no "
           "limit.",
           {}, static_cast<double>(context.max_held_bytes));
+  // Consumer lag by group and topic: the sum of the running threads' (a
+  // partition belongs to one thread of its group at a time).
+  std::map<std::pair<std::string, std::string>, int64_t> lag;
+  for (const engine::ThreadSample& t : sample.threads) {
+    if (engine::IsEnded(t.state)) continue;
+    for (const auto& [topic, records] : t.topic_lag) lag[{t.group_id, topic}] += records;
+  }
+  for (const auto& [group_topic, records] : lag) {
+    f.Gauge("retryd_consumer_lag_records",
+            "Records behind the high watermarks, by consumer group and topic: the input topics' "
+            "(the group) and the retry topic's (the retry group), as the threads last measured.",
+            {{"group", group_topic.first}, {"topic", group_topic.second}},
+            static_cast<double>(records));
+  }
   AddDownstream(sample, f);
   AddThreads(sample, f);
   return f.Take();

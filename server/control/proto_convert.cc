@@ -148,6 +148,8 @@ void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out) {
   out.set_state(ToProto(stats.state()));
   out.set_state_since_unix_ms(stats.state_since_ms());
   ToProto(stats.partitions(), *out.mutable_assigned_partitions());
+  out.set_group_id(stats.group_id());
+  out.set_group_member_id(stats.group_member_id());
 }
 
 v1::Config WithoutSecrets(v1::Config config) {

@@ -20,6 +20,8 @@ ThreadSample Read(const ThreadStats& s) {
   t.state = s.state();
   t.state_since_ms = s.state_since_ms();
   t.partitions = s.partitions();
+  t.group_id = s.group_id();
+  t.topic_lag = s.topic_lag();
   t.in_flight = s.in_flight.load(std::memory_order_relaxed);
   t.scheduled = s.scheduled.load(std::memory_order_relaxed);
   t.calls_in_flight = s.calls_in_flight.load(std::memory_order_relaxed);

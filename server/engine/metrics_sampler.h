@@ -42,6 +42,8 @@ struct ThreadSample : Counters {
   int64_t parked = 0;      // Gauge: held behind an earlier record of their key.
   int64_t held_bytes = 0;  // Gauge: bytes of the records it holds.
   LatencyHistogram::Counts processing{}, end_to_end{};  // Cumulative.
+  std::string group_id;                                 // Its consumer group.
+  std::map<std::string, int64_t> topic_lag;             // `lag` by topic.
   std::string last_error;
   int64_t last_error_ms = 0;
 };

@@ -1,6 +1,7 @@
 #include "server/engine/worker.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <utility>
 
@@ -55,6 +56,7 @@ kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, 
 Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
     : id_(id),
       role_(role),
+      group_id_(ConsumerOptionsFor(*context.options, id, role).group_id),
       context_(context),
       mailbox_(std::make_shared<Mailbox>(id, role, context.options->max_in_flight / 2 + 1,
                                          context.parking)),
@@ -75,6 +77,7 @@ Worker::~Worker() {
 absl::Status Worker::Start() {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
       kafka::Consumer::Create(ConsumerOptionsFor(*context_.options, id_, role_), this);
+  mailbox_->SetGroup(group_id_, std::string());
   if (!consumer.ok()) {
     mailbox_->SetState(ThreadState::kFailed);
     mailbox_->SetLastError(consumer.status().ToString());
@@ -902,7 +905,10 @@ void Worker::OnCommitFailed(const kafka::CommitOffsets& offsets) {
 void Worker::UpdateGauges() {
   // Where each partition's reading began, as far as this thread knows: the
   // offset committed (by it, or before its assignment for a primary).
-  mailbox_->lag.store(consumer_->Lag(partitions_.LastCommitted()), std::memory_order_relaxed);
+  std::map<std::string, int64_t> by_topic;
+  mailbox_->lag.store(consumer_->Lag(partitions_.LastCommitted(), &by_topic),
+                      std::memory_order_relaxed);
+  mailbox_->SetTopicLag(std::move(by_topic));
   mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + queue_.waiting(),
                             std::memory_order_relaxed);
   mailbox_->parked.store(lanes_.waiting(), std::memory_order_relaxed);

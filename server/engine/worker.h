@@ -300,6 +300,7 @@ class Worker : public kafka::ConsumerListener {
 
   const int id_;
   const ThreadRole role_;
+  const std::string group_id_;  // Of its consumer: the group, or the retry group.
   const WorkerContext context_;
   const std::shared_ptr<Mailbox> mailbox_;
   // Used by the worker's thread only; its delivery reports touch mailbox_.

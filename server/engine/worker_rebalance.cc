@@ -31,6 +31,8 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 void Worker::OnAssigned(const std::vector<TopicPartition>& partitions) {
   thread_owner_.Check("a worker is assigned partitions on its own thread");
   mailbox_->counters.Add(&Counters::rebalances);
+  // Its member id may be new: a rejoin after a session timeout gets one.
+  mailbox_->SetGroup(group_id_, consumer_->MemberId());
   partitions_.Assign(partitions);
   if (!partitions.empty()) {
     // A record retried in place by the previous owner resumes where it was;

@@ -302,7 +302,20 @@ absl::Status Consumer::Resume(const std::vector<TopicPartition>& partitions) {
   return ErrorStatus(rd_kafka_resume_partitions(rk_.get(), list.get()), "resume");
 }
 
-int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions) {
+std::string Consumer::MemberId() const {
+  char* id = rd_kafka_memberid(rk_.get());
+  if (id == nullptr) return std::string();
+  std::string out(id);
+  rd_kafka_mem_free(rk_.get(), id);
+  return out;
+}
+
+int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions,
+                      std::map<std::string, int64_t>* by_topic) {
+  if (by_topic != nullptr) {
+    by_topic->clear();
+    for (const PartitionOffset& p : partitions) (*by_topic)[p.tp.topic];
+  }
   if (partitions.empty()) return 0;
   // rd_kafka_position overwrites every offset; the caller's stay in `partitions`.
   ListPtr list = ToCommitList(partitions);
@@ -320,7 +333,9 @@ int64_t Consumer::Lag(const std::vector<PartitionOffset>& partitions) {
       continue;
     }
     const int64_t from = std::max(position, low);
-    if (high > from) lag += high - from;
+    if (high <= from) continue;
+    lag += high - from;
+    if (by_topic != nullptr) (*by_topic)[p.topic] += high - from;
   }
   return lag;
 }

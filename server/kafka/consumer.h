@@ -105,7 +105,14 @@ class Consumer {
   // its reading began, as the caller knows it: its committed offset), and
   // not at all if that is unknown (-1): librdkafka knows no position for
   // it, and its log start would count records committed long ago.
-  int64_t Lag(const std::vector<PartitionOffset>& partitions);
+  // `by_topic`, if given, gets the same sum by topic (each topic of
+  // `partitions` present).
+  int64_t Lag(const std::vector<PartitionOffset>& partitions,
+              std::map<std::string, int64_t>* by_topic = nullptr);
+
+  // The member id the group's coordinator gave this client; empty until it
+  // has joined. Not after Close() or Abandon().
+  std::string MemberId() const;
 
   // Leaves the group: the listener's OnRevoked runs first (inside). If that
   // is not done by `deadline` (the broker unreachable), returns

@@ -151,6 +151,7 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   EXPECT_LE(status.instance().start_time_unix_ms(), absl::ToUnixMillis(absl::Now()));
   EXPECT_TRUE(status.has_totals());
   std::map<v1::ThreadRole, int> roles;
+  std::set<std::string> member_ids;
   for (const v1::ThreadInfo& t : status.threads()) {
     ++roles[t.role()];
     EXPECT_GT(t.thread_id(), 0u);
@@ -161,6 +162,12 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
       EXPECT_EQ(tp.topic(), t.role() == v1::THREAD_ROLE_PRIMARY ? engine_->topics.input
                                                                 : engine_->topics.retry);
     }
+    // Joined: the group and the member id its coordinator gave it.
+    const std::string group = engine_->engine->options().group_id;
+    EXPECT_EQ(t.group_id(),
+              t.role() == v1::THREAD_ROLE_PRIMARY ? group : absl::StrCat(group, ".retry"));
+    EXPECT_FALSE(t.group_member_id().empty()) << "thread " << t.thread_id();
+    EXPECT_TRUE(member_ids.insert(t.group_member_id()).second) << "each its own member id";
   }
   EXPECT_EQ(roles[v1::THREAD_ROLE_PRIMARY], 1);
   EXPECT_EQ(roles[v1::THREAD_ROLE_RETRY], 1);
@@ -783,7 +790,9 @@ TEST_F(ControlApiTest, CancelOperationEndsADrainAndLeavesTheEngineAsItWas) {
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->state(), v1::OPERATION_STATE_CANCELLED);
   EXPECT_EQ(ended->error().code(), static_cast<int>(grpc::StatusCode::CANCELLED));
-  EXPECT_GT(ended->progress().total(), 0) << "the backlog it found";
+  EXPECT_EQ(ended->progress().unit(), "records");
+  EXPECT_THAT(ended->progress().description(), HasSubstr("retry records left"));
+  EXPECT_LE(ended->progress().done(), ended->progress().total());
   EXPECT_FALSE(engine_->engine->in_order());
   EXPECT_EQ(engine_->engine->state(), engine::EngineState::kRunning);
   EXPECT_THAT(RetryThreadIds(*client_), ElementsAreArray(before)) << "same retry threads";

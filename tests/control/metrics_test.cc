@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -127,6 +128,9 @@ engine::EngineSample TwoThreadSample() {
     int64_t n = id * 100;
     for (const engine::CounterField& c : engine::kCounterFields) t.*c.member = ++n;
     for (const engine::ThreadGaugeField& g : engine::kThreadGaugeFields) t.*g.member = ++n;
+    t.group_id = id == 1 ? "orders" : "orders.retry";
+    t.topic_lag = id == 1 ? std::map<std::string, int64_t>{{"in-a", 5}, {"in-b", 0}}
+                          : std::map<std::string, int64_t>{{"orders.retry", 9}};
     sample.threads.push_back(t);
     sample.totals += t;
   }
@@ -229,6 +233,32 @@ TEST(MetricsUnitTest, LatencyHistogramsHaveExactFixedBuckets) {
   // Fixed: the same bounds for every thread and every scrape.
   EXPECT_EQ(bounds.front(), 256e-6);
   EXPECT_NEAR(bounds.back(), 67.108864, 1e-9);
+}
+
+TEST(MetricsUnitTest, ConsumerLagIsSummedByGroupAndTopicOverRunningThreads) {
+  engine::EngineSample sample = TwoThreadSample();
+  engine::ThreadSample more = sample.threads[0];  // A second primary: its lag adds up.
+  more.id = 3;
+  more.topic_lag = {{"in-a", 2}};
+  sample.threads.push_back(more);
+  engine::ThreadSample stopped = sample.threads[1];  // Stopped: not counted.
+  stopped.id = 4;
+  stopped.state = engine::ThreadState::kStopped;
+  sample.threads.push_back(stopped);
+  const std::vector<MetricFamily> families = MetricFamilies(sample, MetricsContext{});
+  const MetricFamily* family = FindFamily(families, "retryd_consumer_lag_records");
+  ASSERT_NE(family, nullptr);
+  EXPECT_EQ(family->type, MetricType::Gauge);
+  std::map<std::string, double> by_label;
+  for (const prometheus::ClientMetric& m : family->metric) {
+    std::string key;
+    for (const auto& label : m.label) absl::StrAppend(&key, label.name, "=", label.value, " ");
+    by_label[key] = m.gauge.value;
+  }
+  EXPECT_THAT(by_label, ::testing::UnorderedElementsAre(
+                            ::testing::Pair("group=orders topic=in-a ", 7),
+                            ::testing::Pair("group=orders topic=in-b ", 0),
+                            ::testing::Pair("group=orders.retry topic=orders.retry ", 9)));
 }
 
 TEST(MetricsUnitTest, OperatingGuideListsEveryFamily) {
@@ -337,6 +367,14 @@ TEST_F(MetricsServerTest, ScrapeUnderLoadAgreesWithGetStatus) {
       }
       EXPECT_LE(by_thread, samples.at(name)) << name;
     }
+    // The input topic's consumer lag, by the primary's group.
+    EXPECT_TRUE(std::any_of(
+        samples.begin(), samples.end(),
+        [&](const auto& sample) {
+          return absl::StartsWith(sample.first, "retryd_consumer_lag_records{") &&
+                 absl::StrContains(sample.first, absl::StrCat("topic=\"", engine_->topics.input));
+        }))
+        << "no retryd_consumer_lag_records for " << engine_->topics.input;
     EXPECT_LE(before->status.totals().consumed(), samples.at("retryd_consumed_total"));
     EXPECT_LE(samples.at("retryd_consumed_total"), after->status.totals().consumed());
     // The load is seen: records processed, and some sent to the retry topic.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,32 @@ class ThreadStats {
     return partitions_;
   }
 
+  // The consumer group the thread is a member of, and the member id its
+  // coordinator gave it (empty until it has joined). Set by the thread.
+  void SetGroup(std::string group_id, std::string member_id) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    group_id_ = std::move(group_id);
+    member_id_ = std::move(member_id);
+  }
+  std::string group_id() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return group_id_;
+  }
+  std::string group_member_id() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return member_id_;
+  }
+
+  // `lag` by topic, as last measured (at each commit interval).
+  void SetTopicLag(std::map<std::string, int64_t> lag) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    topic_lag_ = std::move(lag);
+  }
+  std::map<std::string, int64_t> topic_lag() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return topic_lag_;
+  }
+
   // Notified once the thread's consumer has joined its group (its first
   // assignment, possibly empty) or the thread has exited.
   absl::Notification joined;
@@ -131,6 +158,9 @@ class ThreadStats {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   int64_t last_error_ms_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<TopicPartition> partitions_ ABSL_GUARDED_BY(mu_);
+  std::string group_id_ ABSL_GUARDED_BY(mu_);
+  std::string member_id_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> topic_lag_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace retryd::engine
