@@ -15,6 +15,18 @@
 namespace retryd {
 namespace {
 
+// `status` with the reason of the first ErrorInfo of domain retryd.io in
+// `details`, if there is one.
+absl::Status WithReasonOf(absl::Status status, const google::rpc::Status& details) {
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    if (any.UnpackTo(&info) && info.domain() == "retryd.io") {
+      return WithReason(std::move(status), info.reason());
+    }
+  }
+  return status;
+}
+
 absl::Status ToAbslStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share their numbering.
@@ -22,11 +34,7 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   // retryd's reason, if the details carry one (see control.proto).
   google::rpc::Status details;
   if (!status.error_details().empty() && details.ParseFromString(status.error_details())) {
-    for (const google::protobuf::Any& any : details.details()) {
-      google::rpc::ErrorInfo info;
-      if (any.UnpackTo(&info) && info.domain() == "retryd.io")
-        return WithReason(out, info.reason());
-    }
+    return WithReasonOf(std::move(out), details);
   }
   return out;
 }
@@ -89,6 +97,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(
 }
 
 }  // namespace
+
+absl::Status FromRpcStatus(const google::rpc::Status& status) {
+  // A code outside gRPC's range would not be an absl::StatusCode either.
+  const int code = status.code();
+  if (code == 0) return absl::OkStatus();
+  const absl::StatusCode absl_code =
+      code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+          ? static_cast<absl::StatusCode>(code)
+          : absl::StatusCode::kUnknown;
+  return WithReasonOf(absl::Status(absl_code, status.message()), status);
+}
 
 class RetrydClient::ActiveCall {
  public:
@@ -194,6 +213,11 @@ absl::StatusOr<v1::ListOperationsResponse> RetrydClient::ListOperations() {
 absl::StatusOr<v1::Operation> RetrydClient::CancelOperation(const std::string& id) {
   v1::CancelOperationRequest request;
   request.set_id(id);
+  return CancelOperation(request);
+}
+
+absl::StatusOr<v1::Operation> RetrydClient::CancelOperation(
+    const v1::CancelOperationRequest& request) {
   return Unary(&v1::Control::Stub::CancelOperation, request);
 }
 
@@ -240,6 +264,11 @@ absl::StatusOr<v1::SetInOrderResponse> RetrydClient::SetInOrder(bool in_order, b
   v1::SetInOrderRequest request;
   request.set_in_order(in_order);
   request.set_drain_retries(drain_retries);
+  return SetInOrder(request);
+}
+
+absl::StatusOr<v1::SetInOrderResponse> RetrydClient::SetInOrder(
+    const v1::SetInOrderRequest& request) {
   return Unary(&v1::Control::Stub::SetInOrder, request);
 }
 
@@ -248,6 +277,11 @@ absl::StatusOr<v1::SetOrderingModeResponse> RetrydClient::SetOrderingMode(v1::Or
   v1::SetOrderingModeRequest request;
   request.set_mode(mode);
   request.set_drain_retries(drain_retries);
+  return SetOrderingMode(request);
+}
+
+absl::StatusOr<v1::SetOrderingModeResponse> RetrydClient::SetOrderingMode(
+    const v1::SetOrderingModeRequest& request) {
   return Unary(&v1::Control::Stub::SetOrderingMode, request);
 }
 
@@ -263,6 +297,11 @@ absl::StatusOr<v1::DeadLetterRecordResponse> RetrydClient::DeadLetterRecord(
   request.set_topic(topic);
   request.set_partition(partition);
   request.set_offset(offset);
+  return DeadLetterRecord(request);
+}
+
+absl::StatusOr<v1::DeadLetterRecordResponse> RetrydClient::DeadLetterRecord(
+    const v1::DeadLetterRecordRequest& request) {
   return Unary(&v1::Control::Stub::DeadLetterRecord, request);
 }
 

@@ -34,12 +34,19 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "retryd/v1/control.grpc.pb.h"
 
 namespace retryd {
+
+// A google.rpc.Status (an Operation's error) as the calls return theirs:
+// its code and message, and retryd's reason (ReasonOf in
+// server/common/error_reason.h) if a google.rpc.ErrorInfo of domain
+// "retryd.io" in its details carries one.
+absl::Status FromRpcStatus(const google::rpc::Status& status);
 
 struct ClientOptions {
   // host:port of retryd's control endpoint (any gRPC target works, e.g.
@@ -99,10 +106,15 @@ class RetrydClient {
   // Stops exactly these retry threads; NOT_FOUND if one is not running.
   absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreadsById(
       const std::vector<uint32_t>& thread_ids, bool graceful);
+  absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreads(
+      const v1::StopRetryThreadsRequest& request);
   absl::StatusOr<v1::SetInOrderResponse> SetInOrder(bool in_order, bool drain_retries);
+  absl::StatusOr<v1::SetInOrderResponse> SetInOrder(const v1::SetInOrderRequest& request);
   // drain_retries only with IN_ORDER (the server refuses it otherwise).
   absl::StatusOr<v1::SetOrderingModeResponse> SetOrderingMode(v1::Ordering mode,
                                                               bool drain_retries);
+  absl::StatusOr<v1::SetOrderingModeResponse> SetOrderingMode(
+      const v1::SetOrderingModeRequest& request);
   // The `limit` oldest records in flight (0: the server's default, 100).
   absl::StatusOr<v1::ListInFlightResponse> ListInFlight(uint32_t limit);
   // Dead-letters the held record at these original coordinates now;
@@ -110,12 +122,15 @@ class RetrydClient {
   // it, FAILED_PRECONDITION if it is in a processor call right now.
   absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(const std::string& topic,
                                                                 int32_t partition, int64_t offset);
+  absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(
+      const v1::DeadLetterRecordRequest& request);
 
   // Long-running operations (a drain).
   absl::StatusOr<v1::Operation> StartDrain(const v1::StartDrainRequest& request);
   absl::StatusOr<v1::Operation> GetOperation(const std::string& id);
   absl::StatusOr<v1::ListOperationsResponse> ListOperations();
   absl::StatusOr<v1::Operation> CancelOperation(const std::string& id);
+  absl::StatusOr<v1::Operation> CancelOperation(const v1::CancelOperationRequest& request);
   // Streams operation `id` into `on_update` until it has ended (OK), the
   // server ends the stream (its status) or Cancel() is called (OK).
   absl::Status WatchOperation(const std::string& id,
@@ -141,9 +156,6 @@ class RetrydClient {
   void Cancel();
 
  private:
-  // The one StopRetryThreads call behind both public forms.
-  absl::StatusOr<v1::StopRetryThreadsResponse> StopRetryThreads(
-      const v1::StopRetryThreadsRequest& request);
   RetrydClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
   // Registers `context` so Cancel() reaches it, for the scope's lifetime.
