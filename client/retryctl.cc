@@ -8,9 +8,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/request_id.h"
 #include "client/retryctl_format.h"
 #include "client/retryctl_help.h"
 #include "client/watch_table.h"
+#include "server/common/error_reason.h"
 #include "server/common/read_file.h"
 
 namespace retryd::retryctl {
@@ -29,16 +31,34 @@ int UsageFailure(std::string_view message, std::string_view topic, std::ostream&
   return kExitUsage;
 }
 
+// Whether a mutating call that failed with `status` may all the same have
+// been applied: no answer came back. An error with a reason applied nothing.
+bool OutcomeUnknown(const absl::Status& status) {
+  if (!ReasonOf(status).empty()) return false;
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
 int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostream& err) {
   if (flags.json) {
     // One line on stderr, as google.rpc.Status reads in JSON, with the
     // code's name beside its number.
-    err << ErrorJson(status) << "\n";
+    err << ErrorJson(status, flags.request_id) << "\n";
     return ExitStatusFor(status.code());
   }
-  err << "retryctl: " << absl::StatusCodeToString(status.code()) << ": "
-      << SanitizeForTerminal(std::string_view(status.message().data(), status.message().size()), 0)
-      << "\n";
+  err << "retryctl: " << FormatError(status) << "\n";
+  if (!flags.request_id.empty() && OutcomeUnknown(status)) {
+    err << "retryctl: it may have been applied all the same; run it again with --request-id "
+        << flags.request_id << " to have it applied at most once\n";
+  }
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
       err << "retryctl: is retryd running and listening on " << flags.address
@@ -141,6 +161,87 @@ int RunWatch(RetrydClient& client, const Invocation& invocation, const Io& io,
   return kExitOk;
 }
 
+// Follows operation `id` with WatchOperation until it ends: a line (--json:
+// the operation as one line of JSON) whenever its state or progress line
+// changes. Exits 0 if it succeeded, else as a failed call with the
+// operation's error.
+int RunOperationWatch(RetrydClient& client, const std::string& id, const GlobalFlags& flags,
+                      const Io& io, Interrupt* interrupt) {
+  v1::Operation last;
+  bool seen = false;
+  std::string last_line;
+  absl::Status output_error;
+  const auto on_update = [&](const v1::Operation& operation) {
+    last = operation;
+    seen = true;
+    if (flags.json) {
+      absl::StatusOr<std::string> json = ToJson(operation, /*one_line=*/true);
+      if (!json.ok()) {
+        output_error = json.status();
+        return;
+      }
+      io.out << *json;
+    } else {
+      // The age in the line changes at every update: compare without it.
+      const std::string key = absl::StrCat(operation.state(), " ", operation.done(), " ",
+                                           operation.progress().description());
+      if (key == last_line) return;
+      last_line = key;
+      io.out << FormatOperationUpdate(operation, absl::ToUnixMillis(absl::Now())) << "\n";
+    }
+    io.out.flush();
+  };
+
+  if (interrupt != nullptr) interrupt->Attach(client);
+  const absl::Status status = client.WatchOperation(id, on_update);
+  bool interrupted = false;
+  if (interrupt != nullptr) {
+    interrupt->Detach();
+    interrupted = interrupt->triggered();
+  }
+  if (!output_error.ok()) return RpcFailure(output_error, flags, io.err);
+  if (!status.ok()) return RpcFailure(status, flags, io.err);
+  if (interrupted && !(seen && last.done())) {
+    io.err << "retryctl: stopped following operation " << SanitizeForTerminal(id, 64)
+           << "; it goes on ('retryctl operation cancel " << SanitizeForTerminal(id, 64)
+           << "' stops it)\n";
+    return kExitInterrupted;
+  }
+  if (!seen || !last.done()) {
+    return RpcFailure(absl::UnavailableError("retryd ended the stream before the operation ended"),
+                      flags, io.err);
+  }
+  const absl::Status error = OperationError(last);
+  if (error.ok()) return kExitOk;
+  // The human line says why already.
+  if (!flags.json) return ExitStatusFor(error.code());
+  return RpcFailure(error, flags, io.err);
+}
+
+// `retryctl drain`: StartDrain, then with --wait follows the operation.
+int RunDrain(RetrydClient& client, const Invocation& invocation, const Io& io,
+             Interrupt* interrupt) {
+  const GlobalFlags& flags = invocation.flags;
+  v1::StartDrainRequest request;
+  request.set_request_id(flags.request_id);
+  request.set_timeout_ms(invocation.drain_timeout_ms);
+  absl::StatusOr<v1::Operation> started = client.StartDrain(request);
+  if (!started.ok()) return RpcFailure(started.status(), flags, io.err);
+  const std::string id = SanitizeForTerminal(started->id(), 0);
+  if (!invocation.wait) {
+    return PrintResponse(*started,
+                         absl::StrCat("drain started: operation ", id, "\n",
+                                      "follow it with 'retryctl operation watch ", id,
+                                      "', stop it with 'retryctl operation cancel ", id, "'\n"),
+                         flags, io);
+  }
+  if (!flags.json) {
+    io.out << "drain started: operation " << id << "\n";
+    io.out.flush();
+  }
+  return RunOperationWatch(client, started->id(), flags, io, interrupt);
+}
+
 // `retryctl version`: this tool's release, then the server's (GetStatus).
 // The client's line is printed even when the server cannot be asked.
 int RunVersion(RetrydClient& client, const GlobalFlags& flags, const Io& io) {
@@ -182,31 +283,75 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
       return PrintResponse(*status, FormatStatus(*status, absl::Now()), flags, io);
     }
     case Command::kThreadsStart: {
-      absl::StatusOr<v1::StartRetryThreadsResponse> started =
-          client.StartRetryThreads(invocation.count);
+      v1::StartRetryThreadsRequest request;
+      request.set_count(invocation.count);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::StartRetryThreadsResponse> started = client.StartRetryThreads(request);
       if (!started.ok()) return RpcFailure(started.status(), flags, io.err);
       return PrintResponse(*started, FormatStartRetryThreads(*started), flags, io);
     }
     case Command::kThreadsStop: {
-      absl::StatusOr<v1::StopRetryThreadsResponse> stopped =
-          invocation.thread_ids.empty()
-              ? client.StopRetryThreads(invocation.count, invocation.graceful)
-              : client.StopRetryThreadsById(invocation.thread_ids, invocation.graceful);
+      v1::StopRetryThreadsRequest request;
+      if (invocation.thread_ids.empty()) request.set_count(invocation.count);
+      request.mutable_thread_ids()->Add(invocation.thread_ids.begin(), invocation.thread_ids.end());
+      request.set_graceful(invocation.graceful);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::StopRetryThreadsResponse> stopped = client.StopRetryThreads(request);
       if (!stopped.ok()) return RpcFailure(stopped.status(), flags, io.err);
       return PrintResponse(*stopped, FormatStopRetryThreads(*stopped), flags, io);
     }
+    case Command::kThreadsSet: {
+      v1::SetRetryThreadCountRequest request;
+      request.set_target(invocation.count);
+      request.set_graceful(invocation.graceful);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::SetRetryThreadCountResponse> set = client.SetRetryThreadCount(request);
+      if (!set.ok()) return RpcFailure(set.status(), flags, io.err);
+      return PrintResponse(*set, FormatSetRetryThreadCount(*set), flags, io);
+    }
     case Command::kInOrder: {
-      absl::StatusOr<v1::SetInOrderResponse> set =
-          client.SetInOrder(invocation.in_order, invocation.drain);
+      v1::SetInOrderRequest request;
+      request.set_in_order(invocation.in_order);
+      request.set_drain_retries(invocation.drain);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::SetInOrderResponse> set = client.SetInOrder(request);
       if (!set.ok()) return RpcFailure(set.status(), flags, io.err);
       return PrintResponse(*set, FormatSetInOrder(*set), flags, io);
     }
     case Command::kOrdering: {
-      absl::StatusOr<v1::SetOrderingModeResponse> set =
-          client.SetOrderingMode(ToProto(invocation.ordering), invocation.drain);
+      v1::SetOrderingModeRequest request;
+      request.set_mode(ToProto(invocation.ordering));
+      request.set_drain_retries(invocation.drain);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::SetOrderingModeResponse> set = client.SetOrderingMode(request);
       if (!set.ok()) return RpcFailure(set.status(), flags, io.err);
       return PrintResponse(*set, FormatSetOrderingMode(*set), flags, io);
     }
+    case Command::kDrain:
+      return RunDrain(client, invocation, io, interrupt);
+    case Command::kOperations: {
+      absl::StatusOr<v1::ListOperationsResponse> list = client.ListOperations();
+      if (!list.ok()) return RpcFailure(list.status(), flags, io.err);
+      return PrintResponse(*list, FormatListOperations(*list, absl::ToUnixMillis(absl::Now())),
+                           flags, io);
+    }
+    case Command::kOperationGet:
+    case Command::kOperationCancel: {
+      absl::StatusOr<v1::Operation> operation;
+      if (invocation.command == Command::kOperationGet) {
+        operation = client.GetOperation(invocation.operation_id);
+      } else {
+        v1::CancelOperationRequest request;
+        request.set_id(invocation.operation_id);
+        request.set_request_id(flags.request_id);
+        operation = client.CancelOperation(request);
+      }
+      if (!operation.ok()) return RpcFailure(operation.status(), flags, io.err);
+      return PrintResponse(*operation, FormatOperation(*operation, absl::ToUnixMillis(absl::Now())),
+                           flags, io);
+    }
+    case Command::kOperationWatch:
+      return RunOperationWatch(client, invocation.operation_id, flags, io, interrupt);
     case Command::kWatch:
       return RunWatch(client, invocation, io, interrupt);
     case Command::kInFlight: {
@@ -216,8 +361,12 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
                            io);
     }
     case Command::kDlqRecord: {
-      absl::StatusOr<v1::DeadLetterRecordResponse> moved = client.DeadLetterRecord(
-          invocation.record_topic, invocation.record_partition, invocation.record_offset);
+      v1::DeadLetterRecordRequest request;
+      request.set_topic(invocation.record_topic);
+      request.set_partition(invocation.record_partition);
+      request.set_offset(invocation.record_offset);
+      request.set_request_id(flags.request_id);
+      absl::StatusOr<v1::DeadLetterRecordResponse> moved = client.DeadLetterRecord(request);
       if (!moved.ok()) return RpcFailure(moved.status(), flags, io.err);
       return PrintResponse(
           *moved,
@@ -281,13 +430,18 @@ int RunRetryctl(const std::vector<std::string>& args, const Environment& env, co
   if (const UsageError* error = std::get_if<UsageError>(&parsed)) {
     return UsageFailure(error->message, error->topic, io.err);
   }
-  const Invocation& invocation = std::get<Invocation>(parsed);
+  Invocation& invocation = std::get<Invocation>(parsed);
   if (invocation.command == Command::kHelp) {
     io.out << HelpText(invocation.help_topic);
     io.out.flush();
     return kExitOk;
   }
 
+  if (invocation.flags.request_id == "auto") {
+    absl::StatusOr<std::string> id = NewRequestId();
+    if (!id.ok()) return UsageFailure(std::string(id.status().message()), "", io.err);
+    invocation.flags.request_id = *std::move(id);
+  }
   const GlobalFlags& flags = invocation.flags;
   ClientOptions options;
   options.address = flags.address;

@@ -4,9 +4,11 @@
 //
 // Exit status: kExitOk; kExitNotServing for `health` of a service that is
 // not SERVING; for a failed call 64 + its gRPC code
-// (ExitStatusFor, as grpcurl does: "retryctl: CODE: message" on err, or a
-// JSON object with --json); kExitUsage (what is wrong and a pointer to
-// --help on err).
+// (ExitStatusFor, as grpcurl does: "retryctl: CODE (REASON): message" on
+// err, or a JSON object with --json); the same for an operation followed
+// with `drain --wait` or `operation watch` that ended without success;
+// kExitUsage (what is wrong and a pointer to --help on err);
+// kExitInterrupted when Ctrl-C stops following an operation that goes on.
 #ifndef RETRYD_CLIENT_RETRYCTL_H_
 #define RETRYD_CLIENT_RETRYCTL_H_
 
@@ -29,6 +31,9 @@ inline constexpr int kExitOk = 0;
 // `retryctl health`: the call succeeded, and the service is not SERVING.
 inline constexpr int kExitNotServing = 1;
 inline constexpr int kExitUsage = 2;
+// Ctrl-C while following an operation: it goes on without us (128 + SIGINT,
+// as a shell reports it).
+inline constexpr int kExitInterrupted = 130;
 // A failed call exits with kExitRpcFailedBase + its gRPC status code
 // (FAILED_PRECONDITION: 73, UNAVAILABLE: 78), so scripts can tell the
 // reasons apart without reading stderr.
@@ -53,9 +58,10 @@ struct Io {
   std::function<size_t()> terminal_width;
 };
 
-// Ctrl-C for `watch`: another thread (main's signal thread, or a test)
-// calls Trigger(), which cancels the watch in progress so that retryctl
-// exits 0 after the last table it drew.
+// Ctrl-C for `watch`, `drain --wait` and `operation watch`: another thread
+// (main's signal thread, or a test) calls Trigger(), which cancels the
+// stream in progress: `watch` exits 0 after the last table it drew, the
+// others kExitInterrupted, the operation going on.
 //
 // Thread-safety: thread-safe.
 class Interrupt {

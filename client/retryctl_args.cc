@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "client/request_id.h"
 #include "client/retryctl_help.h"
 
 namespace retryd::retryctl {
@@ -24,6 +25,8 @@ constexpr int64_t kMinIntervalMs = 100;
 constexpr int64_t kMaxIntervalMs = 60000;
 // The server's bound on ListInFlight's limit.
 constexpr int64_t kMaxInFlightLimit = 10000;
+// StartDrainRequest.timeout_ms's bound: a day.
+constexpr absl::Duration kMaxDrainTimeout = absl::Hours(24);
 
 // Debian's Abseil has its own string_view, which absl::StrCat wants.
 absl::string_view Av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
@@ -149,28 +152,60 @@ std::optional<UsageError> ParseNoArguments(Command command, CommandArgs& args,
   return args.Error(absl::StrCat("takes no arguments, got '", arg, "'"));
 }
 
-// The positional N of `threads start` and `threads stop`, once.
+// The positional N of `threads start`, `threads stop` and `threads set`
+// (the one that may be 0), once.
 std::optional<UsageError> TakeCount(CommandArgs& args, const std::string& arg, bool& have_count,
-                                    Invocation& invocation) {
+                                    Invocation& invocation, bool zero_allowed = false) {
   if (have_count) return args.Unexpected(arg);
-  const std::optional<int32_t> count = ParseCount(arg);
+  const std::optional<int32_t> count = arg == "0" && zero_allowed ? 0 : ParseCount(arg);
   if (!count.has_value()) {
-    return args.Error(absl::StrCat("N must be a whole number of at least 1, got '", arg, "'"));
+    return args.Error(absl::StrCat("N must be a whole number of at least ", zero_allowed ? 0 : 1,
+                                   ", got '", arg, "'"));
   }
   invocation.count = *count;
   have_count = true;
   return std::nullopt;
 }
 
+// What a threads subcommand takes besides its N.
+struct ThreadsSyntax {
+  bool now = false;   // --now
+  bool ids = false;   // --id ID...
+  bool zero = false;  // N may be 0.
+};
+
+// The N, --now and --id of a threads subcommand, as far as `syntax` allows.
+std::optional<UsageError> TakeThreadsArgs(CommandArgs& args, ThreadsSyntax syntax, bool& have_count,
+                                          Invocation& invocation) {
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (!LooksLikeFlag(arg)) {
+      if (std::optional<UsageError> error =
+              TakeCount(args, arg, have_count, invocation, syntax.zero)) {
+        return error;
+      }
+      continue;
+    }
+    const auto [name, value] = SplitFlag(arg);
+    if (syntax.now && name == "--now") {
+      if (value.has_value()) return args.Error("--now takes no value");
+      invocation.graceful = false;
+    } else if (syntax.ids && name == "--id") {
+      if (std::optional<UsageError> error = args.TakeIds(name, value, invocation.thread_ids)) {
+        return error;
+      }
+    } else {
+      return args.UnknownFlag(name);
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<UsageError> ParseThreadsStart(CommandArgs& args, Invocation& invocation) {
   invocation.command = Command::kThreadsStart;
   bool have_count = false;
-  while (!args.done()) {
-    const std::string& arg = args.take();
-    if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
-    if (std::optional<UsageError> error = TakeCount(args, arg, have_count, invocation)) {
-      return error;
-    }
+  if (std::optional<UsageError> error = TakeThreadsArgs(args, {}, have_count, invocation)) {
+    return error;
   }
   if (!have_count) return args.Error("missing N, the number of retry threads to start");
   return std::nullopt;
@@ -179,25 +214,9 @@ std::optional<UsageError> ParseThreadsStart(CommandArgs& args, Invocation& invoc
 std::optional<UsageError> ParseThreadsStop(CommandArgs& args, Invocation& invocation) {
   invocation.command = Command::kThreadsStop;
   bool have_count = false;
-  while (!args.done()) {
-    const std::string& arg = args.take();
-    if (LooksLikeFlag(arg)) {
-      const auto [name, value] = SplitFlag(arg);
-      if (name == "--now") {
-        if (value.has_value()) return args.Error("--now takes no value");
-        invocation.graceful = false;
-      } else if (name == "--id") {
-        if (std::optional<UsageError> error = args.TakeIds(name, value, invocation.thread_ids)) {
-          return error;
-        }
-      } else {
-        return args.UnknownFlag(name);
-      }
-      continue;
-    }
-    if (std::optional<UsageError> error = TakeCount(args, arg, have_count, invocation)) {
-      return error;
-    }
+  if (std::optional<UsageError> error =
+          TakeThreadsArgs(args, {.now = true, .ids = true}, have_count, invocation)) {
+    return error;
   }
   if (have_count && !invocation.thread_ids.empty()) {
     return args.Error("give either N (how many) or --id (which), not both");
@@ -208,18 +227,31 @@ std::optional<UsageError> ParseThreadsStop(CommandArgs& args, Invocation& invoca
   return std::nullopt;
 }
 
+// threads set N [--now]: N may be 0.
+std::optional<UsageError> ParseThreadsSet(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kThreadsSet;
+  bool have_count = false;
+  if (std::optional<UsageError> error =
+          TakeThreadsArgs(args, {.now = true, .zero = true}, have_count, invocation)) {
+    return error;
+  }
+  if (!have_count) return args.Error("missing N, the number of retry threads to run");
+  return std::nullopt;
+}
+
 std::optional<UsageError> ParseThreads(CommandArgs& args, Invocation& invocation) {
-  if (args.done()) return args.Error("missing 'start N' or 'stop N | --id ID'");
+  if (args.done()) return args.Error("missing 'start N', 'stop N | --id ID' or 'set N'");
   const std::string& sub = args.take();
-  if (sub == "start" || sub == "stop") {
+  if (sub == "start" || sub == "stop" || sub == "set") {
     // Errors name the subcommand: "threads start: ...".
     std::vector<std::string> remaining;
     while (!args.done()) remaining.push_back(args.take());
     CommandArgs sub_args(std::move(remaining), absl::StrCat("threads ", sub), "threads");
-    return sub == "start" ? ParseThreadsStart(sub_args, invocation)
-                          : ParseThreadsStop(sub_args, invocation);
+    if (sub == "start") return ParseThreadsStart(sub_args, invocation);
+    if (sub == "stop") return ParseThreadsStop(sub_args, invocation);
+    return ParseThreadsSet(sub_args, invocation);
   }
-  return args.Error(absl::StrCat("unknown subcommand '", sub, "' (use start or stop)"));
+  return args.Error(absl::StrCat("unknown subcommand '", sub, "' (use start, stop or set)"));
 }
 
 // The one word (`word`, nullopt if none was given) and the --drain flag
@@ -379,6 +411,53 @@ std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocati
   return std::nullopt;
 }
 
+// drain [--wait] [--drain-timeout DURATION]. Not --timeout: that is the
+// deadline of each call, a global flag.
+std::optional<UsageError> ParseDrain(CommandArgs& args, Invocation& invocation) {
+  invocation.command = Command::kDrain;
+  while (!args.done()) {
+    const std::string& arg = args.take();
+    if (!LooksLikeFlag(arg)) return args.Unexpected(arg);
+    const auto [name, value] = SplitFlag(arg);
+    if (name == "--wait") {
+      if (value.has_value()) return args.Error("--wait takes no value");
+      invocation.wait = true;
+    } else if (name == "--drain-timeout") {
+      const std::optional<std::string> text = args.TakeValue(value);
+      if (!text.has_value()) return args.Error("--drain-timeout needs a duration, e.g. 10m");
+      const std::optional<absl::Duration> timeout = ParseTimeout(*text);
+      if (!timeout.has_value() || *timeout > kMaxDrainTimeout || *timeout < absl::Milliseconds(1)) {
+        return args.Error(absl::StrCat(
+            "--drain-timeout must be a duration from 1ms to 24h (or seconds), got '", *text, "'"));
+      }
+      invocation.drain_timeout_ms = static_cast<uint32_t>(absl::ToInt64Milliseconds(*timeout));
+    } else {
+      return args.UnknownFlag(name);
+    }
+  }
+  return std::nullopt;
+}
+
+// operation ID | watch ID | cancel ID
+std::optional<UsageError> ParseOperation(CommandArgs& args, Invocation& invocation) {
+  if (args.done()) return args.Error("missing ID, 'watch ID' or 'cancel ID'");
+  invocation.command = Command::kOperationGet;
+  std::string sub = args.take();
+  if (sub == "watch" || sub == "cancel") {
+    invocation.command = sub == "watch" ? Command::kOperationWatch : Command::kOperationCancel;
+    if (args.done()) return args.Error(absl::StrCat(sub, ": missing ID, the operation's id"));
+    sub = args.take();
+  }
+  if (LooksLikeFlag(sub)) return args.UnknownFlag(SplitFlag(sub).first);
+  invocation.operation_id = sub;
+  if (!args.done()) {
+    const std::string& arg = args.take();
+    if (LooksLikeFlag(arg)) return args.UnknownFlag(SplitFlag(arg).first);
+    return args.Unexpected(arg);
+  }
+  return std::nullopt;
+}
+
 // What the global flags set: the flags themselves, and whether help was asked for.
 struct GlobalSettings {
   GlobalFlags flags;
@@ -418,6 +497,17 @@ std::optional<UsageError> SetTimeout(std::string value, GlobalSettings& settings
   return std::nullopt;
 }
 
+std::optional<UsageError> SetRequestId(std::string value, GlobalSettings& settings) {
+  if (value != "auto" && !IsUuid(value)) {
+    return Usage(absl::StrCat("--request-id must be a UUID (8-4-4-4-12 hex digits, as uuidgen "
+                              "prints) or 'auto', got '",
+                              value, "'"),
+                 "");
+  }
+  settings.flags.request_id = std::move(value);
+  return std::nullopt;
+}
+
 // A flag accepted before or after the command. Their help is the overview's
 // "Flags" section (retryctl_help.cc).
 struct GlobalFlag {
@@ -435,6 +525,7 @@ constexpr GlobalFlag kGlobalFlags[] = {
     {"--tls-cert", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::tls_cert_file>},
     {"--tls-key", GlobalFlag::Value::kRequired, SetText<&GlobalFlags::tls_key_file>},
     {"--timeout", GlobalFlag::Value::kRequired, SetTimeout},
+    {"--request-id", GlobalFlag::Value::kRequired, SetRequestId},
     {"--json", GlobalFlag::Value::kNone, SetTrue<&GlobalFlags::json>},
     {"--tls", GlobalFlag::Value::kNone, SetTrue<&GlobalFlags::tls>},
     {"--help", GlobalFlag::Value::kNone, SetHelp},
@@ -542,11 +633,48 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseNoArguments(Command::kVersion, command_args, invocation);
   } else if (command == "health") {
     error = ParseHealth(command_args, invocation);
+  } else if (command == "drain") {
+    error = ParseDrain(command_args, invocation);
+  } else if (command == "operations") {
+    error = ParseNoArguments(Command::kOperations, command_args, invocation);
+  } else if (command == "operation") {
+    error = ParseOperation(command_args, invocation);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"), "");
   }
   if (error.has_value()) return *std::move(error);
+  if (!invocation.flags.request_id.empty() && !IsMutating(invocation.command)) {
+    return Usage(absl::StrCat("--request-id applies only to a command that changes retryd, "
+                              "not to '",
+                              command, "'"),
+                 command);
+  }
   return invocation;
+}
+
+bool IsMutating(Command command) {
+  switch (command) {
+    case Command::kThreadsStart:
+    case Command::kThreadsStop:
+    case Command::kThreadsSet:
+    case Command::kInOrder:
+    case Command::kOrdering:
+    case Command::kDlqRecord:
+    case Command::kDrain:
+    case Command::kOperationCancel:
+      return true;
+    case Command::kHelp:
+    case Command::kStatus:
+    case Command::kWatch:
+    case Command::kInFlight:
+    case Command::kVersion:
+    case Command::kHealth:
+    case Command::kOperations:
+    case Command::kOperationGet:
+    case Command::kOperationWatch:
+      return false;
+  }
+  return false;
 }
 
 }  // namespace retryd::retryctl

@@ -31,6 +31,10 @@ struct GlobalFlags {
   std::string tls_key_file;
   absl::Duration timeout = absl::Seconds(30);
   bool json = false;
+  // --request-id: sent with the mutating call so that a retry of it with the
+  // same id is not applied twice. A UUID, or "auto", which RunRetryctl
+  // replaces with a new random one; empty: none is sent.
+  std::string request_id;
 };
 
 enum class Command {
@@ -38,14 +42,23 @@ enum class Command {
   kStatus,
   kThreadsStart,  // count
   kThreadsStop,   // count, or thread_ids; graceful
+  kThreadsSet,    // count (the target, may be 0); graceful
   kInOrder,       // in_order, drain
   kOrdering,      // ordering, drain
   kWatch,         // interval_ms, thread_ids, max_snapshots
   kInFlight,      // limit
   kDlqRecord,     // record_topic, record_partition, record_offset
   kVersion,
-  kHealth,  // health_service
+  kHealth,           // health_service
+  kDrain,            // wait, drain_timeout_ms
+  kOperations,       // List them.
+  kOperationGet,     // operation_id
+  kOperationWatch,   // operation_id
+  kOperationCancel,  // operation_id
 };
+
+// Whether `command` changes retryd (and so takes --request-id).
+bool IsMutating(Command command);
 
 // The modes of `retryctl ordering` (retryd.v1.Ordering).
 enum class OrderingMode { kUnordered, kInOrder, kKey };
@@ -53,7 +66,8 @@ enum class OrderingMode { kUnordered, kInOrder, kKey };
 struct Invocation {
   Command command = Command::kHelp;
   // kHelp: "" for the overview, else a command: status, threads, inorder,
-  // ordering, watch, inflight, dlq-record, version, health.
+  // ordering, watch, inflight, dlq-record, version, health, drain,
+  // operations, operation.
   std::string help_topic;
   GlobalFlags flags;
 
@@ -69,7 +83,10 @@ struct Invocation {
   std::string record_topic;
   int32_t record_partition = 0;
   int64_t record_offset = 0;
-  std::string health_service;  // "": the server as a whole.
+  std::string health_service;     // "": the server as a whole.
+  bool wait = false;              // drain --wait: follow it until it ends.
+  uint32_t drain_timeout_ms = 0;  // 0: the drain may take as long as it takes.
+  std::string operation_id;
 };
 
 struct UsageError {

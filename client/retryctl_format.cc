@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/common/error_reason.h"
 
 namespace retryd::retryctl {
 namespace {
@@ -92,13 +93,28 @@ std::string CompactJson(const google::protobuf::Struct& object) {
 
 }  // namespace
 
-std::string ErrorJson(const absl::Status& status) {
+std::string ErrorJson(const absl::Status& status, std::string_view request_id) {
   google::protobuf::Struct object;
   auto& fields = *object.mutable_fields();
   fields["code"].set_number_value(static_cast<int>(status.code()));
   fields["status"].set_string_value(absl::StatusCodeToString(status.code()));
   fields["message"].set_string_value(std::string(status.message()));
+  if (const std::string reason = ReasonOf(status); !reason.empty()) {
+    fields["reason"].set_string_value(reason);
+  }
+  if (!request_id.empty()) fields["request_id"].set_string_value(std::string(request_id));
   return CompactJson(object);
+}
+
+std::string FormatError(const absl::Status& status) {
+  std::string out = absl::StatusCodeToString(status.code());
+  if (const std::string reason = ReasonOf(status); !reason.empty()) {
+    absl::StrAppend(&out, " (", SanitizeForTerminal(reason, 64), ")");
+  }
+  absl::StrAppend(
+      &out, ": ",
+      SanitizeForTerminal(std::string_view(status.message().data(), status.message().size()), 0));
+  return out;
 }
 
 std::string VersionJson(std::string_view client, std::string_view server) {
@@ -402,6 +418,25 @@ std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response)
   return absl::StrCat("stopped ",
                       Plural(response.stopped_thread_ids_size(), "retry thread", "retry threads"),
                       ": ", JoinIds(response.stopped_thread_ids()), "\n");
+}
+
+std::string FormatSetRetryThreadCount(const v1::SetRetryThreadCountResponse& response) {
+  std::string out;
+  if (!response.started_thread_ids().empty()) {
+    absl::StrAppend(&out, "started ",
+                    Plural(response.started_thread_ids_size(), "retry thread", "retry threads"),
+                    ": ", JoinIds(response.started_thread_ids()), "\n");
+  }
+  if (!response.stopped_thread_ids().empty()) {
+    absl::StrAppend(&out, "stopped ",
+                    Plural(response.stopped_thread_ids_size(), "retry thread", "retry threads"),
+                    ": ", JoinIds(response.stopped_thread_ids()), "\n");
+  }
+  if (out.empty()) out = "no change: ";
+  if (response.running_thread_ids().empty()) return out + "no retry threads running\n";
+  return absl::StrCat(out,
+                      Plural(response.running_thread_ids_size(), "retry thread", "retry threads"),
+                      " running: ", JoinIds(response.running_thread_ids()), "\n");
 }
 
 namespace {

@@ -30,8 +30,14 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, boo
 
 // A failed call as one line of JSON, no newline: {"code": 9, "status":
 // "FAILED_PRECONDITION", "message": "..."}: google.rpc.Status's code and
-// message, and the code's name.
-std::string ErrorJson(const absl::Status& status);
+// message, and the code's name; "reason": "..." too when the error carries
+// one (ReasonOf), and "request_id" when `request_id` is not empty.
+std::string ErrorJson(const absl::Status& status, std::string_view request_id = {});
+
+// A failed call for people, one line without a prefix or newline:
+// "FAILED_PRECONDITION (MAX_THREADS_REACHED): message", the reason in
+// brackets only when the error carries one; the message made safe to print.
+std::string FormatError(const absl::Status& status);
 
 // `retryctl version --json`, one line, no newline: {"client": "...",
 // "server": "..."}.
@@ -40,6 +46,9 @@ std::string VersionJson(std::string_view client, std::string_view server);
 std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now);
 std::string FormatStartRetryThreads(const v1::StartRetryThreadsResponse& response);
 std::string FormatStopRetryThreads(const v1::StopRetryThreadsResponse& response);
+// What `threads set N` changed (the ids started and stopped, if any), then
+// every retry thread running.
+std::string FormatSetRetryThreadCount(const v1::SetRetryThreadCountResponse& response);
 std::string FormatSetInOrder(const v1::SetInOrderResponse& response);
 std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response);
 // A table of the records in flight, oldest first, with a line saying how
@@ -48,6 +57,30 @@ std::string FormatSetOrderingMode(const v1::SetOrderingModeResponse& response);
 std::string FormatListInFlight(const v1::ListInFlightResponse& response, int64_t now_ms);
 std::string FormatDeadLetterRecord(const v1::DeadLetterRecordResponse& response,
                                    const std::string& topic, int32_t partition, int64_t offset);
+// `rows` as columns two spaces apart, each as wide as its widest cell; the
+// last column is not padded. Each line ends with a newline.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
+
+// Operations (retryctl_operation_format.cc). `now_ms`: Unix ms, for ages.
+// "drain"; an unknown kind as its number.
+std::string OperationKindName(v1::OperationKind kind);
+// "RUNNING", "SUCCEEDED", ...; an unknown state as its number.
+std::string OperationStateName(v1::OperationState state);
+// One operation, a field a line: id, kind, state, progress, created, ended,
+// request id, error, result.
+std::string FormatOperation(const v1::Operation& operation, int64_t now_ms);
+// A table of the operations, newest first: ID, KIND, STATE, AGE, ENDED,
+// PROGRESS.
+std::string FormatListOperations(const v1::ListOperationsResponse& response, int64_t now_ms);
+// One line of a watched operation: "RUNNING 12.3s: 120 of 400 retry records
+// left", or once ended "SUCCEEDED after 14.0s: drained 400 retry records,
+// stopped retry threads 3, 4".
+std::string FormatOperationUpdate(const v1::Operation& operation, int64_t now_ms);
+// Why an operation that ended did not succeed, its reason included; OK if it
+// succeeded or still runs. A FAILED (CANCELLED) one without an error code
+// is UNKNOWN (CANCELLED).
+absl::Status OperationError(const v1::Operation& operation);
+
 // A record key as a terminal shows it: printable ASCII as it is, other
 // bytes as "0x" and hex, "<null>" for a null key; cut to `max_width`.
 std::string FormatKey(std::string_view key, bool has_key, size_t max_width);

@@ -16,6 +16,7 @@ Commands:
   threads start N                  Start N more retry threads.
   threads stop N | --id ID... [--now]
                                    Stop retry threads (gracefully unless --now).
+  threads set N [--now]            Start or stop retry threads until N run.
   ordering MODE [--drain]          Switch the ordering mode: unordered,
                                    in-order or key.
   inorder on [--drain] | off       Switch in-order mode on or off.
@@ -24,6 +25,12 @@ Commands:
   inflight [--limit N]             The oldest records not yet done, and why.
   dlq-record TOPIC PARTITION OFFSET
                                    Dead-letter one held record now.
+  drain [--wait] [--drain-timeout D]
+                                   Empty the retry backlog, stop the retry
+                                   threads, switch to in-order: an operation.
+  operations                       The operations retryd keeps, newest first.
+  operation ID | watch ID | cancel ID
+                                   One operation; follow it; cancel it.
   version                          retryctl's release and retryd's.
   health [SERVICE]                 grpc.health.v1 status of retryd, or of a
                                    service such as retryd.downstream.
@@ -45,6 +52,12 @@ Flags (before or after the command):
   --json              print protobuf JSON with the .proto field names, for
                       scripts; watch prints one JSON snapshot per line; a
                       failed call's error is a JSON line on stderr
+  --request-id UUID   name this change (a command that changes retryd), as
+                      uuidgen prints one: run again with the same id, a
+                      change retryd applied is not applied twice (it answers
+                      as the first time). 'auto': a new random id, shown if
+                      the call fails without an answer. Ids are kept 10
+                      minutes or more, by the retryd that answered
   -h, --help          this text; 'retryctl COMMAND --help' for a command's
 
 Exit status:
@@ -53,9 +66,12 @@ Exit status:
   2      usage error
   64+N   the call failed with gRPC status code N, as grpcurl exits: 73
          FAILED_PRECONDITION, 69 NOT_FOUND, 78 UNAVAILABLE, 80
-         UNAUTHENTICATED, 68 DEADLINE_EXCEEDED. stderr says "retryctl:
-         CODE: message", or with --json one line {"code": N, "status":
-         "CODE", "message": "..."}
+         UNAUTHENTICATED, 68 DEADLINE_EXCEEDED; or an operation followed
+         (drain --wait, operation watch) ended with that code. stderr says
+         "retryctl: CODE (REASON): message", the reason (MAX_THREADS_REACHED,
+         DRAIN_RUNNING, ...) when retryd gave one; with --json one line
+         {"code": N, "status": "CODE", "message": "...", "reason": "..."}
+  130    Ctrl-C while following an operation, which goes on
 
 Examples:
   retryctl status
@@ -66,6 +82,8 @@ Examples:
   retryctl watch --interval 500
   retryctl inflight --limit 10
   retryctl dlq-record orders 3 1042
+  id=$(uuidgen); retryctl --request-id "$id" threads set 4
+  retryctl drain --wait --drain-timeout 10m
   retryctl --json status | jq .retry_backlog
 )";
 
@@ -92,6 +110,7 @@ constexpr std::string_view kThreadsHelp =
   retryctl threads start N
   retryctl threads stop N [--now]
   retryctl threads stop --id ID [--id ID...] [--now]
+  retryctl threads set N [--now]
 
 Retry threads consume the retry topic and process failed records again, with
 backoff, while the primary threads move on.
@@ -113,8 +132,19 @@ threads stop N    Stop the N most recently started retry threads (all of them
   --now           Stop at once, abandoning in-flight work (it is processed
                   again later; nothing is lost). Default: graceful - finish
                   in-flight hand-offs and commit first.
+threads set N     Start or stop retry threads (the most recently started
+                  first) until N run; N may be 0. Prints the ids started or
+                  stopped and every retry thread running. N running already
+                  changes nothing, so it is safe to repeat. FAILED_PRECONDITION
+                  with retry.autoscale on (AUTOSCALE_ACTIVE), above
+                  retry.max_threads (MAX_THREADS_REACHED), below
+                  retry.min_threads (MIN_THREADS_REACHED), or above 0 in
+                  in-order mode (IN_ORDER_ACTIVE). --now as for stop.
+
+With --request-id, a change retried with the same id is not applied twice.
 
 Examples:
+  retryctl threads set 4
   retryctl threads start 2
   retryctl threads stop 1
   retryctl threads stop --id 3 --id 5 --now
@@ -251,6 +281,69 @@ Examples:
     jq '.records[] | select(.state == "IN_FLIGHT_STATE_WAITING_DUE")'
 )";
 
+constexpr std::string_view kDrainHelp =
+    R"(Usage:
+  retryctl drain [--wait] [--drain-timeout DURATION]
+
+Starts a drain, as 'ordering in-order --drain' does without waiting: input
+pauses, the retry threads (a temporary one if none runs) empty the retry
+backlog, they stop, and retryd switches to in-order mode. It runs on in
+retryd as an operation; prints the operation's id (see 'retryctl operation').
+Cancelled, failed or past its timeout, it leaves retryd as it was: input
+resumed, the retry threads running, in-order mode off.
+FAILED_PRECONDITION (DRAIN_RUNNING) if a switch of the ordering mode is
+under way already.
+
+  --wait              follow the drain until it ends, a line whenever its
+                      progress changes (--json: the operation as one line of
+                      JSON each time); exit 0 if it SUCCEEDED, else 64 + the
+                      code of its error (CANCELLED 65, DEADLINE_EXCEEDED 68).
+                      Ctrl-C stops following (exit 130); the drain goes on.
+  --drain-timeout D   how long the drain may take, 1ms to 24h (seconds, or a
+                      duration such as 10m); past it the drain FAILED with
+                      DEADLINE_EXCEEDED. Default: until done or cancelled.
+                      (--timeout stays the deadline of each call.)
+
+Examples:
+  retryctl drain
+  retryctl drain --wait --drain-timeout 10m
+  retryctl --json drain | jq -r .id
+)";
+
+constexpr std::string_view kOperationHelp =
+    R"(Usage:
+  retryctl operations
+  retryctl operation ID
+  retryctl operation watch ID
+  retryctl operation cancel ID
+
+Work that takes long (a drain) runs in retryd as an operation: an id, a
+kind, a state (RUNNING, then SUCCEEDED, FAILED or CANCELLED), a progress
+line, and when it ended, its result or its error. retryd keeps the running
+ones and the last 100 that ended, for an hour; an id is valid only on the
+retryd that made it.
+
+operations        A table of them, newest first: ID, KIND, STATE, AGE,
+                  ENDED, PROGRESS.
+operation ID      One, a field a line. NOT_FOUND (OPERATION_NOT_FOUND) for an
+                  unknown id.
+operation watch ID
+                  Follow it until it ends, as 'drain --wait' does: exit 0 if
+                  it SUCCEEDED, else 64 + the code of its error; Ctrl-C
+                  stops following (exit 130).
+operation cancel ID
+                  Ask it to stop and print it; a drain ends at once, retryd
+                  as it was. One that has ended is printed as it is.
+
+With --json: the Operation (operations: ListOperationsResponse; watch: one
+line per update).
+
+Examples:
+  retryctl operations
+  retryctl operation watch 0b6f6f1e-4ad4-4c31-9d55-5b1e1f2f7a10
+  retryctl operation cancel 0b6f6f1e-4ad4-4c31-9d55-5b1e1f2f7a10
+)";
+
 constexpr std::string_view kVersionHelp =
     R"(Usage:
   retryctl version
@@ -318,6 +411,8 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "dlq-record") return kDlqRecordHelp;
   if (topic == "version") return kVersionHelp;
   if (topic == "health") return kHealthHelp;
+  if (topic == "drain") return kDrainHelp;
+  if (topic == "operations" || topic == "operation") return kOperationHelp;
   return {};
 }
 

@@ -15,8 +15,8 @@ namespace {
 constexpr size_t kMaxKeyWidth = 32;
 constexpr size_t kMaxErrorWidth = 60;
 
-// `rows` as columns two spaces apart, each as wide as its widest cell; the
-// last column is not padded.
+}  // namespace
+
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const auto& row : rows) {
@@ -35,8 +35,6 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string InFlightStateName(v1::InFlightState state) {
   if (state == v1::IN_FLIGHT_STATE_UNSPECIFIED || !v1::InFlightState_IsValid(state)) {

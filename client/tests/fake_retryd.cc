@@ -11,13 +11,14 @@
 
 namespace retryd::testing {
 
-// One WatchMetrics call: fails with `error`, or writes the canned
-// snapshots, one write in flight, then finishes or holds the stream until
-// the client cancels.
-class FakeRetryd::SnapshotWriter : public grpc::ServerWriteReactor<v1::MetricsSnapshot> {
+// One WatchMetrics or WatchOperation call: fails with `error`, or writes
+// the canned messages, one write in flight, then finishes or holds the
+// stream until the client cancels.
+template <typename Message>
+class FakeRetryd::StreamWriter : public grpc::ServerWriteReactor<Message> {
  public:
-  SnapshotWriter(FakeRetryd& fake, std::vector<v1::MetricsSnapshot> snapshots, bool then_end,
-                 const grpc::Status& error)
+  StreamWriter(FakeRetryd& fake, std::vector<Message> snapshots, bool then_end,
+               const grpc::Status& error)
       : fake_(fake), snapshots_(std::move(snapshots)), then_end_(then_end) {
     absl::MutexLock lock(&mu_);
     if (!error.ok()) {
@@ -60,7 +61,7 @@ class FakeRetryd::SnapshotWriter : public grpc::ServerWriteReactor<v1::MetricsSn
     }
     if (next_ < snapshots_.size()) {
       write_in_flight_ = true;
-      StartWrite(&snapshots_[next_++]);
+      this->StartWrite(&snapshots_[next_++]);
     } else if (then_end_) {
       FinishLocked(grpc::Status::OK);
     }
@@ -69,11 +70,11 @@ class FakeRetryd::SnapshotWriter : public grpc::ServerWriteReactor<v1::MetricsSn
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
-    Finish(status);
+    this->Finish(status);
   }
 
   FakeRetryd& fake_;
-  const std::vector<v1::MetricsSnapshot> snapshots_;
+  const std::vector<Message> snapshots_;
   const bool then_end_;
   absl::Mutex mu_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
@@ -150,7 +151,66 @@ class FakeRetryd::ControlService : public v1::Control::CallbackService {
       then_end = fake_.end_after_snapshots_;
     }
     // Owned by gRPC until OnDone.
-    return new SnapshotWriter(fake_, std::move(snapshots), then_end, status);
+    return new StreamWriter<v1::MetricsSnapshot>(fake_, std::move(snapshots), then_end, status);
+  }
+
+  grpc::ServerWriteReactor<v1::Operation>* WatchOperation(
+      grpc::CallbackServerContext* context, const v1::WatchOperationRequest* request) override {
+    grpc::Status status = fake_.Record("WatchOperation", *context);
+    std::vector<v1::Operation> updates;
+    bool then_end = false;
+    {
+      absl::MutexLock lock(&fake_.mu_);
+      fake_.requests_["WatchOperation"] = request->SerializeAsString();
+      updates = fake_.operation_updates_;
+      then_end = fake_.end_after_operation_updates_;
+    }
+    return new StreamWriter<v1::Operation>(fake_, std::move(updates), then_end, status);
+  }
+
+  // A unary call answered with set_response's message for `method`.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const char* method,
+                                   const Request& request, Response* response) {
+    grpc::Status status = fake_.Record(method, *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.requests_[method] = request.SerializeAsString();
+    if (const auto it = fake_.responses_.find(method);
+        status.ok() && it != fake_.responses_.end()) {
+      response->ParseFromString(it->second);
+    }
+    return Reply(context, status);
+  }
+
+  grpc::ServerUnaryReactor* SetRetryThreadCount(
+      grpc::CallbackServerContext* context, const v1::SetRetryThreadCountRequest* request,
+      v1::SetRetryThreadCountResponse* response) override {
+    return Answer(context, "SetRetryThreadCount", *request, response);
+  }
+  grpc::ServerUnaryReactor* DeadLetterRecord(grpc::CallbackServerContext* context,
+                                             const v1::DeadLetterRecordRequest* request,
+                                             v1::DeadLetterRecordResponse* response) override {
+    return Answer(context, "DeadLetterRecord", *request, response);
+  }
+  grpc::ServerUnaryReactor* StartDrain(grpc::CallbackServerContext* context,
+                                       const v1::StartDrainRequest* request,
+                                       v1::Operation* response) override {
+    return Answer(context, "StartDrain", *request, response);
+  }
+  grpc::ServerUnaryReactor* GetOperation(grpc::CallbackServerContext* context,
+                                         const v1::GetOperationRequest* request,
+                                         v1::Operation* response) override {
+    return Answer(context, "GetOperation", *request, response);
+  }
+  grpc::ServerUnaryReactor* ListOperations(grpc::CallbackServerContext* context,
+                                           const v1::ListOperationsRequest* request,
+                                           v1::ListOperationsResponse* response) override {
+    return Answer(context, "ListOperations", *request, response);
+  }
+  grpc::ServerUnaryReactor* CancelOperation(grpc::CallbackServerContext* context,
+                                            const v1::CancelOperationRequest* request,
+                                            v1::Operation* response) override {
+    return Answer(context, "CancelOperation", *request, response);
   }
 
  private:
@@ -255,6 +315,16 @@ void FakeRetryd::set_snapshots(std::vector<v1::MetricsSnapshot> snapshots, bool 
   snapshots_ = std::move(snapshots);
   end_after_snapshots_ = then_end;
 }
+void FakeRetryd::set_response(const std::string& method,
+                              const google::protobuf::Message& response) {
+  absl::MutexLock lock(&mu_);
+  responses_[method] = response.SerializeAsString();
+}
+void FakeRetryd::set_operation_updates(std::vector<v1::Operation> updates, bool then_end) {
+  absl::MutexLock lock(&mu_);
+  operation_updates_ = std::move(updates);
+  end_after_operation_updates_ = then_end;
+}
 void FakeRetryd::FailWith(const std::string& method, grpc::Status status) {
   absl::MutexLock lock(&mu_);
   failures_[method] = std::move(status);
@@ -290,6 +360,11 @@ v1::SetOrderingModeRequest FakeRetryd::last_ordering_request() const {
 v1::WatchMetricsRequest FakeRetryd::last_watch_request() const {
   absl::MutexLock lock(&mu_);
   return watch_request_;
+}
+std::string FakeRetryd::RequestBytes(const std::string& method) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = requests_.find(method);
+  return it == requests_.end() ? std::string() : it->second;
 }
 grpc::health::v1::HealthCheckRequest FakeRetryd::last_health_request() const {
   absl::MutexLock lock(&mu_);

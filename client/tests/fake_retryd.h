@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "google/protobuf/message.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "retryd/v1/control.grpc.pb.h"
@@ -47,9 +48,15 @@ class FakeRetryd {
   void set_in_order_response(v1::SetInOrderResponse response);
   void set_ordering_response(v1::SetOrderingModeResponse response);
   void set_health(grpc::health::v1::HealthCheckResponse::ServingStatus status);
+  // The answer of a unary call without a setter of its own above, by
+  // method name ("SetRetryThreadCount", "StartDrain", "GetOperation",
+  // "ListOperations", "CancelOperation"); unset: an empty message.
+  void set_response(const std::string& method, const google::protobuf::Message& response);
   // WatchMetrics writes these, then ends the stream with OK if `then_end`,
   // else holds it open until the client cancels.
   void set_snapshots(std::vector<v1::MetricsSnapshot> snapshots, bool then_end);
+  // WatchOperation, likewise.
+  void set_operation_updates(std::vector<v1::Operation> updates, bool then_end);
   // `method` fails with `status` instead of answering.
   void FailWith(const std::string& method, grpc::Status status);
 
@@ -62,16 +69,28 @@ class FakeRetryd {
   v1::SetOrderingModeRequest last_ordering_request() const;
   v1::WatchMetricsRequest last_watch_request() const;
   grpc::health::v1::HealthCheckRequest last_health_request() const;
+  // The last request of a call answered through set_response, or of
+  // WatchOperation; an empty one if none came.
+  template <typename Request>
+  Request last_request(const std::string& method) const {
+    Request request;
+    request.ParseFromString(RequestBytes(method));
+    return request;
+  }
 
-  // Notified once the first snapshot of a watch was written.
+  // Notified once the first message of a watch (WatchMetrics or
+  // WatchOperation) was written.
   absl::Notification& first_snapshot_written() { return first_snapshot_written_; }
-  // Notified once a watch was cancelled by its client.
+  // Notified once a watch (either) was cancelled by its client.
   absl::Notification& watch_cancelled() { return watch_cancelled_; }
 
  private:
   class ControlService;
   class HealthService;
-  class SnapshotWriter;
+  template <typename Message>
+  class StreamWriter;
+
+  std::string RequestBytes(const std::string& method) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records the call; returns the error to fail it with (OK: answer).
   grpc::Status Record(const std::string& method, const grpc::ServerContextBase& context)
@@ -87,6 +106,11 @@ class FakeRetryd {
       grpc::health::v1::HealthCheckResponse::SERVING;
   std::vector<v1::MetricsSnapshot> snapshots_ ABSL_GUARDED_BY(mu_);
   bool end_after_snapshots_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::Operation> operation_updates_ ABSL_GUARDED_BY(mu_);
+  bool end_after_operation_updates_ ABSL_GUARDED_BY(mu_) = false;
+  // By method name, serialized: set_response's answers, and the requests.
+  absl::flat_hash_map<std::string, std::string> responses_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
   std::vector<CallRecord> calls_ ABSL_GUARDED_BY(mu_);
   v1::StartRetryThreadsRequest start_request_ ABSL_GUARDED_BY(mu_);

@@ -225,10 +225,10 @@ TEST(RetryctlArgsTest, ThreadsStopErrors) {
 
 TEST(RetryctlArgsTest, ThreadsNeedsASubcommand) {
   UsageError error = ParseError({"threads"});
-  EXPECT_EQ(error.message, "threads: missing 'start N' or 'stop N | --id ID'");
+  EXPECT_EQ(error.message, "threads: missing 'start N', 'stop N | --id ID' or 'set N'");
   EXPECT_EQ(error.topic, "threads");
   EXPECT_EQ(ParseError({"threads", "list"}).message,
-            "threads: unknown subcommand 'list' (use start or stop)");
+            "threads: unknown subcommand 'list' (use start, stop or set)");
 }
 
 // ---- inorder ------------------------------------------------------------------

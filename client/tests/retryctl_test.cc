@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/tests/fake_retryd.h"
+#include "client/tests/run_retryctl.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -31,25 +32,6 @@ using ::testing::SizeIs;
 using ::testing::StartsWith;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
-
-struct RunResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-// Runs retryctl against `fake` (its address comes from RETRYD_ADDR, as a
-// user's would).
-RunResult RunAgainst(const FakeRetryd& fake, const std::vector<std::string>& args,
-                     Environment env = {}, bool tty = false, Interrupt* interrupt = nullptr) {
-  if (env.retryd_addr.empty()) env.retryd_addr = fake.address();
-  std::ostringstream out;
-  std::ostringstream err;
-  Io io(out, err);
-  io.out_is_tty = tty;
-  const int code = RunRetryctl(args, env, io, DefaultClientFactory(), interrupt);
-  return RunResult{code, out.str(), err.str()};
-}
 
 v1::MetricsSnapshot SnapshotAt(int64_t time_unix_ms, int64_t processed) {
   v1::MetricsSnapshot snapshot;
