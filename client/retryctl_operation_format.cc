@@ -33,7 +33,8 @@ std::string DrainOutcome(const v1::DrainResult& drain) {
   std::string out = absl::StrCat("drained ", drain.drained_records(),
                                  drain.drained_records() == 1 ? " retry record" : " retry records");
   if (!drain.stopped_thread_ids().empty()) {
-    absl::StrAppend(&out, ", stopped retry threads ", absl::StrJoin(drain.stopped_thread_ids(), ", "));
+    absl::StrAppend(&out, ", stopped retry threads ",
+                    absl::StrJoin(drain.stopped_thread_ids(), ", "));
   }
   return out;
 }
@@ -72,8 +73,8 @@ absl::Status OperationError(const v1::Operation& operation) {
     return error;
   }
   // Ended otherwise, yet without an error code: say so rather than OK.
-  const std::string message = absl::StrCat("operation ", operation.id(), " ended ",
-                                           OperationStateName(operation.state()));
+  const std::string message =
+      absl::StrCat("operation ", operation.id(), " ended ", OperationStateName(operation.state()));
   return operation.state() == v1::OPERATION_STATE_CANCELLED ? absl::CancelledError(message)
                                                             : absl::UnknownError(message);
 }

@@ -152,8 +152,7 @@ TEST(RetryctlRequestIdTest, SentWithEveryMutatingCall) {
   run({"ordering", "key"});
   EXPECT_EQ(fake.last_ordering_request().request_id(), kUuid);
   run({"dlq-record", "orders", "0", "2"});
-  EXPECT_EQ(fake.last_request<v1::DeadLetterRecordRequest>("DeadLetterRecord").request_id(),
-            kUuid);
+  EXPECT_EQ(fake.last_request<v1::DeadLetterRecordRequest>("DeadLetterRecord").request_id(), kUuid);
   run({"drain"});
   EXPECT_EQ(fake.last_request<v1::StartDrainRequest>("StartDrain").request_id(), kUuid);
   run({"operation", "cancel", "op-1"});
@@ -183,18 +182,19 @@ TEST(RetryctlRequestIdTest, AutoMakesOneAndShowsItWhenTheOutcomeIsUnknown) {
   fake.FailWith("StartRetryThreads",
                 GrpcErrorWithReason(grpc::StatusCode::DEADLINE_EXCEEDED, "busy", "CONTROL_BUSY"));
   run = RunAgainst(fake, {"--request-id", kUuid, "threads", "start", "1"});
-  EXPECT_EQ(run.err, "retryctl: DEADLINE_EXCEEDED (CONTROL_BUSY): busy\n"
-                     "retryctl: no answer within --timeout 30s\n");
+  EXPECT_EQ(run.err,
+            "retryctl: DEADLINE_EXCEEDED (CONTROL_BUSY): busy\n"
+            "retryctl: no answer within --timeout 30s\n");
 }
 
 // ---- errors with a reason ------------------------------------------------------
 
 TEST(RetryctlReasonTest, HumanLineAndJsonCarryTheReason) {
   FakeRetryd fake;
-  fake.FailWith("SetRetryThreadCount",
-                GrpcErrorWithReason(grpc::StatusCode::FAILED_PRECONDITION,
-                                    "target 9 is above retry.max_threads (4)",
-                                    "MAX_THREADS_REACHED"));
+  fake.FailWith(
+      "SetRetryThreadCount",
+      GrpcErrorWithReason(grpc::StatusCode::FAILED_PRECONDITION,
+                          "target 9 is above retry.max_threads (4)", "MAX_THREADS_REACHED"));
   RunResult run = RunAgainst(fake, {"threads", "set", "9"});
   EXPECT_EQ(run.exit_code, 73);
   EXPECT_EQ(run.out, "");
@@ -326,9 +326,9 @@ TEST(RetryctlOperationArgsTest, HelpForEveryNewCommandAndFlag) {
   EXPECT_THAT(std::string(HelpText("threads")), HasSubstr("retryctl threads set N [--now]"));
   EXPECT_THAT(std::string(HelpText("threads")), HasSubstr("AUTOSCALE_ACTIVE"));
   const std::string overview(HelpText(""));
-  for (const char* expected : {"threads set N [--now]", "drain [--wait] [--drain-timeout D]",
-                               "operations", "operation ID | watch ID | cancel ID",
-                               "--request-id UUID", "CODE (REASON)", "130"}) {
+  for (const char* expected :
+       {"threads set N [--now]", "drain [--wait] [--drain-timeout D]", "operations",
+        "operation ID | watch ID | cancel ID", "--request-id UUID", "CODE (REASON)", "130"}) {
     EXPECT_THAT(overview, HasSubstr(expected));
   }
 }
@@ -358,8 +358,8 @@ TEST(RetryctlOperationFormatTest, OneOperation) {
   EXPECT_TRUE(OperationError(done).ok());
 
   v1::Operation failed = Drain("op-2", v1::OPERATION_STATE_FAILED);
-  *failed.mutable_error() = RpcStatusWithReason(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                                "the drain passed its timeout", "");
+  *failed.mutable_error() =
+      RpcStatusWithReason(grpc::StatusCode::DEADLINE_EXCEEDED, "the drain passed its timeout", "");
   EXPECT_THAT(FormatOperation(failed, kNow),
               HasSubstr("error     DEADLINE_EXCEEDED: the drain passed its timeout\n"));
   EXPECT_EQ(OperationError(failed).code(), absl::StatusCode::kDeadlineExceeded);
@@ -383,7 +383,8 @@ TEST(RetryctlOperationFormatTest, ListNewestFirst) {
       absl::StrSplit(FormatListOperations(response, 1'020'000), '\n', absl::SkipEmpty());
   ASSERT_THAT(lines, SizeIs(3));
   EXPECT_THAT(lines[0], StartsWith("ID    KIND   STATE      AGE    ENDED     PROGRESS"));
-  EXPECT_THAT(lines[1], StartsWith("op-2  drain  RUNNING    20.0s  -         7 retry records left"));
+  EXPECT_THAT(lines[1],
+              StartsWith("op-2  drain  RUNNING    20.0s  -         7 retry records left"));
   EXPECT_THAT(lines[2], StartsWith("op-1  drain  SUCCEEDED  20.0s  6.0s ago  -"));
 }
 
@@ -445,9 +446,9 @@ TEST(RetryctlDrainTest, WaitExitsWithTheCodeOfTheOperationsError) {
 
   RunResult run = RunAgainst(fake, {"drain", "--wait"});
   EXPECT_EQ(run.exit_code, 73);
-  EXPECT_THAT(run.out, HasSubstr(
-                           "FAILED after 14.0s: FAILED_PRECONDITION (ENGINE_NOT_RUNNING): the "
-                           "engine stopped\n"));
+  EXPECT_THAT(run.out,
+              HasSubstr("FAILED after 14.0s: FAILED_PRECONDITION (ENGINE_NOT_RUNNING): the "
+                        "engine stopped\n"));
 
   run = RunAgainst(fake, {"--json", "operation", "watch", "op-8"});
   EXPECT_EQ(run.exit_code, 73);
