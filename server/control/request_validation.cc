@@ -35,15 +35,22 @@ absl::Status ValidateStartRetryThreadsRequest(const v1::StartRetryThreadsRequest
                                               int max_threads, int running) {
   const int room = std::max(0, max_threads - running);
   if (request.count() >= 1 && request.count() <= room) return absl::OkStatus();
-  if (room == 0) {
+  // Below 1 is a malformed request whatever runs; past the cap, the
+  // engine's state.
+  const bool too_few = request.count() < 1;
+  if (room == 0 && !too_few) {
     return WithReason(
         absl::FailedPreconditionError(absl::StrCat(
             "count: no room for more retry threads: ", running, " run and retry.max_threads is ",
             max_threads, "; stop some first, or raise retry.max_threads")),
         reason::kMaxThreadsReached);
   }
-  // Past the cap is the engine's state, not a malformed request.
-  const bool too_few = request.count() < 1;
+  if (room == 0) {
+    return WithReason(absl::InvalidArgumentError(
+                          absl::StrCat("count: must be at least 1, got ", request.count(), " (and ",
+                                       running, " run: retry.max_threads is ", max_threads, ")")),
+                      reason::kInvalidField);
+  }
   return WithReason(
       absl::Status(
           too_few ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition,
