@@ -6,6 +6,7 @@
 #include "client/retryctl_args.h"
 #include "client/retryctl_format.h"
 #include "client/retryctl_help.h"
+#include "client/tests/run_retryctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,19 +15,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::variant<Invocation, UsageError> ParseLine(const std::vector<std::string>& args) {
-  return ParseArgs(args, Environment());
-}
-
-std::string ErrorOf(const std::vector<std::string>& args) {
-  std::variant<Invocation, UsageError> result = ParseLine(args);
-  if (!std::holds_alternative<UsageError>(result)) {
-    ADD_FAILURE() << "expected a usage error";
-    return "";
-  }
-  return std::get<UsageError>(result).message;
-}
 
 TEST(RetryctlInFlightArgsTest, InFlightWithAndWithoutLimit) {
   std::variant<Invocation, UsageError> plain = ParseLine({"inflight"});

@@ -35,10 +35,6 @@ using ::testing::StartsWith;
 constexpr char kUuid[] = "0b6f6f1e-4ad4-4c31-9d55-5b1e1f2f7a10";
 constexpr absl::Duration kWait = absl::Seconds(30);
 
-std::variant<Invocation, UsageError> ParseLine(const std::vector<std::string>& args) {
-  return ParseArgs(args, Environment());
-}
-
 Invocation Parse(const std::vector<std::string>& args) {
   std::variant<Invocation, UsageError> result = ParseLine(args);
   if (const UsageError* error = std::get_if<UsageError>(&result)) {
@@ -46,15 +42,6 @@ Invocation Parse(const std::vector<std::string>& args) {
     return Invocation();
   }
   return std::get<Invocation>(result);
-}
-
-std::string ErrorOf(const std::vector<std::string>& args) {
-  std::variant<Invocation, UsageError> result = ParseLine(args);
-  if (!std::holds_alternative<UsageError>(result)) {
-    ADD_FAILURE() << "expected a usage error";
-    return "";
-  }
-  return std::get<UsageError>(result).message;
 }
 
 // A google.rpc.Status with retryd's ErrorInfo, as retryd sends one.

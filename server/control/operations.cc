@@ -101,14 +101,26 @@ absl::StatusOr<v1::Operation> OperationRegistry::Run(v1::OperationKind kind, std
   }
   const Begun begun = Begin(kind, std::move(request_id), std::move(progress));
   absl::StatusOr<v1::Operation> started = Get(begun.id);
-  absl::MutexLock lock(&mu_);
-  threads_.emplace_back([this, begun, work = std::move(work)]() mutable {
-    SetThreadName("operation");
-    SetThreadComponent("control");
-    v1::Operation result;
-    const absl::Status status = std::move(work)(*begun.cancel, result);
-    Finish(begun.id, status, result);
-  });
+  std::vector<std::thread> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    auto done = std::partition(threads_.begin(), threads_.end(),
+                               [](const RunThread& t) { return !t.ended->load(); });
+    for (auto it = done; it != threads_.end(); ++it) ended.push_back(std::move(it->thread));
+    threads_.erase(done, threads_.end());
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    threads_.push_back({std::thread([this, begun, flag, work = std::move(work)]() mutable {
+                          SetThreadName("operation");
+                          SetThreadComponent("control");
+                          v1::Operation result;
+                          const absl::Status status = std::move(work)(*begun.cancel, result);
+                          Finish(begun.id, status, result);
+                          flag->store(true);
+                        }),
+                        flag});
+  }
+  // Outside the lock: each has at most its return left to do.
+  for (std::thread& thread : ended) thread.join();
   return started;
 }
 
@@ -178,7 +190,7 @@ void OperationRegistry::ForgetOldLocked(absl::Time now) {
 }
 
 void OperationRegistry::Shutdown() {
-  std::vector<std::thread> threads;
+  std::vector<RunThread> threads;
   std::vector<std::shared_ptr<engine::Cancellation>> running;
   {
     absl::MutexLock lock(&mu_);
@@ -189,7 +201,7 @@ void OperationRegistry::Shutdown() {
     }
   }
   for (const auto& cancel : running) cancel->Cancel();
-  for (std::thread& thread : threads) thread.join();
+  for (RunThread& t : threads) t.thread.join();
 }
 
 OperationWatcher::OperationWatcher(WatcherRegistry& watchers, const OperationRegistry& operations,

@@ -21,6 +21,7 @@
 #include <grpcpp/alarm.h>
 #include <grpcpp/support/server_callback.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -98,7 +99,13 @@ class OperationRegistry {
   mutable absl::Mutex mu_;  // Guards the fields below.
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // Ids, oldest first.
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // Run()'s threads; each sets its flag as its last act, and the next Run()
+  // joins those that have, so that an ended thread's stack does not linger.
+  struct RunThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended;
+  };
+  std::vector<RunThread> threads_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
