@@ -31,6 +31,7 @@
 #include "server/config/config_loader.h"
 #include "server/control/control_config.h"
 #include "server/control/control_server.h"
+#include "server/control/instance.h"
 #include "server/demo/demo_load.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/stats/counters.h"
@@ -308,6 +309,7 @@ int Main(int argc, char** argv) {
   const std::string& config_path = configuration->path;
   const v1::Config& config = configuration->loaded.proto;
   engine::EngineOptions options = configuration->loaded.engine;
+  options.instance_name = control::InstanceName(control::DescribeInstance(absl::Now()));
 
   // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
   // below); blocking them first means every thread started later inherits

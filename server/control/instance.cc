@@ -26,4 +26,8 @@ v1::Instance DescribeInstance(absl::Time started) {
   return instance;
 }
 
+std::string InstanceName(const v1::Instance& instance) {
+  return instance.pod_name().empty() ? instance.host_name() : instance.pod_name();
+}
+
 }  // namespace retryd::control

@@ -34,6 +34,10 @@ struct HeldRecord {
   int64_t first_failure_ms = 0;
   int64_t due_ms = 0;
   std::string last_error;
+  // The last failure's machine-readable reason (Outcome::error_reason).
+  std::string last_error_reason;
+  // The last_error of its first failure; empty before, or when not known.
+  std::string first_error;
   // Unix ms when this thread read it (what ListInFlight measures a record
   // that never failed from).
   int64_t read_ms = 0;

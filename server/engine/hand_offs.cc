@@ -140,6 +140,8 @@ RetryMetadata OriginOf(const HeldRecord& held) {
   m.original_offset = held.record.offset;
   m.original_timestamp_ms = held.record.timestamp_ms;
   m.error = held.last_error;
+  m.first_error = held.first_error;
+  m.error_reason = held.last_error_reason;
   return m;
 }
 
@@ -182,35 +184,45 @@ HandOff RetryHandOff(HeldRecord held, HandOffKind kind, const std::string& retry
 }
 
 HandOff DeadLetterHandOff(ThreadRole role, const HeldRecord& held, std::string reason,
-                          const std::string& dead_letter_topic, int64_t now_ms) {
+                          const std::string& dead_letter_topic, const DeadLetterStamp& stamp) {
   HandOff h;
   h.release = ParkedRecordOf(role, held);
   h.origin = OriginOf(held);
-  h.origin.due_ms = now_ms;
-  if (h.origin.first_failure_ms == 0) h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.due_ms = stamp.ms;
   h.origin.error = std::move(reason);
+  if (h.origin.first_failure_ms == 0) {
+    // Its first failure is this one.
+    h.origin.first_failure_ms = h.origin.due_ms;
+    h.origin.first_error = h.origin.error;
+  }
   h.record.topic = dead_letter_topic;
   h.record.key = held.record.key;
   h.record.value = held.record.value;
-  h.record.headers = WithRetryHeaders(held.record.headers, h.origin);
+  h.record.headers = WithDeadLetterHeaders(held.record.headers, h.origin, stamp);
   h.kind = HandOffKind::kDeadLetter;
   h.offset = held.source_offset;
   return h;
 }
 
 HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& error,
-                                   const std::string& dead_letter_topic, int64_t now_ms) {
+                                   const std::string& dead_letter_topic,
+                                   const DeadLetterStamp& stamp) {
   HandOff h;
   h.record.topic = dead_letter_topic;
   h.record.key = record.key;
   h.record.value = record.value;
   h.record.headers = record.headers;  // Kept as found, for whoever investigates.
   SetHeader(h.record.headers, kErrorHeader, TruncateUtf8(error, kMaxErrorBytes));
+  // A reason found there was that of an earlier failure, not of this one.
+  SetHeader(h.record.headers, kErrorReasonHeader, "");
+  SetHeader(h.record.headers, kDeadLetteredMsHeader, absl::StrCat(stamp.ms));
+  SetHeader(h.record.headers, kDeadLetteredByHeader, stamp.by);
   h.kind = HandOffKind::kDeadLetter;
   h.offset = record.offset;
   // Its own retry headers cannot be trusted: it is described by where it was read.
-  h.origin.due_ms = now_ms;
+  h.origin.due_ms = stamp.ms;
   h.origin.first_failure_ms = h.origin.due_ms;
+  h.origin.first_error = error;
   h.origin.original_topic = record.topic;
   h.origin.original_partition = record.partition;
   h.origin.original_offset = record.offset;
@@ -221,7 +233,7 @@ HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& erro
 
 HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const std::string& dead_letter_topic, size_t max_message_bytes,
-                         int64_t now_ms) {
+                         const DeadLetterStamp& stamp) {
   const size_t refused_size = RecordWireSize(hand_off.record);
   if (hand_off.unfitted == nullptr) {
     // The first refusal: the record to fit is the dead-letter record the
@@ -232,16 +244,19 @@ HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
         hand_off.kind == HandOffKind::kFollow) {
       meta.attempt -= 1;
     }
-    meta.due_ms = now_ms;
-    if (meta.first_failure_ms == 0) meta.first_failure_ms = meta.due_ms;
+    meta.due_ms = stamp.ms;
     const std::string refused =
         absl::StrCat(HandOffKindName(hand_off.kind), " record refused by Kafka (", why, ")");
     meta.error = meta.error.empty() ? refused : absl::StrCat(meta.error, "; ", refused);
+    if (meta.first_failure_ms == 0) {
+      meta.first_failure_ms = meta.due_ms;
+      meta.first_error = meta.error;
+    }
     auto unfitted = std::make_shared<OutgoingRecord>();
     unfitted->topic = dead_letter_topic;
     unfitted->key = std::move(hand_off.record.key);
     unfitted->value = std::move(hand_off.record.value);
-    unfitted->headers = WithRetryHeaders(hand_off.record.headers, meta);
+    unfitted->headers = WithDeadLetterHeaders(hand_off.record.headers, meta, stamp);
     hand_off.unfitted = std::move(unfitted);
   }
   hand_off.fit += 1;
@@ -444,7 +459,8 @@ void HandOffs::DrainRedo(bool force, bool in_order) {
                  "); dead-lettering it cut to fit");
       Emit(FittedDeadLetter(std::move(h), redo.refused, options_.dead_letter_topic,
                             static_cast<size_t>(producer_.max_message_bytes()),
-                            absl::ToUnixMillis(absl::Now())),
+                            {absl::ToUnixMillis(absl::Now()),
+                             DeadLetteredBy(options_.instance_name, mailbox_->id())}),
            in_order);
       continue;
     }

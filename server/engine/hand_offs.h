@@ -191,19 +191,23 @@ HandOff OutputHandOff(ThreadRole role, HeldRecord& held, Outcome& outcome,
                       const std::string& output_topic);
 // `held` as a hand-off of `kind` to `retry_topic`, with its retryd-* headers.
 HandOff RetryHandOff(HeldRecord held, HandOffKind kind, const std::string& retry_topic);
-// `held` to `dead_letter_topic` because of `reason`, at `now_ms`.
+// `held` to `dead_letter_topic` because of `reason`, dead-lettered as
+// `stamp` says. Its last failure's reason is held.last_error_reason; a
+// record that never failed before has `reason` for its first error too.
 HandOff DeadLetterHandOff(ThreadRole role, const HeldRecord& held, std::string reason,
-                          const std::string& dead_letter_topic, int64_t now_ms);
+                          const std::string& dead_letter_topic, const DeadLetterStamp& stamp);
 // A retry record whose retryd-* headers do not parse, to `dead_letter_topic`
-// as it was found, `error` added, described by where it was read.
+// as it was found, `error` (with no error reason) and `stamp` added,
+// described by where it was read.
 HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& error,
-                                   const std::string& dead_letter_topic, int64_t now_ms);
+                                   const std::string& dead_letter_topic,
+                                   const DeadLetterStamp& stamp);
 // The dead-letter record that replaces `hand_off`, refused by Kafka because
 // of `why`, in the next smaller form: under `max_message_bytes`, and then
-// the smallest form.
+// the smallest form. `stamp` is used when it is first fitted.
 HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const std::string& dead_letter_topic, size_t max_message_bytes,
-                         int64_t now_ms);
+                         const DeadLetterStamp& stamp);
 
 class HandOffs {
  public:

@@ -351,6 +351,8 @@ void Worker::HandleRetryRecord(const TopicPartition& tp,
   held.first_failure_ms = meta->first_failure_ms;
   held.due_ms = meta->due_ms;
   held.last_error = std::move(meta->error);
+  held.last_error_reason = std::move(meta->error_reason);
+  held.first_error = std::move(meta->first_error);
   held.refused_last_attempt = DownstreamGate::IsRefusalReason(held.last_error);
   held.record.topic = std::move(meta->original_topic);
   held.record.partition = meta->original_partition;
@@ -507,11 +509,13 @@ void Worker::Conclude(HeldRecord&& held, Outcome outcome, absl::Time started, bo
       mailbox_->counters.Add(&Counters::failed_attempts);
       mailbox_->SetLastError(outcome.reason);
       RecordEndToEnd(held, finished);
+      held.last_error_reason = std::move(outcome.error_reason);
       DeadLetter(held, absl::StrCat("permanent failure: ", outcome.reason));
       return;
     case Outcome::Kind::kRetriable:
       mailbox_->counters.Add(&Counters::failed_attempts);
       mailbox_->SetLastError(outcome.reason);
+      held.last_error_reason = std::move(outcome.error_reason);
       OnRetriableFailure(std::move(held), std::move(outcome.reason));
       return;
   }
@@ -542,7 +546,10 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     return;
   }
   const int64_t now = NowMs();
-  if (held.first_failure_ms == 0) held.first_failure_ms = now;
+  if (held.first_failure_ms == 0) {
+    held.first_failure_ms = now;
+    held.first_error = reason;
+  }
   held.due_ms = now + backoff_.DelayMs(held.attempt);
   held.attempt += 1;
   held.last_error = std::move(reason);
@@ -714,7 +721,7 @@ void Worker::DeadLetter(const HeldRecord& held, std::string reason,
                         std::shared_ptr<WorkerRequest> requested_by) {
   EndOfLane(held);
   HandOff h = DeadLetterHandOff(role_, held, std::move(reason), context_.options->dead_letter_topic,
-                                NowMs());
+                                Stamp());
   h.tracker = partitions_.Tracker(held.source);
   h.requested_by = std::move(requested_by);
   Emit(std::move(h));
@@ -728,9 +735,13 @@ void Worker::DeadLetterMalformed(const Record& record,
   LogWarning("thread ", id_, ": ", error, "; dead-lettering it");
   mailbox_->SetLastError(error);
   HandOff h =
-      MalformedDeadLetterHandOff(record, error, context_.options->dead_letter_topic, NowMs());
+      MalformedDeadLetterHandOff(record, error, context_.options->dead_letter_topic, Stamp());
   h.tracker = tracker;
   Emit(std::move(h));
+}
+
+DeadLetterStamp Worker::Stamp() const {
+  return {NowMs(), DeadLetteredBy(context_.options->instance_name, id_)};
 }
 
 void Worker::Emit(HandOff&& hand_off) { hand_offs_.Emit(std::move(hand_off), InOrder()); }

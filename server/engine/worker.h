@@ -229,6 +229,8 @@ class Worker : public kafka::ConsumerListener {
                   std::shared_ptr<WorkerRequest> requested_by = nullptr);
   void DeadLetterMalformed(const Record& record, const std::shared_ptr<CompletionTracker>& tracker,
                            const absl::Status& why);
+  // Now, by this thread: what a dead-letter record says of its making.
+  DeadLetterStamp Stamp() const;
   // Gives `hand_off` to Kafka (HandOffs::Emit).
   void Emit(HandOff&& hand_off);
   // Processes held records that are due, and in-order records queued behind

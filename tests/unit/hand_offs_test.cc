@@ -31,6 +31,8 @@ HeldRecord Held(std::optional<std::string> key = "k1") {
   held.first_failure_ms = 1000;
   held.due_ms = 5000;
   held.last_error = "timeout";
+  held.first_error = "connection reset";
+  held.last_error_reason = "billing.example.com/QUOTA_EXCEEDED";
   held.record.topic = "orders";
   held.record.partition = 2;
   held.record.offset = 41;
@@ -159,14 +161,40 @@ TEST(HandOffRecordsTest, OutputAndRetryTakeOverTheHeldRecordsCharge) {
 TEST(HandOffRecordsTest, DeadLetterSaysWhyAndWhen) {
   HeldRecord never_failed = Held();
   never_failed.first_failure_ms = 0;
+  never_failed.first_error = "";
   HandOff h = DeadLetterHandOff(ThreadRole::kPrimary, never_failed, "permanent failure: bad",
-                                "orders.dlq", 8000);
+                                "orders.dlq", {8000, "pod-1/thread-4"});
   EXPECT_EQ(h.kind, HandOffKind::kDeadLetter);
   EXPECT_EQ(h.record.topic, "orders.dlq");
   absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(h.record.headers);
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->error, "permanent failure: bad");
-  EXPECT_EQ(meta->first_failure_ms, 8000);  // It failed first now.
+  EXPECT_EQ(meta->first_failure_ms, 8000);                 // It failed first now...
+  EXPECT_EQ(meta->first_error, "permanent failure: bad");  // ...and for this.
+  EXPECT_EQ(ValueOf(h.record.headers, kDeadLetteredMsHeader), "8000");
+  EXPECT_EQ(ValueOf(h.record.headers, kDeadLetteredByHeader), "pod-1/thread-4");
+}
+
+TEST(HandOffRecordsTest, DeadLetterKeepsTheFirstErrorAndTheLastReason) {
+  HandOff h = DeadLetterHandOff(ThreadRole::kRetry, Held(), "timeout (gave up after attempt 3)",
+                                "orders.dlq", {8000, "thread-4"});
+  absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(h.record.headers);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->error, "timeout (gave up after attempt 3)");
+  EXPECT_EQ(meta->first_failure_ms, 1000);
+  EXPECT_EQ(meta->first_error, "connection reset");
+  EXPECT_EQ(meta->error_reason, "billing.example.com/QUOTA_EXCEEDED");
+  EXPECT_EQ(ValueOf(h.record.headers, kDeadLetteredByHeader), "thread-4");
+}
+
+TEST(HandOffRecordsTest, RetryRecordCarriesTheFirstErrorAndTheLastReason) {
+  HandOff h = RetryHandOff(Held(), HandOffKind::kRetry, "orders.retry");
+  absl::StatusOr<RetryMetadata> meta = ParseRetryHeaders(h.record.headers);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->first_error, "connection reset");
+  EXPECT_EQ(meta->error_reason, "billing.example.com/QUOTA_EXCEEDED");
+  // Only dead letters say when and by whom.
+  EXPECT_EQ(ValueOf(h.record.headers, kDeadLetteredMsHeader), "<absent>");
 }
 
 TEST(HandOffRecordsTest, MalformedRetryRecordIsKeptAsFoundAndDescribedByWhereItWasRead) {
@@ -175,11 +203,15 @@ TEST(HandOffRecordsTest, MalformedRetryRecordIsKeptAsFoundAndDescribedByWhereItW
   r.partition = 0;
   r.offset = 9;
   r.value = "x";
-  r.headers = {{std::string(kAttemptHeader), "not a number"}};
-  HandOff h = MalformedDeadLetterHandOff(r, "malformed", "orders.dlq", 1);
+  r.headers = {{std::string(kAttemptHeader), "not a number"},
+               {std::string(kErrorReasonHeader), "an.earlier/FAILURE"}};
+  HandOff h = MalformedDeadLetterHandOff(r, "malformed", "orders.dlq", {1, "thread-0"});
   EXPECT_EQ(h.offset, 9);
   EXPECT_EQ(ValueOf(h.record.headers, std::string(kAttemptHeader)), "not a number");
   EXPECT_EQ(ValueOf(h.record.headers, std::string(kErrorHeader)), "malformed");
+  EXPECT_EQ(ValueOf(h.record.headers, std::string(kErrorReasonHeader)), "");
+  EXPECT_EQ(ValueOf(h.record.headers, std::string(kDeadLetteredMsHeader)), "1");
+  EXPECT_EQ(ValueOf(h.record.headers, std::string(kDeadLetteredByHeader)), "thread-0");
   EXPECT_EQ(h.origin.original_topic, "orders.retry");
   EXPECT_EQ(h.origin.original_offset, 9);
 }
@@ -188,7 +220,8 @@ TEST(HandOffRecordsTest, RefusedRetryRecordBecomesAFittedDeadLetterWithTheAttemp
   HeldRecord held = Held();
   held.record.value = std::string(100000, 'v');
   HandOff refused = RetryHandOff(std::move(held), HandOffKind::kRetry, "orders.retry");
-  HandOff fitted = FittedDeadLetter(std::move(refused), "too large", "orders.dlq", 50000, 9000);
+  HandOff fitted =
+      FittedDeadLetter(std::move(refused), "too large", "orders.dlq", 50000, {9000, "thread-7"});
   EXPECT_EQ(fitted.kind, HandOffKind::kDeadLetter);
   EXPECT_EQ(fitted.fit, 1);
   EXPECT_EQ(fitted.record.topic, "orders.dlq");
@@ -197,8 +230,12 @@ TEST(HandOffRecordsTest, RefusedRetryRecordBecomesAFittedDeadLetterWithTheAttemp
   EXPECT_NE(ValueOf(fitted.record.headers, std::string(kErrorHeader))
                 .find("retry record refused by Kafka (too large)"),
             std::string::npos);
+  EXPECT_EQ(ValueOf(fitted.record.headers, std::string(kFirstErrorHeader)), "connection reset");
+  EXPECT_EQ(ValueOf(fitted.record.headers, std::string(kDeadLetteredMsHeader)), "9000");
+  EXPECT_EQ(ValueOf(fitted.record.headers, std::string(kDeadLetteredByHeader)), "thread-7");
   // Refused again: the smallest form, and no further one.
-  HandOff smallest = FittedDeadLetter(std::move(fitted), "too large", "orders.dlq", 50000, 9000);
+  HandOff smallest =
+      FittedDeadLetter(std::move(fitted), "too large", "orders.dlq", 50000, {9000, "thread-7"});
   EXPECT_EQ(smallest.fit, 2);
   EXPECT_LE(RecordWireSize(smallest.record), 16u * 1024);
 }

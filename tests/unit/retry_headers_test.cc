@@ -34,6 +34,8 @@ RetryMetadata SampleMetadata() {
   m.original_offset = 123456789;
   m.original_timestamp_ms = 1699999999999;
   m.error = "timeout talking to billing";
+  m.first_error = "connection reset by billing";
+  m.error_reason = "billing.example.com/QUOTA_EXCEEDED";
   return m;
 }
 
@@ -97,9 +99,13 @@ TEST(RetryHeadersTest, HeaderNames) {
   EXPECT_EQ(kOriginalOffsetHeader, "retryd-original-offset");
   EXPECT_EQ(kOriginalTimestampMsHeader, "retryd-original-timestamp-ms");
   EXPECT_EQ(kErrorHeader, "retryd-error");
+  EXPECT_EQ(kFirstErrorHeader, "retryd-first-error");
+  EXPECT_EQ(kErrorReasonHeader, "retryd-error-reason");
+  EXPECT_EQ(kDeadLetteredMsHeader, "retryd-dead-lettered-ms");
+  EXPECT_EQ(kDeadLetteredByHeader, "retryd-dead-lettered-by");
 }
 
-TEST(RetryHeadersTest, WritesEightDecimalHeadersAfterTheOriginals) {
+TEST(RetryHeadersTest, WritesTenHeadersAfterTheOriginals) {
   const Headers original = {{"trace-id", "abc"}, {"bin", kBinary}};
   const Headers out = WithRetryHeaders(original, SampleMetadata());
   EXPECT_THAT(out,
@@ -110,7 +116,39 @@ TEST(RetryHeadersTest, WritesEightDecimalHeadersAfterTheOriginals) {
                           Header{"retryd-original-partition", "7"},
                           Header{"retryd-original-offset", "123456789"},
                           Header{"retryd-original-timestamp-ms", "1699999999999"},
-                          Header{"retryd-error", "timeout talking to billing"}));
+                          Header{"retryd-error", "timeout talking to billing"},
+                          Header{"retryd-first-error", "connection reset by billing"},
+                          Header{"retryd-error-reason", "billing.example.com/QUOTA_EXCEEDED"}));
+}
+
+TEST(RetryHeadersTest, UnknownFirstErrorAndReasonAreWrittenEmpty) {
+  RetryMetadata m = SampleMetadata();
+  m.first_error = "";
+  m.error_reason = "";
+  const Headers out = WithRetryHeaders({}, m);
+  EXPECT_THAT(out, ::testing::Contains(Header{"retryd-first-error", ""}));
+  EXPECT_THAT(out, ::testing::Contains(Header{"retryd-error-reason", ""}));
+}
+
+TEST(RetryHeadersTest, DeadLetterHeadersAddWhenAndByWhom) {
+  const Headers original = {{"trace-id", "abc"}};
+  const Headers out =
+      WithDeadLetterHeaders(original, SampleMetadata(), {1700000000999, "pod-7/thread-2"});
+  Headers expected = WithRetryHeaders(original, SampleMetadata());
+  expected.push_back({"retryd-dead-lettered-ms", "1700000000999"});
+  expected.push_back({"retryd-dead-lettered-by", "pod-7/thread-2"});
+  EXPECT_EQ(out, expected);
+  // Read back as retry state (a dead letter replayed into the retry topic),
+  // the two are ignored, and written again are replaced.
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, SampleMetadata());
+  EXPECT_EQ(WithRetryHeaders(out, SampleMetadata()), WithRetryHeaders(original, SampleMetadata()));
+}
+
+TEST(RetryHeadersTest, DeadLetteredByNamesInstanceAndThread) {
+  EXPECT_EQ(DeadLetteredBy("retryd-5d8f-abc", 3), "retryd-5d8f-abc/thread-3");
+  EXPECT_EQ(DeadLetteredBy("", 0), "thread-0");
 }
 
 TEST(RetryHeadersTest, RoundTripKeepsOriginalHeadersByteForByte) {
@@ -128,7 +166,7 @@ TEST(RetryHeadersTest, RoundTripKeepsOriginalHeadersByteForByte) {
   const RetryMetadata m = SampleMetadata();
   const Headers out = WithRetryHeaders(original, m);
 
-  ASSERT_EQ(out.size(), original.size() + 8);
+  ASSERT_EQ(out.size(), original.size() + 10);
   EXPECT_TRUE(std::equal(original.begin(), original.end(), out.begin()));
   EXPECT_EQ(StripRetrydHeaders(out), original);
 
@@ -157,7 +195,7 @@ TEST(RetryHeadersTest, OldRetrydHeadersAreReplacedNotDuplicated) {
   EXPECT_EQ(std::count_if(trip2.begin(), trip2.end(),
                           [](const Header& h) { return h.key == "retryd-attempt"; }),
             1);
-  EXPECT_EQ(trip2.size(), 2u + 8u);
+  EXPECT_EQ(trip2.size(), 2u + 10u);
   absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(trip2);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->attempt, 3);
@@ -174,6 +212,8 @@ TEST(RetryHeadersTest, RoundTripOfExtremeValues) {
   m.original_offset = 0;
   m.original_timestamp_ms = -1;
   m.error = std::string("bin\0\xff err \xc3\xa9", 13);
+  m.first_error = std::string("first\0\xff", 7);
+  m.error_reason = std::string(kMaxErrorReasonBytes, 'r');
   absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(WithRetryHeaders({}, m));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, m);
@@ -186,6 +226,8 @@ TEST(RetryHeadersTest, RoundTripOfExtremeValues) {
   low.original_timestamp_ms = 0;
   low.original_topic = "a";
   low.error = "";
+  low.first_error = "";
+  low.error_reason = "";
   parsed = ParseRetryHeaders(WithRetryHeaders({}, low));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, low);
@@ -216,6 +258,19 @@ TEST(RetryHeadersTest, MissingErrorHeaderReadsAsEmpty) {
   EXPECT_EQ(parsed->attempt, 3);
 }
 
+// A record written before retryd-first-error and retryd-error-reason
+// existed still parses: both read as empty.
+TEST(RetryHeadersTest, RecordOfAnOlderWriterParsesWithEmptyFirstErrorAndReason) {
+  Headers older = Without(Without(ValidHeaders(), kFirstErrorHeader), kErrorReasonHeader);
+  ASSERT_EQ(older.size(), 8u);
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(older);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  RetryMetadata expected = SampleMetadata();
+  expected.first_error = "";
+  expected.error_reason = "";
+  EXPECT_EQ(*parsed, expected);
+}
+
 TEST(RetryHeadersTest, EmptyHeadersReportTheFirstMissingHeader) {
   ExpectInvalid({}, "missing header retryd-attempt");
 }
@@ -229,7 +284,7 @@ TEST(RetryHeadersTest, EachRequiredHeaderMissing) {
 
 TEST(RetryHeadersTest, EachHeaderNull) {
   std::vector<std::string> all = RequiredHeaders();
-  all.push_back("retryd-error");
+  all.insert(all.end(), {"retryd-error", "retryd-first-error", "retryd-error-reason"});
   for (const std::string& name : all) {
     SCOPED_TRACE(name);
     ExpectInvalid(WithValue(ValidHeaders(), name, std::nullopt),
@@ -239,7 +294,7 @@ TEST(RetryHeadersTest, EachHeaderNull) {
 
 TEST(RetryHeadersTest, EachHeaderDuplicated) {
   std::vector<std::string> all = RequiredHeaders();
-  all.push_back("retryd-error");
+  all.insert(all.end(), {"retryd-error", "retryd-first-error", "retryd-error-reason"});
   for (const std::string& name : all) {
     SCOPED_TRACE(name);
     Headers headers = ValidHeaders();
@@ -412,6 +467,16 @@ TEST(RetryHeadersTest, ReportsOneProblemDeterministically) {
   ExpectInvalid(headers, "header retryd-original-topic is empty");
   headers = WithValue(headers, "retryd-original-topic", "t");
   EXPECT_TRUE(ParseRetryHeaders(headers).ok());
+}
+
+TEST(RetryHeadersTest, FirstErrorAndReasonAreTruncatedLikeTheError) {
+  RetryMetadata m = SampleMetadata();
+  m.first_error = std::string(5000, 'f');
+  m.error_reason = std::string(1000, 'r');
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(WithRetryHeaders({}, m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->first_error, std::string(kMaxErrorBytes, 'f'));
+  EXPECT_EQ(parsed->error_reason, std::string(256, 'r'));
 }
 
 TEST(RetryHeadersTest, ErrorIsTruncatedTo1024Bytes) {

@@ -65,6 +65,10 @@ struct EngineOptions {
   std::vector<std::string> input_topics;                // At least one.
   std::string output_topic;                             // Empty: successes produce nothing.
   std::string dead_letter_topic;                        // Required.
+  // This process, as dead-letter records name it (retryd-dead-lettered-by:
+  // "<instance_name>/thread-<id>"): the host or pod name. Empty: the thread
+  // alone.
+  std::string instance_name;
   int primary_threads = 1;
   Ordering ordering = Ordering::kUnordered;
   RetryOptions retry;

@@ -42,6 +42,12 @@ struct Outcome {
   };
   Kind kind = Kind::kOk;
   std::string reason;  // Why it failed; empty for kOk.
+  // A failure's machine-readable cause, when the processor knows one: a
+  // short stable identifier, not a message (the grpc processor gives
+  // "<domain>/<reason>" of a google.rpc.ErrorInfo). Kept with the record's
+  // last failure and written on its dead-letter record as
+  // retryd-error-reason; empty for none.
+  std::string error_reason;
   // kUnavailable only: the outcome once the downstream is known to be up.
   Kind fallback = Kind::kRetriable;
   // kOk only: what the output record carries instead of the input's value

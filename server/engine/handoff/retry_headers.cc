@@ -90,14 +90,21 @@ absl::Status ValidateTopic(absl::string_view name, absl::string_view topic) {
 
 // The headers ParseRetryHeaders reads, in the order it checks them, so the
 // error reported for a record with several problems is always the same one.
-constexpr std::array<std::string_view, 8> kParsedHeaders = {kAttemptHeader,
-                                                            kDueMsHeader,
-                                                            kFirstFailureMsHeader,
-                                                            kOriginalTopicHeader,
-                                                            kOriginalPartitionHeader,
-                                                            kOriginalOffsetHeader,
-                                                            kOriginalTimestampMsHeader,
-                                                            kErrorHeader};
+constexpr std::array<std::string_view, 10> kParsedHeaders = {kAttemptHeader,
+                                                             kDueMsHeader,
+                                                             kFirstFailureMsHeader,
+                                                             kOriginalTopicHeader,
+                                                             kOriginalPartitionHeader,
+                                                             kOriginalOffsetHeader,
+                                                             kOriginalTimestampMsHeader,
+                                                             kErrorHeader,
+                                                             kFirstErrorHeader,
+                                                             kErrorReasonHeader};
+
+// Those a record may lack: they read as empty.
+bool Optional(std::string_view name) {
+  return name == kErrorHeader || name == kFirstErrorHeader || name == kErrorReasonHeader;
+}
 
 }  // namespace
 
@@ -124,7 +131,22 @@ Headers WithRetryHeaders(const Headers& original, const RetryMetadata& m) {
   add(kOriginalOffsetHeader, absl::StrCat(m.original_offset));
   add(kOriginalTimestampMsHeader, absl::StrCat(m.original_timestamp_ms));
   add(kErrorHeader, TruncateUtf8(m.error, kMaxErrorBytes));
+  add(kFirstErrorHeader, TruncateUtf8(m.first_error, kMaxErrorBytes));
+  add(kErrorReasonHeader, TruncateUtf8(m.error_reason, kMaxErrorReasonBytes));
   return out;
+}
+
+Headers WithDeadLetterHeaders(const Headers& original, const RetryMetadata& m,
+                              const DeadLetterStamp& stamp) {
+  Headers out = WithRetryHeaders(original, m);
+  out.push_back(Header{std::string(kDeadLetteredMsHeader), absl::StrCat(stamp.ms)});
+  out.push_back(Header{std::string(kDeadLetteredByHeader), stamp.by});
+  return out;
+}
+
+std::string DeadLetteredBy(std::string_view instance, int thread_id) {
+  if (instance.empty()) return absl::StrCat("thread-", thread_id);
+  return absl::StrCat(Av(instance), "/thread-", thread_id);
 }
 
 absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
@@ -145,7 +167,7 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   for (size_t i = 0; i < kParsedHeaders.size(); ++i) {
     const absl::string_view name = Av(kParsedHeaders[i]);
     if (count[i] == 0) {
-      if (name == Av(kErrorHeader)) continue;
+      if (Optional(kParsedHeaders[i])) continue;
       return absl::InvalidArgumentError(absl::StrCat("missing header ", name));
     }
     if (count[i] > 1) {
@@ -191,6 +213,8 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   m.original_timestamp_ms = *n;
 
   m.error = std::string(value[7]);
+  m.first_error = std::string(value[8]);
+  m.error_reason = std::string(value[9]);
   return m;
 }
 

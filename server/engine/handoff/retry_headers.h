@@ -2,11 +2,17 @@
 // topic, and the functions that write, read and remove them.
 //
 // A record on the retry topic is the original record (key, value and the
-// original headers byte for byte) plus the eight headers below, all written
+// original headers byte for byte) plus the ten headers below, all written
 // as decimal text except the topic and error strings. Reading is strict: a
 // record whose retry headers are missing or malformed is rejected with a
 // message naming the header, so the caller can dead-letter it instead of
-// retrying it with made-up state.
+// retrying it with made-up state. The last two (first error, error reason)
+// came later: a record without them, written by an older retryd, still
+// parses, with both empty.
+//
+// A dead-letter record carries the same headers, describing the attempts
+// made, plus two saying when and by which thread it was dead-lettered
+// (WithDeadLetterHeaders).
 //
 // Thread-safety: every function here is pure and may be called from any
 // thread.
@@ -33,13 +39,27 @@ inline constexpr std::string_view kOriginalPartitionHeader = "retryd-original-pa
 inline constexpr std::string_view kOriginalOffsetHeader = "retryd-original-offset";
 inline constexpr std::string_view kOriginalTimestampMsHeader = "retryd-original-timestamp-ms";
 inline constexpr std::string_view kErrorHeader = "retryd-error";
+// The retryd-error of the record's first failure.
+inline constexpr std::string_view kFirstErrorHeader = "retryd-first-error";
+// The last failure's machine-readable reason as the processor gave it (for
+// the grpc processor, "<domain>/<reason>" of the google.rpc.ErrorInfo in the
+// downstream's status details); empty when it gave none.
+inline constexpr std::string_view kErrorReasonHeader = "retryd-error-reason";
+// Only on a dead-letter record: when (ms since the epoch) and by which
+// thread ("<instance>/thread-<id>", see DeadLetteredBy) it was dead-lettered.
+inline constexpr std::string_view kDeadLetteredMsHeader = "retryd-dead-lettered-ms";
+inline constexpr std::string_view kDeadLetteredByHeader = "retryd-dead-lettered-by";
 // Only on a dead-letter record cut to fit (FitDeadLetter): the original and
 // the kept sizes, so nothing mistakes it for the record itself.
 inline constexpr std::string_view kTruncatedHeader = "retryd-truncated";
 
-// Longest retryd-error value written; longer errors are cut at a UTF-8
-// character boundary so a record never grows without bound as it retries.
+// Longest retryd-error (and retryd-first-error) value written; longer
+// errors are cut at a UTF-8 character boundary so a record never grows
+// without bound as it retries.
 inline constexpr size_t kMaxErrorBytes = 1024;
+
+// Longest retryd-error-reason value written, cut as errors are.
+inline constexpr size_t kMaxErrorReasonBytes = 256;
 
 // Largest accepted retryd-attempt.
 inline constexpr int kMaxAttempt = 1000000;
@@ -56,24 +76,46 @@ struct RetryMetadata {
   int64_t original_offset = 0;
   int64_t original_timestamp_ms = -1;  // -1: the broker gave none.
   std::string error;                   // Why the last attempt failed.
+  // Why the first attempt failed; empty when not known (a record written by
+  // an older retryd, or restored from in-order commit metadata).
+  std::string first_error;
+  // The last failure's machine-readable reason (kErrorReasonHeader); empty
+  // for none.
+  std::string error_reason;
 
   friend bool operator==(const RetryMetadata&, const RetryMetadata&) = default;
 };
+
+// When and by whom a record was dead-lettered.
+struct DeadLetterStamp {
+  int64_t ms = 0;  // Ms since the epoch.
+  std::string by;  // DeadLetteredBy().
+};
+
+// "<instance>/thread-<id>", or "thread-<id>" for an empty `instance`.
+std::string DeadLetteredBy(std::string_view instance, int thread_id);
 
 // Returns `headers` without those whose key starts with "retryd-"; the others
 // keep their order and bytes, null values included.
 Headers StripRetrydHeaders(const Headers& headers);
 
-// Returns StripRetrydHeaders(original) followed by the eight retryd headers
-// describing `m`, in the order declared above. The error is cut to
-// kMaxErrorBytes with TruncateUtf8(). Stripping first means retry state read
-// from an earlier trip through the retry topic is replaced, never duplicated.
+// Returns StripRetrydHeaders(original) followed by the ten retryd headers
+// describing `m`, in the order declared above (empty strings written as
+// empty values). The errors are cut to kMaxErrorBytes and the reason to
+// kMaxErrorReasonBytes with TruncateUtf8(). Stripping first means retry
+// state read from an earlier trip through the retry topic is replaced,
+// never duplicated.
 Headers WithRetryHeaders(const Headers& original, const RetryMetadata& m);
 
-// Parses the retryd headers of `headers`. Every header but retryd-error is
-// required (a missing retryd-error reads as an empty error); each may appear
-// once and must not be null. Integers are plain decimal: an optional '-' and
-// digits, no '+', no whitespace. Ranges: attempt in [1, kMaxAttempt]; due_ms,
+// WithRetryHeaders(original, m) followed by retryd-dead-lettered-ms and
+// retryd-dead-lettered-by from `stamp`: a dead-letter record's headers.
+Headers WithDeadLetterHeaders(const Headers& original, const RetryMetadata& m,
+                              const DeadLetterStamp& stamp);
+
+// Parses the retryd headers of `headers`. Every header but retryd-error,
+// retryd-first-error and retryd-error-reason is required (a missing one of
+// those reads as empty); each may appear once and must not be null. Integers are plain decimal: an
+// optional '-' and digits, no '+', no whitespace. Ranges: attempt in [1, kMaxAttempt]; due_ms,
 // first_failure_ms and original_offset >= 0; original_partition in
 // [0, INT32_MAX]; original_timestamp_ms >= -1; original_topic a valid Kafka
 // topic name (1..249 characters of [A-Za-z0-9._-], not "." or "..").
