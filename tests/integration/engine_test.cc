@@ -4,6 +4,7 @@
 #include "server/engine/api/engine.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
@@ -245,6 +247,76 @@ TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
               HasSubstr("malformed retry record " + topics.retry));
   EXPECT_THAT(HeaderValue(stray, "retryd-error"), HasSubstr("missing header retryd-attempt"));
   EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>{"ok-1"});
+}
+
+// Fails "lasting-" records at every attempt, each time with another error
+// and error reason, and "reasoned-" records for good, with a reason.
+class ReasonedProcessor : public engine::Processor {
+ public:
+  engine::Outcome Process(const Record& record, int attempt) override {
+    if (absl::StartsWith(record.key.value_or(""), "lasting-")) {
+      engine::Outcome o = engine::Outcome::Retriable(absl::StrCat("failure of attempt ", attempt));
+      o.error_reason = absl::StrCat("test.example.com/ATTEMPT_", attempt);
+      return o;
+    }
+    if (absl::StartsWith(record.key.value_or(""), "reasoned-")) {
+      engine::Outcome o = engine::Outcome::Permanent("quota used up");
+      o.error_reason = "billing.example.com/QUOTA_EXCEEDED";
+      return o;
+    }
+    return engine::Outcome::Ok();
+  }
+};
+
+// What a dead letter tells of the record: its first error (carried through
+// the retry topic to the retry thread that gave up), its last error and
+// reason, when and by which thread it was dead-lettered.
+TEST(EngineTest, DeadLettersSayTheFirstErrorTheLastReasonWhenAndByWhom) {
+  const testing::TestTopics topics = CreateTopics("told");
+  ProduceKeys(topics.input, {"lasting-1", "reasoned-1", "ok-1"});
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.retry.max_attempts = 3;
+  options.instance_name = "engine-test";
+  const int64_t started_ms = absl::ToUnixMillis(absl::Now());
+  std::unique_ptr<engine::Engine> engine =
+      StartEngine(options, std::make_unique<ReasonedProcessor>());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(WaitForOutcomes(*engine, topics, {"lasting-1", "reasoned-1", "ok-1"}));
+  const int64_t done_ms = absl::ToUnixMillis(absl::Now());
+  std::set<std::string> primaries;
+  std::set<std::string> retriers;
+  for (const std::shared_ptr<const engine::ThreadStats>& t : engine->Threads()) {
+    (t->role() == engine::ThreadRole::kRetry ? retriers : primaries)
+        .insert(absl::StrCat("engine-test/thread-", t->id()));
+  }
+  engine->Stop();
+
+  std::map<std::string, Record> dlq;
+  for (Record& r : ReadAll(topics.dlq)) dlq[*r.key] = std::move(r);
+  ASSERT_EQ(dlq.size(), 2u);
+
+  const Record& lasting = dlq.at("lasting-1");
+  absl::StatusOr<engine::RetryMetadata> meta = engine::ParseRetryHeaders(lasting.headers);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->first_error, "failure of attempt 1");
+  EXPECT_EQ(meta->error, "failure of attempt 3 (gave up after attempt 3 of 3)");
+  EXPECT_EQ(meta->error_reason, "test.example.com/ATTEMPT_3");
+  int64_t dead_lettered_ms = std::stoll(HeaderValue(lasting, "retryd-dead-lettered-ms"));
+  EXPECT_GE(dead_lettered_ms, meta->first_failure_ms);
+  EXPECT_GE(dead_lettered_ms, started_ms);
+  EXPECT_LE(dead_lettered_ms, done_ms);
+  EXPECT_THAT(retriers, ::testing::Contains(HeaderValue(lasting, "retryd-dead-lettered-by")));
+
+  const Record& reasoned = dlq.at("reasoned-1");
+  meta = engine::ParseRetryHeaders(reasoned.headers);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->error, "permanent failure: quota used up");
+  EXPECT_EQ(meta->first_error, meta->error);  // Its first failure was its last.
+  EXPECT_EQ(HeaderValue(reasoned, "retryd-error-reason"), "billing.example.com/QUOTA_EXCEEDED");
+  dead_lettered_ms = std::stoll(HeaderValue(reasoned, "retryd-dead-lettered-ms"));
+  EXPECT_GE(dead_lettered_ms, started_ms);
+  EXPECT_LE(dead_lettered_ms, done_ms);
+  EXPECT_THAT(primaries, ::testing::Contains(HeaderValue(reasoned, "retryd-dead-lettered-by")));
 }
 
 TEST(EngineTest, InOrderKeepsPartitionOrderWithFlakyRecords) {
