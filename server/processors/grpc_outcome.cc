@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "server/common/grpc_code_names.h"
 
 namespace retryd {
@@ -165,6 +167,20 @@ engine::Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code,
     }
   }
   return OutcomeOf(table, code, message, request, response);
+}
+
+std::string ErrorReasonOf(std::string_view details) {
+  if (details.empty()) return "";
+  google::rpc::Status status;
+  if (!status.ParseFromArray(details.data(), static_cast<int>(details.size()))) return "";
+  for (const google::protobuf::Any& detail : status.details()) {
+    google::rpc::ErrorInfo info;
+    if (!detail.Is<google::rpc::ErrorInfo>() || !detail.UnpackTo(&info)) continue;
+    if (info.reason().empty()) return "";
+    if (info.domain().empty()) return info.reason();
+    return absl::StrCat(info.domain(), "/", info.reason());
+  }
+  return "";
 }
 
 }  // namespace retryd

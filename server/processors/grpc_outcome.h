@@ -78,6 +78,16 @@ engine::Outcome OutcomeOfAnswer(const StatusTable& table, grpc::StatusCode code,
                                 std::string_view message, const retryd::v1::ProcessRequest& request,
                                 const std::string* response_bytes);
 
+// The machine-readable reason of a failed call, from its status details:
+// `details` is the serialized google.rpc.Status a downstream sends in the
+// grpc-status-details-bin trailer (grpc::Status::error_details()). The first
+// google.rpc.ErrorInfo among its details gives "<domain>/<reason>", or
+// "<reason>" alone for an empty domain (a domain names a service, e.g.
+// "payments.example.com", and holds no '/'). Empty when there is no
+// ErrorInfo, its reason is empty, or the bytes do not parse: details are
+// optional, and never change the outcome.
+std::string ErrorReasonOf(std::string_view details);
+
 }  // namespace retryd
 
 #endif  // RETRYD_SERVER_PROCESSORS_GRPC_OUTCOME_H_

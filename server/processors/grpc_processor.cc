@@ -412,6 +412,9 @@ void GrpcProcessor::Finish(Call& call, const grpc::Status& status) {
   }
   engine::Outcome outcome = OutcomeOfAnswer(table_, status.error_code(), status.error_message(),
                                             call.request, bytes.has_value() ? &*bytes : nullptr);
+  if (outcome.kind != engine::Outcome::Kind::kOk) {
+    outcome.error_reason = ErrorReasonOf(status.error_details());
+  }
   // A refusal: the health service says, before the record is tried again,
   // whether the downstream as a whole is down.
   if (outcome.kind == engine::Outcome::Kind::kUnavailable) health_checker_->Kick();

@@ -18,7 +18,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "server/processors/grpc_outcome.h"
 #include "tests/support/downstream_server.h"
 #include "tests/support/slow_link.h"
 #include "tests/support/temp_dir.h"
@@ -143,6 +146,72 @@ TEST_F(GrpcProcessorTest, EveryStatusMapsAsDocumented) {
   EXPECT_EQ(ok.reason, "");
   EXPECT_FALSE(ok.value.has_value());
   EXPECT_FALSE(ok.headers.has_value());
+}
+
+// A google.rpc.Status with `code` and `message`, its details an ErrorInfo
+// of `domain` and `reason` after a detail of another type, serialized as a
+// downstream sends it in grpc-status-details-bin.
+std::string StatusDetails(grpc::StatusCode code, const std::string& message,
+                          const std::string& domain, const std::string& reason) {
+  google::rpc::Status status;
+  status.set_code(static_cast<int>(code));
+  status.set_message(message);
+  google::rpc::RetryInfo retry;
+  retry.mutable_retry_delay()->set_seconds(5);
+  status.add_details()->PackFrom(retry);
+  google::rpc::ErrorInfo info;
+  info.set_domain(domain);
+  info.set_reason(reason);
+  (*info.mutable_metadata())["limit"] = "100";
+  status.add_details()->PackFrom(info);
+  return status.SerializeAsString();
+}
+
+TEST_F(GrpcProcessorTest, AnErrorInfoInTheStatusDetailsIsTheErrorReason) {
+  const struct {
+    const char* key;
+    grpc::StatusCode code;
+    Kind kind;
+  } cases[] = {
+      {"quota/1", grpc::StatusCode::RESOURCE_EXHAUSTED, Kind::kRetriable},
+      {"invalid/1", grpc::StatusCode::INVALID_ARGUMENT, Kind::kPermanent},
+      {"unavailable/1", grpc::StatusCode::UNAVAILABLE, Kind::kUnavailable},
+  };
+  for (const auto& c : cases) {
+    DownstreamServer::Answer answer;
+    answer.code = c.code;
+    answer.message = "no";
+    answer.details = StatusDetails(c.code, "no", "billing.example.com", "QUOTA_EXCEEDED");
+    server_.SetAnswer(c.key, std::move(answer));
+  }
+  DownstreamServer::Answer plain;
+  plain.code = grpc::StatusCode::INVALID_ARGUMENT;
+  plain.message = "no details";
+  server_.SetAnswer("plain/", std::move(plain));
+  std::unique_ptr<GrpcProcessor> processor = Make();
+  ASSERT_NE(processor, nullptr);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    const engine::Outcome outcome = processor->Process(Keyed(c.key), 1);
+    EXPECT_EQ(outcome.kind, c.kind);
+    EXPECT_EQ(outcome.reason, absl::StrCat(StatusCodeName(c.code), ": no"));
+    EXPECT_EQ(outcome.error_reason, "billing.example.com/QUOTA_EXCEEDED");
+  }
+  const engine::Outcome plain_outcome = processor->Process(Keyed("plain/1"), 1);
+  EXPECT_EQ(plain_outcome.kind, Kind::kPermanent);
+  EXPECT_EQ(plain_outcome.error_reason, "");
+}
+
+TEST(ErrorReasonOfTest, ReadsTheFirstErrorInfoAndIgnoresWhatIsNotOne) {
+  EXPECT_EQ(ErrorReasonOf(StatusDetails(grpc::StatusCode::INTERNAL, "m", "d.example.com", "R")),
+            "d.example.com/R");
+  EXPECT_EQ(ErrorReasonOf(StatusDetails(grpc::StatusCode::INTERNAL, "m", "", "R")), "R");
+  EXPECT_EQ(ErrorReasonOf(StatusDetails(grpc::StatusCode::INTERNAL, "m", "d", "")), "");
+  EXPECT_EQ(ErrorReasonOf(""), "");
+  EXPECT_EQ(ErrorReasonOf("\xff\xff not a status"), "");
+  google::rpc::Status no_info;
+  no_info.set_code(13);
+  EXPECT_EQ(ErrorReasonOf(no_info.SerializeAsString()), "");
 }
 
 TEST_F(GrpcProcessorTest, StatusMapOverridesTheTable) {

@@ -46,7 +46,7 @@ class DownstreamServer::Reactor : public grpc::ServerUnaryReactor {
       return;
     }
     if (answer_.code == grpc::StatusCode::OK) *response_ = answer_.response;
-    Finish(grpc::Status(answer_.code, answer_.message));
+    Finish(grpc::Status(answer_.code, answer_.message, answer_.details));
   }
 
   DownstreamServer& owner_;

@@ -38,6 +38,9 @@ class DownstreamServer {
     absl::Duration latency = absl::ZeroDuration();
     // Sent with an OK status.
     retryd::v1::ProcessResponse response;
+    // Sent with a failure: a serialized google.rpc.Status, in the
+    // grpc-status-details-bin trailer. Empty: none.
+    std::string details;
 
     // OK, after `latency`.
     static Answer Delayed(absl::Duration latency) {
