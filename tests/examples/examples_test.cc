@@ -14,6 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "retryd/v1/control.grpc.pb.h"
@@ -178,6 +180,20 @@ TEST_P(ExampleDownstreamTest, KeepsNullApartFromEmpty) {
   EXPECT_EQ(empty_value.value(), "");
 }
 
+// The ErrorInfo in `status`'s details (the grpc-status-details-bin
+// trailer), as "<domain>/<reason>", or what is wrong with them.
+std::string ReasonOf(const grpc::Status& status) {
+  google::rpc::Status details;
+  if (status.error_details().empty()) return "<no details>";
+  if (!details.ParseFromString(status.error_details())) return "<details do not parse>";
+  if (details.code() != static_cast<int>(status.error_code())) return "<details of another code>";
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    if (any.UnpackTo(&info)) return absl::StrCat(info.domain(), "/", info.reason());
+  }
+  return "<no ErrorInfo>";
+}
+
 TEST_P(ExampleDownstreamTest, RefusesBadKeysForGood) {
   // "perm-" too: the keys of retryd's --demo load that it means as poison.
   for (const std::string key : {"bad-7", "perm-3"}) {
@@ -185,6 +201,7 @@ TEST_P(ExampleDownstreamTest, RefusesBadKeysForGood) {
     const grpc::Status status = Process(key, "x", 1, response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << key;
     EXPECT_EQ(status.error_message(), "cannot process " + key);
+    EXPECT_EQ(ReasonOf(status), "downstream.example.com/RECORD_REFUSED") << key;
   }
 }
 
@@ -193,6 +210,7 @@ TEST_P(ExampleDownstreamTest, FailsFlakyKeysOnTheirFirstAttemptOnly) {
   grpc::Status status = Process("flaky-5", "late", 1, first);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_EQ(status.error_message(), "try again");
+  EXPECT_EQ(ReasonOf(status), "downstream.example.com/TRY_AGAIN");
 
   ProcessResponse second;
   status = Process("flaky-5", "late", 2, second);

@@ -7,7 +7,10 @@
 // For each record: a key starting with "bad" or "perm" is refused for good
 // (INVALID_ARGUMENT: retryd dead-letters it); a key starting with "flaky"
 // fails its first attempt (ABORTED: retryd retries it); any other record
-// succeeds, its value upper-cased and a header "processed-by" added. Port 0
+// succeeds, its value upper-cased and a header "processed-by" added. Each
+// failure carries a machine-readable reason (a google.rpc.ErrorInfo of domain
+// "downstream.example.com": RECORD_REFUSED or TRY_AGAIN) in its status
+// details, which retryd writes on a dead letter as retryd-error-reason. Port 0
 // picks a free port; the "listening on" line says which. --work_ms makes
 // every call take that long, like a slow service (try retryd's
 // max_concurrent_calls against it).
@@ -31,6 +34,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "retryd/v1/processor.grpc.pb.h"
 
@@ -54,6 +59,23 @@ struct Rule {
   bool perm_retriable;
 };
 
+// Names this service in the reasons its failures give.
+constexpr char kDomain[] = "downstream.example.com";
+
+// A failure with `code` and `message` whose status details (the
+// grpc-status-details-bin trailer, a google.rpc.Status) carry a
+// google.rpc.ErrorInfo: `reason` says why in a word a program can match on.
+grpc::Status Failure(grpc::StatusCode code, const std::string& message, const std::string& reason) {
+  google::rpc::Status status;
+  status.set_code(static_cast<int>(code));
+  status.set_message(message);
+  google::rpc::ErrorInfo info;
+  info.set_domain(kDomain);
+  info.set_reason(reason);
+  status.add_details()->PackFrom(info);
+  return grpc::Status(code, message, status.SerializeAsString());
+}
+
 // The synchronous API runs each call on a thread of gRPC's pool, so calls
 // overlap and the handler may block (a database, another service).
 class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
@@ -72,12 +94,12 @@ class ExampleProcessor final : public retryd::v1::RecordProcessor::Service {
     // should be keyed on (record.topic(), record.partition(), record.offset()).
     const std::string key = record.has_key() ? record.key() : "";  // Null key: "".
     if (absl::StartsWith(key, "bad") || absl::StartsWith(key, "perm")) {
-      return grpc::Status(
+      return Failure(
           rule_.perm_retriable ? grpc::StatusCode::ABORTED : grpc::StatusCode::INVALID_ARGUMENT,
-          "cannot process " + key);
+          "cannot process " + key, "RECORD_REFUSED");
     }
     if (absl::StartsWith(key, "flaky") && request->attempt() <= rule_.flaky_attempts) {
-      return grpc::Status(grpc::StatusCode::ABORTED, "try again");
+      return Failure(grpc::StatusCode::ABORTED, "try again", "TRY_AGAIN");
     }
     // A null value is left unset in the response: forwarded unchanged.
     if (record.has_value()) response->set_value(absl::AsciiStrToUpper(record.value()));
