@@ -50,6 +50,12 @@ inline constexpr absl::string_view kRequestIdReused = "REQUEST_ID_REUSED";
 inline constexpr absl::string_view kOperationNotFound = "OPERATION_NOT_FOUND";
 // A request field is out of range (the message names it).
 inline constexpr absl::string_view kInvalidField = "INVALID_FIELD";
+// Another redrive of the same dead-letter topic runs (or waits to resume),
+// on this retryd or another one of the cluster.
+inline constexpr absl::string_view kRedriveRunning = "REDRIVE_RUNNING";
+// The cluster does not answer the Admin API call the tool needs (the mock
+// cluster has none; DeleteRecords may be refused by policy).
+inline constexpr absl::string_view kAdminApiUnavailable = "ADMIN_API_UNAVAILABLE";
 }  // namespace reason
 
 // `status` with `reason` attached (an OK status stays OK, without it).

@@ -28,7 +28,8 @@ std::string NewOperationId() {
   char out[37];
   std::snprintf(out, sizeof(out),
                 "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64, hi >> 32,
-                (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48, lo & 0xffffffffffffULL);
+                (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48,
+                static_cast<uint64_t>(lo & 0xffffffffffffULL));
   return out;
 }
 

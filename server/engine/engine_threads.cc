@@ -360,18 +360,19 @@ absl::StatusOr<std::vector<int>> Ids(absl::StatusOr<RetryThreadChangeResult> res
 }  // namespace
 
 absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
-  return Ids(
-      ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStart, .count = count}, deadline),
-      &RetryThreadChangeResult::started);
+  return Ids(ChangeRetryThreads(
+                 {.kind = RetryThreadChange::Kind::kStart, .count = count, .ids = {}}, deadline),
+             &RetryThreadChangeResult::started);
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
                                                           absl::Time deadline) {
-  return Ids(
-      ChangeRetryThreads(
-          {.kind = RetryThreadChange::Kind::kStopCount, .count = count, .graceful = graceful},
-          deadline),
-      &RetryThreadChangeResult::stopped);
+  return Ids(ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStopCount,
+                                 .count = count,
+                                 .ids = {},
+                                 .graceful = graceful},
+                                deadline),
+             &RetryThreadChangeResult::stopped);
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,

@@ -155,7 +155,8 @@ TEST(AutoscaleTest, ThreadsFollowTheRetryBacklogWithinTheirBounds) {
   EXPECT_EQ(ReasonOf(stopped.status()), "MIN_THREADS_REACHED");
   // A desired count is the autoscaler's to set while it is on.
   absl::StatusOr<engine::RetryThreadChangeResult> set = engine.ChangeRetryThreads(
-      {.kind = engine::RetryThreadChange::Kind::kSetCount, .count = 2}, absl::Now() + kSettle);
+      {.kind = engine::RetryThreadChange::Kind::kSetCount, .count = 2, .ids = {}},
+      absl::Now() + kSettle);
   EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition) << set.status();
   EXPECT_EQ(ReasonOf(set.status()), "AUTOSCALE_ACTIVE");
   EXPECT_EQ(retry_threads(), 3u);
