@@ -4,7 +4,12 @@
 #
 #   scripts/bench.sh [--kafka] [--only NAME[,NAME...]] [--out DIR] [-- BENCH_FLAG...]
 #   scripts/bench.sh peers [--scale F] [--sides S,...] [--workloads W,...] [--out DIR] ...
+#   scripts/bench.sh redrive [--rates R,...] [--max-records N]
 #
+#   redrive        how close a redrive of the dead-letter tools comes to its
+#                  set rate, per rate, on one real Kafka broker started here
+#                  (or RETRYD_TEST_KAFKA): bench/redrive_rate.py, results in
+#                  bench/results/redrive.csv. About two minutes.
 #   peers          retryd against its peers (a bare librdkafka relay, Spring
 #                  Kafka's @RetryableTopic, Confluent's Parallel Consumer) on
 #                  one real Kafka broker, started here (or RETRYD_TEST_KAFKA):
@@ -118,6 +123,24 @@ peers() {
 if [[ "${1:-}" == peers ]]; then
   shift
   peers "$@"
+fi
+
+# ---- redrive: scripts/bench.sh redrive [redrive_rate.py options] -------------------
+if [[ "${1:-}" == redrive ]]; then
+  shift
+  BUILD_DIR="$BUILD_DIR" BUILD_TARGETS="retryd" bash "$ROOT/scripts/setup.sh"
+  if [[ -z "${RETRYD_TEST_KAFKA:-}" ]]; then
+    # shellcheck source=scripts/local_kafka.sh
+    source "$ROOT/scripts/local_kafka.sh"
+    redrive_kafka_dir="$(mktemp -d)"
+    trap 'stop_local_kafka; rm -rf "$redrive_kafka_dir"' EXIT
+    start_local_kafka "$redrive_kafka_dir" || exit 1
+    export RETRYD_TEST_KAFKA="$LOCAL_KAFKA_BOOTSTRAP"
+  fi
+  mkdir -p "$ROOT/bench/results"
+  /usr/bin/python3 "$ROOT/bench/redrive_rate.py" --retryd "$BUILD_DIR/retryd" \
+    --proto-dir "$ROOT/proto" --out "$ROOT/bench/results/redrive.csv" "$@"
+  exit $?
 fi
 
 kafka=0

@@ -341,6 +341,9 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   });
   metrics_port_.store(http != nullptr ? http->port() : 0);
   sampler_ = std::move(sampler);
+  // Redrives a stopped or killed retryd left unfinished go on, in the
+  // background, now that their operations can be watched and cancelled.
+  service->ResumeRedrives();
   service_ = std::move(service);
   server_ = std::move(server);
   collector_ = std::move(collector);

@@ -1,5 +1,8 @@
 #include "server/control/control_service.h"
 
+#include <grpcpp/security/auth_context.h>
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -88,6 +93,45 @@ class CancellableReactor final : public grpc::ServerUnaryReactor {
   const std::shared_ptr<engine::Cancellation> cancel_;
 };
 
+DeadLetterToolsOptions DeadLetterToolsFor(const engine::EngineOptions& engine) {
+  DeadLetterToolsOptions options;
+  options.bootstrap_servers = engine.bootstrap_servers;
+  options.kafka_properties = engine.kafka_properties;
+  options.dead_letter_topic = engine.dead_letter_topic;
+  options.group_id = engine.group_id;
+  options.retry_topic = engine.retry.topic;
+  options.instance_name = engine.instance_name;
+  return options;
+}
+
+// Who made a call, for the audit line of a redrive, a cancel or a purge:
+// the peer, the client certificate's subject under mutual TLS, and the
+// first 8 hex digits of the SHA-256 of the bearer token it presented (never
+// the token).
+std::string AuditCaller(const grpc::CallbackServerContext& context) {
+  std::string out = absl::StrCat("peer ", context.peer());
+  if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {
+    for (const grpc::string_ref& subject : auth->FindPropertyValues("x509_subject")) {
+      absl::StrAppend(&out, ", subject ", std::string(subject.data(), subject.size()));
+      break;
+    }
+  }
+  const auto token = context.client_metadata().find("authorization");
+  if (token != context.client_metadata().end()) {
+    std::string value(token->second.data(), token->second.size());
+    if (absl::StartsWithIgnoreCase(value, "bearer ")) value = value.substr(7);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    if (EVP_Digest(value.data(), value.size(), digest, &size, EVP_sha256(), nullptr) == 1 &&
+        size >= 4) {
+      absl::StrAppend(
+          &out, ", token sha256:",
+          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 4)));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ControlService::ControlService(engine::Engine& engine, const engine::MetricsSampler& sampler,
@@ -100,12 +144,16 @@ ControlService::ControlService(engine::Engine& engine, const engine::MetricsSamp
       options_(std::move(options)),
       instance_(DescribeInstance(absl::Now())),
       watchers_(options_.max_watchers),
+      dead_letters_(DeadLetterToolsFor(engine.options()), operations_),
       executor_("control-op", options_.operation_threads, options_.max_queued_operations) {}
 
 ControlService::~ControlService() { Shutdown(); }
 
 void ControlService::BeginShutdown() {
   shutting_down_.store(true);
+  // Before the registry cancels them: a redrive stopped by the shutdown
+  // keeps its group, to resume at the next start.
+  dead_letters_.BeginShutdown();
   watchers_.Close();
 }
 
@@ -115,7 +163,10 @@ void ControlService::Shutdown() {
   // that the workers waiting on them finish.
   operations_.Shutdown();
   executor_.Shutdown();
+  dead_letters_.Shutdown();
 }
+
+void ControlService::ResumeRedrives() { dead_letters_.ResumeUnfinished(); }
 
 absl::Status ControlService::Authorize(const grpc::CallbackServerContext& context,
                                        Access access) const {
@@ -568,16 +619,99 @@ grpc::ServerUnaryReactor* ControlService::CancelOperation(grpc::CallbackServerCo
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  const std::string peer = context->peer();
+  const std::string caller = AuditCaller(*context);
   RunMutating(context, reactor, "CancelOperation", *request, response,
-              [this, request, response, peer](absl::Time) {
-                absl::StatusOr<v1::Operation> op = operations_.Cancel(request->id());
-                LogInfo("control: CancelOperation(", request->id(), ") from ", peer, ": ",
-                        op.ok() ? "cancelled" : op.status().ToString());
+              [this, request, response, caller](absl::Time deadline) {
+                // Returns once the operation has ended (a redrive has flushed
+                // its producer), or with it still running at the deadline.
+                absl::StatusOr<v1::Operation> op = operations_.Cancel(request->id(), deadline);
+                LogInfo("control: CancelOperation(", request->id(), ") from ", caller, ": ",
+                        op.ok()
+                            ? absl::StrCat("cancelled; ", op->done() ? "ended" : "ending",
+                                           op->has_redrive() || op->progress().has_redrive()
+                                               ? absl::StrCat(", ", op->progress().description())
+                                               : "")
+                            : op.status().ToString());
                 if (!op.ok()) return op.status();
                 *response = *std::move(op);
                 return absl::OkStatus();
               });
+  return reactor;
+}
+
+}  // namespace retryd::control
+
+namespace retryd::control {
+
+grpc::ServerUnaryReactor* ControlService::ListDeadLetters(grpc::CallbackServerContext* context,
+                                                          const v1::ListDeadLettersRequest* request,
+                                                          v1::ListDeadLettersResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = Authorize(*context, Access::kReadOnly); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  RunBlocking(context, reactor, [this, request, response](absl::Time deadline) {
+    absl::StatusOr<v1::ListDeadLettersResponse> page = dead_letters_.List(*request, deadline);
+    if (!page.ok()) return page.status();
+    *response = *std::move(page);
+    return absl::OkStatus();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::StartRedrive(grpc::CallbackServerContext* context,
+                                                       const v1::StartRedriveRequest* request,
+                                                       v1::Operation* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = Authorize(*context, Access::kMutating); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  const std::string caller = AuditCaller(*context);
+  RunMutating(context, reactor, "StartRedrive", *request, response,
+              [this, request, response, caller](absl::Time deadline) {
+                absl::StatusOr<v1::Operation> op =
+                    dead_letters_.StartRedrive(*request, caller, deadline);
+                if (!op.ok()) {
+                  LogInfo("control: StartRedrive from ", caller, ": ", op.status().ToString());
+                  return op.status();
+                }
+                *response = *std::move(op);
+                return absl::OkStatus();
+              });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ControlService::PurgeDeadLetters(
+    grpc::CallbackServerContext* context, const v1::PurgeDeadLettersRequest* request,
+    v1::PurgeDeadLettersResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = Authorize(*context, Access::kMutating); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  const std::string caller = AuditCaller(*context);
+  RunMutating(
+      context, reactor, "PurgeDeadLetters", *request, response,
+      [this, request, response, caller](absl::Time deadline) {
+        absl::StatusOr<v1::PurgeDeadLettersResponse> purged =
+            dead_letters_.Purge(*request, deadline);
+        std::string counts;
+        if (purged.ok()) {
+          for (const v1::PartitionPurge& p : purged->partitions()) {
+            absl::StrAppend(&counts, counts.empty() ? "" : ", ", p.partition(), ": ", p.from(),
+                            "..", p.to(), p.deleted() ? " deleted" : "");
+          }
+        }
+        LogInfo("control: PurgeDeadLetters(", request->all() ? "all" : "up_to",
+                request->delete_records() ? ", delete_records" : "", ") of ",
+                dead_letters_.options().dead_letter_topic, " from ", caller, ": ",
+                purged.ok() ? absl::StrCat("purged [", counts, "]") : purged.status().ToString());
+        if (!purged.ok()) return purged.status();
+        *response = *std::move(purged);
+        return absl::OkStatus();
+      });
   return reactor;
 }
 

@@ -17,7 +17,9 @@
 // in retryctl, a client gone, server shutdown) ends the drain at once and
 // leaves the engine as it was. ListInFlight and DeadLetterRecord do the same
 // for their wait on the engine's threads.
-// WatchMetrics streams are MetricsWatcher reactors fed by the shared
+// ListDeadLetters, StartRedrive and PurgeDeadLetters run on the executor
+// too, through DeadLetterTools (its redrives are operations of the
+// registry). WatchMetrics streams are MetricsWatcher reactors fed by the shared
 // MetricsSampler. Every absl::Status becomes a grpc::Status once, in
 // ToGrpcStatus.
 //
@@ -42,6 +44,7 @@
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/control/auth.h"
 #include "server/control/blocking_executor.h"
+#include "server/control/dead_letter_tools.h"
 #include "server/control/metrics_watcher.h"
 #include "server/control/operations.h"
 #include "server/control/request_ids.h"
@@ -124,6 +127,20 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   grpc::ServerUnaryReactor* CancelOperation(grpc::CallbackServerContext* context,
                                             const v1::CancelOperationRequest* request,
                                             v1::Operation* response) override;
+  grpc::ServerUnaryReactor* ListDeadLetters(grpc::CallbackServerContext* context,
+                                            const v1::ListDeadLettersRequest* request,
+                                            v1::ListDeadLettersResponse* response) override;
+  grpc::ServerUnaryReactor* StartRedrive(grpc::CallbackServerContext* context,
+                                         const v1::StartRedriveRequest* request,
+                                         v1::Operation* response) override;
+  grpc::ServerUnaryReactor* PurgeDeadLetters(grpc::CallbackServerContext* context,
+                                             const v1::PurgeDeadLettersRequest* request,
+                                             v1::PurgeDeadLettersResponse* response) override;
+
+  // Resumes the redrives left unfinished by a retryd that stopped or died
+  // (DeadLetterTools::ResumeUnfinished), in the background. Once, after
+  // the server serves.
+  void ResumeRedrives();
 
  private:
   // The engine's work for one blocking call: gets the engine deadline,
@@ -177,7 +194,8 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   WatcherRegistry watchers_;
   RequestIdCache request_ids_;
   OperationRegistry operations_;
-  BlockingExecutor executor_;  // Last: its workers use the members above.
+  DeadLetterTools dead_letters_;  // Its redrives run on operations_.
+  BlockingExecutor executor_;     // Last: its workers use the members above.
 };
 
 }  // namespace retryd::control

@@ -19,9 +19,13 @@ namespace {
 constexpr absl::Duration kKeepEnded = absl::Hours(1);
 constexpr size_t kMaxEnded = 100;
 
+absl::Status NotFound(const std::string& id);
+
+}  // namespace
+
 // A random UUID (version 4): unique within the instance, and not guessable
 // from the previous one.
-std::string NewOperationId() {
+std::string OperationRegistry::NewId() {
   static thread_local std::mt19937_64 random(std::random_device{}());
   const uint64_t hi = (random() & 0xffffffffffff0fffULL) | 0x4000ULL;
   const uint64_t lo = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
@@ -32,6 +36,8 @@ std::string NewOperationId() {
                 static_cast<uint64_t>(lo & 0xffffffffffffULL));
   return out;
 }
+
+namespace {
 
 absl::Status NotFound(const std::string& id) {
   return WithReason(absl::NotFoundError(absl::StrCat(
@@ -47,10 +53,11 @@ OperationRegistry::~OperationRegistry() { Shutdown(); }
 
 OperationRegistry::Begun OperationRegistry::Begin(v1::OperationKind kind, std::string request_id,
                                                   Progress progress,
-                                                  std::shared_ptr<engine::Cancellation> cancel) {
+                                                  std::shared_ptr<engine::Cancellation> cancel,
+                                                  std::string id) {
   if (cancel == nullptr) cancel = std::make_shared<engine::Cancellation>();
   Entry entry;
-  entry.operation.set_id(NewOperationId());
+  entry.operation.set_id(id.empty() ? NewId() : std::move(id));
   entry.operation.set_kind(kind);
   entry.operation.set_state(v1::OPERATION_STATE_RUNNING);
   entry.operation.set_create_time_unix_ms(absl::ToUnixMillis(absl::Now()));
@@ -73,9 +80,10 @@ void OperationRegistry::Finish(const std::string& id, const absl::Status& status
   v1::Operation& op = it->second.operation;
   op.set_done(true);
   op.set_end_time_unix_ms(absl::ToUnixMillis(now));
+  if (result.has_drain()) *op.mutable_drain() = result.drain();
+  if (result.has_redrive()) *op.mutable_redrive() = result.redrive();
   if (status.ok()) {
     op.set_state(v1::OPERATION_STATE_SUCCEEDED);
-    if (result.has_drain()) *op.mutable_drain() = result.drain();
   } else {
     op.set_state(absl::IsCancelled(status) ? v1::OPERATION_STATE_CANCELLED
                                            : v1::OPERATION_STATE_FAILED);
@@ -95,12 +103,16 @@ void OperationRegistry::Finish(const std::string& id, const absl::Status& status
 }
 
 absl::StatusOr<v1::Operation> OperationRegistry::Run(v1::OperationKind kind, std::string request_id,
-                                                     Progress progress, Work work) {
+                                                     Progress progress, Work work, std::string id) {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return absl::UnavailableError("the control server is stopping");
+    if (!id.empty() && entries_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("operation ", id, " exists already"));
+    }
   }
-  const Begun begun = Begin(kind, std::move(request_id), std::move(progress));
+  const Begun begun =
+      Begin(kind, std::move(request_id), std::move(progress), nullptr, std::move(id));
   absl::StatusOr<v1::Operation> started = Get(begun.id);
   std::vector<std::thread> ended;
   {
@@ -156,7 +168,8 @@ std::vector<v1::Operation> OperationRegistry::List() const {
   return out;
 }
 
-absl::StatusOr<v1::Operation> OperationRegistry::Cancel(const std::string& id) {
+absl::StatusOr<v1::Operation> OperationRegistry::Cancel(const std::string& id,
+                                                        absl::Time wait_until) {
   std::shared_ptr<engine::Cancellation> cancel;
   {
     absl::MutexLock lock(&mu_);
@@ -167,6 +180,12 @@ absl::StatusOr<v1::Operation> OperationRegistry::Cancel(const std::string& id) {
   if (cancel != nullptr) {
     LogInfo("control: operation ", id, " cancelled");
     cancel->Cancel();  // Runs only the engine's brief wake-up.
+    absl::MutexLock lock(&mu_);
+    auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto it = entries_.find(id);
+      return it == entries_.end() || it->second.operation.done();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&ended), wait_until);
   }
   return Get(id);
 }

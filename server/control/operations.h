@@ -66,22 +66,33 @@ class OperationRegistry {
   // Registers a running operation of `kind`. `cancel`: the cancellation
   // CancelOperation sets (a new one if null).
   Begun Begin(v1::OperationKind kind, std::string request_id, Progress progress,
-              std::shared_ptr<engine::Cancellation> cancel = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-  // Ends operation `id`: SUCCEEDED if `status` is OK (with `result`'s
-  // oneof result), CANCELLED if it is CANCELLED, FAILED otherwise.
+              std::shared_ptr<engine::Cancellation> cancel = nullptr, std::string id = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends operation `id`: SUCCEEDED if `status` is OK, CANCELLED if it is
+  // CANCELLED, FAILED otherwise; with `result`'s oneof result if it has one.
   void Finish(const std::string& id, const absl::Status& status, const v1::Operation& result)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Begin(), then `work` on a thread of the registry, then Finish().
-  // UNAVAILABLE after Shutdown().
+  // UNAVAILABLE after Shutdown(). `id`: the operation's id, for one that
+  // keeps its id across restarts (a resumed redrive; ALREADY_EXISTS if the
+  // registry has it); empty: a new one (NewId()).
   absl::StatusOr<v1::Operation> Run(v1::OperationKind kind, std::string request_id,
-                                    Progress progress, Work work) ABSL_LOCKS_EXCLUDED(mu_);
+                                    Progress progress, Work work, std::string id = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A new operation id: a random UUID (version 4).
+  static std::string NewId();
 
   // NOT_FOUND (OPERATION_NOT_FOUND) for an id not kept.
   absl::StatusOr<v1::Operation> Get(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::Operation> List() const ABSL_LOCKS_EXCLUDED(mu_);  // Newest first.
-  // Cancels a running operation; returns it as it is then.
-  absl::StatusOr<v1::Operation> Cancel(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels a running operation, waits until it has ended or `wait_until`
+  // passed, and returns it as it is then (an operation that cleans up when
+  // cancelled, a redrive flushing its producer, has done so once it ended).
+  absl::StatusOr<v1::Operation> Cancel(const std::string& id,
+                                       absl::Time wait_until = absl::InfinitePast())
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cancels every running operation, refuses Run(), joins Run()'s threads.
   // Idempotent.

@@ -48,8 +48,9 @@ DEADLINE_S = 30
 MAX_REBALANCES = 3
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(doc=__doc__):
+    """The arguments of a test driving retryd through the control API."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--retryd", required=True, help="the retryd binary")
     p.add_argument("--proto-dir", required=True, help="the project's proto/ directory")
     return p

@@ -562,6 +562,26 @@ TEST(StripRetrydHeadersTest, KeepsEverythingElseInOrder) {
   EXPECT_TRUE(StripRetrydHeaders({}).empty());
 }
 
+TEST(StripRetrydHeadersTest, KeepsTheRedriveLineage) {
+  const Headers in = {{"retryd-redriven-from", "orders.dlq/0@7"},
+                      {"retryd-attempt", "3"},
+                      {"x", "1"},
+                      {"retryd-redrive-count", "2"}};
+  EXPECT_EQ(StripRetrydHeaders(in), (Headers{{"retryd-redriven-from", "orders.dlq/0@7"},
+                                             {"x", "1"},
+                                             {"retryd-redrive-count", "2"}}));
+  // Written again for a retry, the lineage stays once, the retry state is new.
+  RetryMetadata m;
+  m.original_topic = "orders";
+  const Headers out = WithRetryHeaders(in, m);
+  EXPECT_EQ(std::count_if(out.begin(), out.end(),
+                          [](const Header& h) { return h.key == "retryd-redrive-count"; }),
+            1);
+  EXPECT_EQ(std::count_if(out.begin(), out.end(),
+                          [](const Header& h) { return h.key == "retryd-attempt"; }),
+            1);
+}
+
 TEST(SetHeaderTest, ReplacesEveryCopyAndAppends) {
   Headers h = {{"a", "1"}, {"k", "old1"}, {"b", std::nullopt}, {"k", std::nullopt}};
   SetHeader(h, "k", "new");

@@ -112,7 +112,10 @@ Headers StripRetrydHeaders(const Headers& headers) {
   Headers kept;
   kept.reserve(headers.size());
   for (const Header& h : headers) {
-    if (!absl::StartsWith(h.key, Av(kRetrydHeaderPrefix))) kept.push_back(h);
+    if (!absl::StartsWith(h.key, Av(kRetrydHeaderPrefix)) || h.key == kRedrivenFromHeader ||
+        h.key == kRedriveCountHeader) {
+      kept.push_back(h);
+    }
   }
   return kept;
 }

@@ -49,6 +49,14 @@ inline constexpr std::string_view kErrorReasonHeader = "retryd-error-reason";
 // thread ("<instance>/thread-<id>", see DeadLetteredBy) it was dead-lettered.
 inline constexpr std::string_view kDeadLetteredMsHeader = "retryd-dead-lettered-ms";
 inline constexpr std::string_view kDeadLetteredByHeader = "retryd-dead-lettered-by";
+// Only on a record a redrive produced again from the dead-letter topic:
+// where it was there ("<topic>/<partition>@<offset>") and how many times
+// it has been redriven (1 the first time). They are lineage, not retry
+// state: StripRetrydHeaders keeps them, so they stay with the record through
+// the retry topic and back into the dead-letter topic, where the redrive's
+// loop guard reads the count.
+inline constexpr std::string_view kRedrivenFromHeader = "retryd-redriven-from";
+inline constexpr std::string_view kRedriveCountHeader = "retryd-redrive-count";
 // Only on a dead-letter record cut to fit (FitDeadLetter): the original and
 // the kept sizes, so nothing mistakes it for the record itself.
 inline constexpr std::string_view kTruncatedHeader = "retryd-truncated";
@@ -95,8 +103,9 @@ struct DeadLetterStamp {
 // "<instance>/thread-<id>", or "thread-<id>" for an empty `instance`.
 std::string DeadLetteredBy(std::string_view instance, int thread_id);
 
-// Returns `headers` without those whose key starts with "retryd-"; the others
-// keep their order and bytes, null values included.
+// Returns `headers` without those whose key starts with "retryd-", but for
+// the redrive's lineage (kRedrivenFromHeader, kRedriveCountHeader); the
+// others keep their order and bytes, null values included.
 Headers StripRetrydHeaders(const Headers& headers);
 
 // Returns StripRetrydHeaders(original) followed by the ten retryd headers

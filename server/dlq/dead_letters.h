@@ -1,0 +1,88 @@
+// What the dead-letter tools know of a dead-letter record, without Kafka:
+// its retryd headers decoded (DecodeDeadLetter), whether a filter selects it
+// (Matches), the cursor a ListDeadLetters page hands to the next one, and
+// the record a redrive produces from it (RedriveRecord).
+//
+// Thread-safety: pure functions.
+#ifndef RETRYD_SERVER_DLQ_DEAD_LETTERS_H_
+#define RETRYD_SERVER_DLQ_DEAD_LETTERS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "retryd/v1/control.pb.h"
+#include "server/model/record.h"
+
+namespace retryd::dlq {
+
+// ListDeadLettersRequest.max_value_bytes: the default and the largest.
+inline constexpr uint32_t kDefaultValueBytes = 1024;
+inline constexpr uint32_t kMaxValueBytes = 1 << 20;
+
+// `record` (read from the dead-letter topic) with its retryd headers
+// decoded, and at most `max_value_bytes` of its value.
+v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes);
+
+// INVALID_ARGUMENT (INVALID_FIELD) naming the field when `filter` cannot
+// select anything sensible: a negative bound or partition, a range whose
+// end is before its start.
+absl::Status ValidateFilter(const v1::DeadLetterFilter& filter);
+
+// Whether `filter` selects `dead` (every field set must hold). A record
+// with a decode_error matches only a filter on its key and partitions.
+bool Matches(const v1::DeadLetterFilter& filter, const v1::DeadLetter& dead);
+
+// The partitions a filter reads, of a topic with `partitions`: those named
+// (INVALID_ARGUMENT for one the topic lacks), or all.
+absl::StatusOr<std::vector<int32_t>> FilterPartitions(const v1::DeadLetterFilter& filter,
+                                                      int partitions);
+
+// Where a listing is: per partition, the next offset to read and the end
+// fixed by its first page. Kept in the page token.
+struct ListCursor {
+  struct Range {
+    int64_t next = 0;
+    int64_t end = 0;
+  };
+  std::map<int32_t, Range> partitions;
+  // Partitions with records left to read.
+  bool done() const;
+};
+
+// The page token of `cursor` (opaque, URL-safe); empty when it is done.
+std::string EncodePageToken(const ListCursor& cursor);
+// INVALID_ARGUMENT (INVALID_FIELD) for a token this retryd did not make.
+absl::StatusOr<ListCursor> DecodePageToken(const std::string& token);
+
+// How a redrive sends a record on.
+struct RedriveTarget {
+  // Empty: the record's original topic.
+  std::string topic;
+  bool reset_attempts = false;
+  // retryd's retry topic: where a record going back to its origin without
+  // reset_attempts goes, with the attempts it used.
+  std::string retry_topic;
+};
+
+// The record a redrive produces for `dead` (decoded as `decoded`, without
+// a decode_error, read at `dlq_topic`/its partition@offset), at `now_ms`:
+//  - to its origin with reset_attempts: the original key, value and
+//    headers, to its original topic and partition, as a new record;
+//  - to its origin without: the retry topic, its retry headers as in the
+//    dead letter but due now, so the engine makes one more attempt;
+//  - to a topic: the dead letter's key and value, partitioned by key, its
+//    headers without retryd's retry state with reset_attempts, as they
+//    were without it.
+// Every one carries retryd-redriven-from and retryd-redrive-count (one more
+// than the dead letter's).
+OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
+                             const RedriveTarget& target, const std::string& dlq_topic,
+                             int64_t now_ms);
+
+}  // namespace retryd::dlq
+
+#endif  // RETRYD_SERVER_DLQ_DEAD_LETTERS_H_

@@ -1,0 +1,229 @@
+#include "server/dlq/dead_letters.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/common/error_reason.h"
+#include "server/engine/handoff/retry_headers.h"
+
+namespace retryd::dlq {
+namespace {
+
+using ::testing::ElementsAre;
+
+engine::RetryMetadata Meta() {
+  engine::RetryMetadata m;
+  m.attempt = 3;
+  m.due_ms = 1'700'000'001'000;
+  m.first_failure_ms = 1'700'000'000'000;
+  m.original_topic = "orders";
+  m.original_partition = 2;
+  m.original_offset = 41;
+  m.original_timestamp_ms = 1'699'999'999'000;
+  m.error = "UNAVAILABLE: card declined";
+  m.first_error = "DEADLINE_EXCEEDED: slow";
+  m.error_reason = "shop.example/FRAUD";
+  return m;
+}
+
+Record DeadLetter(std::string key = "order-7", Headers own = {{"trace", "t1"}}) {
+  Record r;
+  r.topic = "orders.dlq";
+  r.partition = 1;
+  r.offset = 99;
+  r.timestamp_ms = 1'700'000'002'000;
+  r.key = std::move(key);
+  r.value = "0123456789";
+  r.headers = engine::WithDeadLetterHeaders(own, Meta(), {1'700'000'002'000, "pod-a/thread-3"});
+  return r;
+}
+
+TEST(DecodeDeadLetterTest, EveryRetrydFieldAndTheOwnHeaders) {
+  const v1::DeadLetter d = DecodeDeadLetter(DeadLetter(), 4);
+  EXPECT_EQ(d.partition(), 1);
+  EXPECT_EQ(d.offset(), 99);
+  EXPECT_EQ(d.key(), "order-7");
+  EXPECT_EQ(d.value(), "0123");  // Cut to max_value_bytes...
+  EXPECT_EQ(d.value_size(), 10);  // ...its whole size kept.
+  EXPECT_EQ(d.original_topic(), "orders");
+  EXPECT_EQ(d.original_partition(), 2);
+  EXPECT_EQ(d.original_offset(), 41);
+  EXPECT_EQ(d.attempts(), 3);
+  EXPECT_EQ(d.first_failure_unix_ms(), 1'700'000'000'000);
+  EXPECT_EQ(d.error(), "UNAVAILABLE: card declined");
+  EXPECT_EQ(d.first_error(), "DEADLINE_EXCEEDED: slow");
+  EXPECT_EQ(d.error_reason(), "shop.example/FRAUD");
+  EXPECT_EQ(d.dead_lettered_unix_ms(), 1'700'000'002'000);
+  EXPECT_EQ(d.dead_lettered_by(), "pod-a/thread-3");
+  EXPECT_EQ(d.redrive_count(), 0);
+  EXPECT_TRUE(d.decode_error().empty());
+  ASSERT_EQ(d.headers_size(), 1);
+  EXPECT_EQ(d.headers(0).key(), "trace");
+}
+
+TEST(DecodeDeadLetterTest, ARecordWithoutRetrydHeadersSaysWhy) {
+  Record r;
+  r.partition = 0;
+  r.offset = 5;
+  r.key = std::nullopt;
+  r.value = std::nullopt;
+  r.headers = {{"kafka_dlt-exception-message", "boom"}};
+  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_TRUE(d.key_null());
+  EXPECT_TRUE(d.value_null());
+  EXPECT_EQ(d.decode_error(), "missing header retryd-attempt");
+  // Only filters on the key and partitions can select it.
+  v1::DeadLetterFilter by_partition;
+  by_partition.add_partitions(0);
+  EXPECT_TRUE(Matches(by_partition, d));
+  v1::DeadLetterFilter by_topic;
+  by_topic.set_original_topic("orders");
+  EXPECT_FALSE(Matches(by_topic, d));
+}
+
+TEST(MatchesTest, EachFieldNarrows) {
+  const v1::DeadLetter d = DecodeDeadLetter(DeadLetter(), 1024);
+  auto matches = [&](auto set) {
+    v1::DeadLetterFilter f;
+    set(f);
+    return Matches(f, d);
+  };
+  EXPECT_TRUE(matches([](v1::DeadLetterFilter&) {}));
+  EXPECT_TRUE(matches([](auto& f) { f.set_key_prefix("order-"); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_key_prefix("vip-"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_error_contains("declined"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_error_contains("slow"); }));  // The first error.
+  EXPECT_FALSE(matches([](auto& f) { f.set_error_contains("stock"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_reason("FRAUD"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_reason("shop.example/FRAUD"); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_reason("other.example/FRAUD"); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_reason("FRAU"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_original_topic("orders"); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_original_topic("payments"); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_original_partition(2); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_original_partition(0); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_first_failure_from_unix_ms(1'700'000'000'000); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_first_failure_from_unix_ms(1'700'000'000'001); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_first_failure_to_unix_ms(1'700'000'000'000); }));
+  EXPECT_TRUE(matches([](auto& f) { f.set_first_failure_to_unix_ms(1'700'000'000'001); }));
+  EXPECT_TRUE(matches([](auto& f) {
+    f.set_min_attempts(3);
+    f.set_max_attempts(3);
+  }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_min_attempts(4); }));
+  EXPECT_FALSE(matches([](auto& f) { f.set_max_attempts(2); }));
+  EXPECT_TRUE(matches([](auto& f) { f.add_partitions(1); }));
+  EXPECT_FALSE(matches([](auto& f) { f.add_partitions(0); }));
+}
+
+TEST(ValidateFilterTest, RefusesWhatCannotSelect) {
+  auto reason = [](auto set) {
+    v1::DeadLetterFilter f;
+    set(f);
+    return ReasonOf(ValidateFilter(f));
+  };
+  EXPECT_EQ(reason([](v1::DeadLetterFilter&) {}), "");
+  EXPECT_EQ(reason([](auto& f) { f.set_original_partition(-1); }), "INVALID_FIELD");
+  EXPECT_EQ(reason([](auto& f) {
+              f.set_first_failure_from_unix_ms(10);
+              f.set_first_failure_to_unix_ms(10);
+            }),
+            "INVALID_FIELD");
+  EXPECT_EQ(reason([](auto& f) {
+              f.set_min_attempts(3);
+              f.set_max_attempts(2);
+            }),
+            "INVALID_FIELD");
+  EXPECT_EQ(reason([](auto& f) { f.add_partitions(-2); }), "INVALID_FIELD");
+  v1::DeadLetterFilter f;
+  f.add_partitions(4);
+  EXPECT_FALSE(FilterPartitions(f, 4).ok());
+  f.clear_partitions();
+  f.add_partitions(3);
+  f.add_partitions(1);
+  f.add_partitions(3);
+  EXPECT_THAT(*FilterPartitions(f, 4), ElementsAre(1, 3));
+  EXPECT_THAT(*FilterPartitions(v1::DeadLetterFilter(), 3), ElementsAre(0, 1, 2));
+}
+
+TEST(PageTokenTest, RoundTripsAndRefusesForgeries) {
+  ListCursor cursor;
+  cursor.partitions[0] = {5, 9};
+  cursor.partitions[3] = {7, 7};  // Read to its end: left out.
+  const std::string token = EncodePageToken(cursor);
+  ASSERT_FALSE(token.empty());
+  absl::StatusOr<ListCursor> back = DecodePageToken(token);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->partitions.size(), 1u);
+  EXPECT_EQ(back->partitions[0].next, 5);
+  EXPECT_EQ(back->partitions[0].end, 9);
+  cursor.partitions[0].next = 9;
+  EXPECT_EQ(EncodePageToken(cursor), "");  // Done: no more pages.
+  for (const char* bad : {"nope", "", "YzE7MDo5OjU", "eDE7MDoxOjI"}) {
+    EXPECT_EQ(ReasonOf(DecodePageToken(bad).status()), "INVALID_FIELD") << bad;
+  }
+}
+
+std::optional<std::string> HeaderOf(const OutgoingRecord& r, std::string_view key) {
+  std::optional<std::string> out;
+  for (const Header& h : r.headers) {
+    if (h.key == key) out = h.value;
+  }
+  return out;
+}
+
+TEST(RedriveRecordTest, ToTheOriginAsNew) {
+  const Record dead = DeadLetter();
+  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const OutgoingRecord out =
+      RedriveRecord(dead, d, {"", /*reset_attempts=*/true, "orders.retry"}, "orders.dlq", 5);
+  EXPECT_EQ(out.topic, "orders");
+  EXPECT_EQ(out.partition, 2);
+  EXPECT_EQ(out.key, dead.key);
+  EXPECT_EQ(out.value, dead.value);
+  EXPECT_EQ(HeaderOf(out, "trace"), "t1");
+  EXPECT_EQ(HeaderOf(out, "retryd-attempt"), std::nullopt);
+  EXPECT_EQ(HeaderOf(out, "retryd-redriven-from"), "orders.dlq/1@99");
+  EXPECT_EQ(HeaderOf(out, "retryd-redrive-count"), "1");
+}
+
+TEST(RedriveRecordTest, ToTheOriginWithTheAttemptsItUsedGoesThroughTheRetryTopic) {
+  Record dead = DeadLetter();
+  dead.headers.push_back({"retryd-redrive-count", "1"});
+  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  EXPECT_EQ(d.redrive_count(), 1);
+  const OutgoingRecord out =
+      RedriveRecord(dead, d, {"", /*reset_attempts=*/false, "orders.retry"}, "orders.dlq", 777);
+  EXPECT_EQ(out.topic, "orders.retry");
+  EXPECT_EQ(out.partition, -1);
+  absl::StatusOr<engine::RetryMetadata> m = engine::ParseRetryHeaders(out.headers);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->attempt, 4);  // One more than the three it made.
+  EXPECT_EQ(m->due_ms, 777);
+  EXPECT_EQ(m->original_topic, "orders");
+  EXPECT_EQ(m->original_offset, 41);
+  EXPECT_EQ(m->first_error, "DEADLINE_EXCEEDED: slow");
+  EXPECT_EQ(HeaderOf(out, "retryd-redrive-count"), "2");
+  // The lineage appears once.
+  EXPECT_EQ(std::count_if(out.headers.begin(), out.headers.end(),
+                          [](const Header& h) { return h.key == "retryd-redrive-count"; }),
+            1);
+}
+
+TEST(RedriveRecordTest, ToAnotherTopicKeepsOrStripsTheRetryState) {
+  const Record dead = DeadLetter();
+  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const OutgoingRecord kept = RedriveRecord(dead, d, {"audit", false, "r"}, "orders.dlq", 1);
+  EXPECT_EQ(kept.topic, "audit");
+  EXPECT_EQ(kept.partition, -1);
+  EXPECT_EQ(HeaderOf(kept, "retryd-error-reason"), "shop.example/FRAUD");
+  const OutgoingRecord stripped = RedriveRecord(dead, d, {"audit", true, "r"}, "orders.dlq", 1);
+  EXPECT_EQ(HeaderOf(stripped, "retryd-error-reason"), std::nullopt);
+  EXPECT_EQ(HeaderOf(stripped, "trace"), "t1");
+  EXPECT_EQ(HeaderOf(stripped, "retryd-redrive-count"), "1");
+}
+
+}  // namespace
+}  // namespace retryd::dlq
