@@ -305,6 +305,20 @@ absl::StatusOr<v1::DeadLetterRecordResponse> RetrydClient::DeadLetterRecord(
   return Unary(&v1::Control::Stub::DeadLetterRecord, request);
 }
 
+absl::StatusOr<v1::ListDeadLettersResponse> RetrydClient::ListDeadLetters(
+    const v1::ListDeadLettersRequest& request) {
+  return Unary(&v1::Control::Stub::ListDeadLetters, request);
+}
+
+absl::StatusOr<v1::Operation> RetrydClient::StartRedrive(const v1::StartRedriveRequest& request) {
+  return Unary(&v1::Control::Stub::StartRedrive, request);
+}
+
+absl::StatusOr<v1::PurgeDeadLettersResponse> RetrydClient::PurgeDeadLetters(
+    const v1::PurgeDeadLettersRequest& request) {
+  return Unary(&v1::Control::Stub::PurgeDeadLetters, request);
+}
+
 absl::StatusOr<grpc::health::v1::HealthCheckResponse> RetrydClient::HealthCheck(
     const std::string& service) {
   grpc::ClientContext context;

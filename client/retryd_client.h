@@ -125,7 +125,16 @@ class RetrydClient {
   absl::StatusOr<v1::DeadLetterRecordResponse> DeadLetterRecord(
       const v1::DeadLetterRecordRequest& request);
 
-  // Long-running operations (a drain).
+  // Dead-letter tools. One page of the dead letters that match the
+  // request's filter (follow next_page_token for the rest).
+  absl::StatusOr<v1::ListDeadLettersResponse> ListDeadLetters(
+      const v1::ListDeadLettersRequest& request);
+  // Returns the redrive's operation at once (kind REDRIVE).
+  absl::StatusOr<v1::Operation> StartRedrive(const v1::StartRedriveRequest& request);
+  absl::StatusOr<v1::PurgeDeadLettersResponse> PurgeDeadLetters(
+      const v1::PurgeDeadLettersRequest& request);
+
+  // Long-running operations (a drain, a redrive).
   absl::StatusOr<v1::Operation> StartDrain(const v1::StartDrainRequest& request);
   absl::StatusOr<v1::Operation> GetOperation(const std::string& id);
   absl::StatusOr<v1::ListOperationsResponse> ListOperations();

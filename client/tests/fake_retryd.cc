@@ -213,6 +213,39 @@ class FakeRetryd::ControlService : public v1::Control::CallbackService {
     return Answer(context, "CancelOperation", *request, response);
   }
 
+  grpc::ServerUnaryReactor* StartRedrive(grpc::CallbackServerContext* context,
+                                         const v1::StartRedriveRequest* request,
+                                         v1::Operation* response) override {
+    return Answer(context, "StartRedrive", *request, response);
+  }
+  grpc::ServerUnaryReactor* PurgeDeadLetters(grpc::CallbackServerContext* context,
+                                             const v1::PurgeDeadLettersRequest* request,
+                                             v1::PurgeDeadLettersResponse* response) override {
+    return Answer(context, "PurgeDeadLetters", *request, response);
+  }
+
+  // The page that `request.page_token` names (set_dead_letter_pages).
+  grpc::ServerUnaryReactor* ListDeadLetters(grpc::CallbackServerContext* context,
+                                            const v1::ListDeadLettersRequest* request,
+                                            v1::ListDeadLettersResponse* response) override {
+    grpc::Status status = fake_.Record("ListDeadLetters", *context);
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.dead_letter_requests_.push_back(*request);
+    if (!status.ok()) return Reply(context, status);
+    const std::vector<v1::ListDeadLettersResponse>& pages = fake_.dead_letter_pages_;
+    std::string token;
+    for (const v1::ListDeadLettersResponse& page : pages) {
+      if (request->page_token() == token) {
+        *response = page;
+        return Reply(context, grpc::Status::OK);
+      }
+      token = page.next_page_token();
+    }
+    if (pages.empty() && request->page_token().empty()) return Reply(context, grpc::Status::OK);
+    return Reply(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                       "unknown page token " + request->page_token()));
+  }
+
  private:
   static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
                                          const grpc::Status& status) {
@@ -325,6 +358,10 @@ void FakeRetryd::set_operation_updates(std::vector<v1::Operation> updates, bool 
   operation_updates_ = std::move(updates);
   end_after_operation_updates_ = then_end;
 }
+void FakeRetryd::set_dead_letter_pages(std::vector<v1::ListDeadLettersResponse> pages) {
+  absl::MutexLock lock(&mu_);
+  dead_letter_pages_ = std::move(pages);
+}
 void FakeRetryd::FailWith(const std::string& method, grpc::Status status) {
   absl::MutexLock lock(&mu_);
   failures_[method] = std::move(status);
@@ -369,6 +406,10 @@ std::string FakeRetryd::RequestBytes(const std::string& method) const {
 grpc::health::v1::HealthCheckRequest FakeRetryd::last_health_request() const {
   absl::MutexLock lock(&mu_);
   return health_request_;
+}
+std::vector<v1::ListDeadLettersRequest> FakeRetryd::dead_letter_requests() const {
+  absl::MutexLock lock(&mu_);
+  return dead_letter_requests_;
 }
 
 }  // namespace retryd::testing

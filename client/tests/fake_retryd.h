@@ -50,13 +50,18 @@ class FakeRetryd {
   void set_health(grpc::health::v1::HealthCheckResponse::ServingStatus status);
   // The answer of a unary call without a setter of its own above, by
   // method name ("SetRetryThreadCount", "StartDrain", "GetOperation",
-  // "ListOperations", "CancelOperation"); unset: an empty message.
+  // "ListOperations", "CancelOperation", "StartRedrive",
+  // "PurgeDeadLetters"); unset: an empty message.
   void set_response(const std::string& method, const google::protobuf::Message& response);
   // WatchMetrics writes these, then ends the stream with OK if `then_end`,
   // else holds it open until the client cancels.
   void set_snapshots(std::vector<v1::MetricsSnapshot> snapshots, bool then_end);
   // WatchOperation, likewise.
   void set_operation_updates(std::vector<v1::Operation> updates, bool then_end);
+  // ListDeadLetters answers an empty page_token with the first page, and
+  // each page's next_page_token with the page after it; any other token is
+  // INVALID_ARGUMENT. None set: one empty page.
+  void set_dead_letter_pages(std::vector<v1::ListDeadLettersResponse> pages);
   // `method` fails with `status` instead of answering.
   void FailWith(const std::string& method, grpc::Status status);
 
@@ -69,6 +74,8 @@ class FakeRetryd {
   v1::SetOrderingModeRequest last_ordering_request() const;
   v1::WatchMetricsRequest last_watch_request() const;
   grpc::health::v1::HealthCheckRequest last_health_request() const;
+  // Every ListDeadLetters request, in order.
+  std::vector<v1::ListDeadLettersRequest> dead_letter_requests() const;
   // The last request of a call answered through set_response, or of
   // WatchOperation; an empty one if none came.
   template <typename Request>
@@ -112,6 +119,8 @@ class FakeRetryd {
   absl::flat_hash_map<std::string, std::string> responses_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ListDeadLettersResponse> dead_letter_pages_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ListDeadLettersRequest> dead_letter_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<CallRecord> calls_ ABSL_GUARDED_BY(mu_);
   v1::StartRetryThreadsRequest start_request_ ABSL_GUARDED_BY(mu_);
   v1::StopRetryThreadsRequest stop_request_ ABSL_GUARDED_BY(mu_);
