@@ -32,52 +32,10 @@ using ::testing::Not;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
-constexpr char kUuid[] = "0b6f6f1e-4ad4-4c31-9d55-5b1e1f2f7a10";
 constexpr absl::Duration kWait = absl::Seconds(30);
 
-Invocation Parse(const std::vector<std::string>& args) {
-  std::variant<Invocation, UsageError> result = ParseLine(args);
-  if (const UsageError* error = std::get_if<UsageError>(&result)) {
-    ADD_FAILURE() << "unexpected usage error: " << error->message;
-    return Invocation();
-  }
-  return std::get<Invocation>(result);
-}
-
-// A google.rpc.Status with retryd's ErrorInfo, as retryd sends one.
-google::rpc::Status RpcStatusWithReason(grpc::StatusCode code, const std::string& message,
-                                        const std::string& reason) {
-  google::rpc::Status status;
-  status.set_code(code);
-  status.set_message(message);
-  google::rpc::ErrorInfo info;
-  info.set_domain("retryd.io");
-  info.set_reason(reason);
-  status.add_details()->PackFrom(info);
-  return status;
-}
-
-grpc::Status GrpcErrorWithReason(grpc::StatusCode code, const std::string& message,
-                                 const std::string& reason) {
-  return grpc::Status(code, message,
-                      RpcStatusWithReason(code, message, reason).SerializeAsString());
-}
-
-google::protobuf::Struct ParseJsonObject(const std::string& text) {
-  google::protobuf::Struct object;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text, &object).ok()) << text;
-  return object;
-}
-
 v1::Operation Drain(const std::string& id, v1::OperationState state) {
-  v1::Operation operation;
-  operation.set_id(id);
-  operation.set_kind(v1::OPERATION_KIND_DRAIN);
-  operation.set_state(state);
-  operation.set_done(state != v1::OPERATION_STATE_RUNNING);
-  operation.set_create_time_unix_ms(1'000'000);
-  if (operation.done()) operation.set_end_time_unix_ms(1'014'000);
-  return operation;
+  return MakeOperation(id, v1::OPERATION_KIND_DRAIN, state);
 }
 
 // ---- the request id ----------------------------------------------------------

@@ -46,10 +46,6 @@ v1::MetricsSnapshot SnapshotAt(int64_t time_unix_ms, int64_t processed) {
   return snapshot;
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  return absl::StrSplit(text, '\n', absl::SkipEmpty());
-}
-
 // ---- commands -----------------------------------------------------------------
 
 TEST(RetryctlTest, StatusPrintsASummary) {
