@@ -8,9 +8,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/command_args.h"
 #include "client/request_id.h"
 #include "client/retryctl_format.h"
 #include "client/retryctl_help.h"
+#include "client/retryctl_run.h"
 #include "client/watch_table.h"
 #include "server/common/error_reason.h"
 #include "server/common/read_file.h"
@@ -47,6 +49,26 @@ bool OutcomeUnknown(const absl::Status& status) {
   }
 }
 
+// The token is the file's content without surrounding whitespace (so a
+// trailing newline does not matter).
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  // A token is one short line: a token file larger than this is the wrong file.
+  constexpr size_t kMaxTokenFileBytes = 64 << 10;
+  absl::StatusOr<std::string> contents = ReadFileToString(path, kMaxTokenFileBytes);
+  if (!contents.ok()) {
+    return absl::Status(
+        contents.status().code(),
+        absl::StrCat("--token-file: cannot read ", path, " (", contents.status().message(), ")"));
+  }
+  std::string token(absl::StripAsciiWhitespace(*contents));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " is empty"));
+  }
+  return token;
+}
+
+}  // namespace
+
 int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostream& err) {
   if (flags.json) {
     // One line on stderr, as google.rpc.Status reads in JSON, with the
@@ -79,25 +101,6 @@ int RpcFailure(const absl::Status& status, const GlobalFlags& flags, std::ostrea
   return ExitStatusFor(status.code());
 }
 
-// The token is the file's content without surrounding whitespace (so a
-// trailing newline does not matter).
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  // A token is one short line: a token file larger than this is the wrong file.
-  constexpr size_t kMaxTokenFileBytes = 64 << 10;
-  absl::StatusOr<std::string> contents = ReadFileToString(path, kMaxTokenFileBytes);
-  if (!contents.ok()) {
-    return absl::Status(
-        contents.status().code(),
-        absl::StrCat("--token-file: cannot read ", path, " (", contents.status().message(), ")"));
-  }
-  std::string token(absl::StripAsciiWhitespace(*contents));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " is empty"));
-  }
-  return token;
-}
-
-// Prints `response` as JSON or as `text`.
 int PrintResponse(const google::protobuf::Message& response, const std::string& text,
                   const GlobalFlags& flags, const Io& io) {
   if (!flags.json) {
@@ -110,6 +113,8 @@ int PrintResponse(const google::protobuf::Message& response, const std::string& 
   io.out.flush();
   return kExitOk;
 }
+
+namespace {
 
 int RunWatch(RetrydClient& client, const Invocation& invocation, const Io& io,
              Interrupt* interrupt) {
@@ -161,10 +166,8 @@ int RunWatch(RetrydClient& client, const Invocation& invocation, const Io& io,
   return kExitOk;
 }
 
-// Follows operation `id` with WatchOperation until it ends: a line (--json:
-// the operation as one line of JSON) whenever its state or progress line
-// changes. Exits 0 if it succeeded, else as a failed call with the
-// operation's error.
+}  // namespace
+
 int RunOperationWatch(RetrydClient& client, const std::string& id, const GlobalFlags& flags,
                       const Io& io, Interrupt* interrupt) {
   v1::Operation last;
@@ -184,7 +187,7 @@ int RunOperationWatch(RetrydClient& client, const std::string& id, const GlobalF
     } else {
       // The age in the line changes at every update: compare without it.
       const std::string key = absl::StrCat(operation.state(), " ", operation.done(), " ",
-                                           operation.progress().description());
+                                           FormatOperationProgress(operation.progress()));
       if (key == last_line) return;
       last_line = key;
       io.out << FormatOperationUpdate(operation, absl::ToUnixMillis(absl::Now())) << "\n";
@@ -211,6 +214,11 @@ int RunOperationWatch(RetrydClient& client, const std::string& id, const GlobalF
     return RpcFailure(absl::UnavailableError("retryd ended the stream before the operation ended"),
                       flags, io.err);
   }
+  // A dry run's counts per partition and per reason.
+  if (!flags.json && last.has_redrive()) {
+    io.out << FormatRedriveCounts(last.redrive());
+    io.out.flush();
+  }
   const absl::Status error = OperationError(last);
   if (error.ok()) return kExitOk;
   // The human line says why already.
@@ -218,28 +226,35 @@ int RunOperationWatch(RetrydClient& client, const std::string& id, const GlobalF
   return RpcFailure(error, flags, io.err);
 }
 
-// `retryctl drain`: StartDrain, then with --wait follows the operation.
-int RunDrain(RetrydClient& client, const Invocation& invocation, const Io& io,
-             Interrupt* interrupt) {
-  const GlobalFlags& flags = invocation.flags;
-  v1::StartDrainRequest request;
-  request.set_request_id(flags.request_id);
-  request.set_timeout_ms(invocation.drain_timeout_ms);
-  absl::StatusOr<v1::Operation> started = client.StartDrain(request);
+int ReportStarted(RetrydClient& client, const absl::StatusOr<v1::Operation>& started,
+                  std::string_view what, bool wait, const GlobalFlags& flags, const Io& io,
+                  Interrupt* interrupt) {
   if (!started.ok()) return RpcFailure(started.status(), flags, io.err);
   const std::string id = SanitizeForTerminal(started->id(), 0);
-  if (!invocation.wait) {
+  if (!wait) {
     return PrintResponse(*started,
-                         absl::StrCat("drain started: operation ", id, "\n",
+                         absl::StrCat(Av(what), " started: operation ", id, "\n",
                                       "follow it with 'retryctl operation watch ", id,
                                       "', stop it with 'retryctl operation cancel ", id, "'\n"),
                          flags, io);
   }
   if (!flags.json) {
-    io.out << "drain started: operation " << id << "\n";
+    io.out << what << " started: operation " << id << "\n";
     io.out.flush();
   }
   return RunOperationWatch(client, started->id(), flags, io, interrupt);
+}
+
+namespace {
+
+// `retryctl drain`: StartDrain, then with --wait follows the operation.
+int RunDrain(RetrydClient& client, const Invocation& invocation, const Io& io,
+             Interrupt* interrupt) {
+  v1::StartDrainRequest request;
+  request.set_request_id(invocation.flags.request_id);
+  request.set_timeout_ms(invocation.drain_timeout_ms);
+  return ReportStarted(client, client.StartDrain(request), "drain", invocation.wait,
+                       invocation.flags, io, interrupt);
 }
 
 // `retryctl version`: this tool's release, then the server's (GetStatus).
@@ -354,6 +369,10 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
       return RunOperationWatch(client, invocation.operation_id, flags, io, interrupt);
     case Command::kWatch:
       return RunWatch(client, invocation, io, interrupt);
+    case Command::kDlqList:
+    case Command::kDlqRedrive:
+    case Command::kDlqPurge:
+      return RunDlq(client, invocation, io, interrupt);
     case Command::kInFlight: {
       absl::StatusOr<v1::ListInFlightResponse> list = client.ListInFlight(invocation.limit);
       if (!list.ok()) return RpcFailure(list.status(), flags, io.err);

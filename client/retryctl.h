@@ -58,9 +58,9 @@ struct Io {
   std::function<size_t()> terminal_width;
 };
 
-// Ctrl-C for `watch`, `drain --wait` and `operation watch`: another thread
-// (main's signal thread, or a test) calls Trigger(), which cancels the
-// stream in progress: `watch` exits 0 after the last table it drew, the
+// Ctrl-C for `watch`, `drain --wait`, `dlq redrive --wait` and `operation
+// watch`: another thread (main's signal thread, or a test) calls Trigger(),
+// which cancels the stream in progress: `watch` exits 0 after the last table it drew, the
 // others kExitInterrupted, the operation going on.
 //
 // Thread-safety: thread-safe.

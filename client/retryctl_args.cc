@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "client/command_args.h"
 #include "client/request_id.h"
 #include "client/retryctl_help.h"
 
@@ -28,26 +29,7 @@ constexpr int64_t kMaxInFlightLimit = 10000;
 // StartDrainRequest.timeout_ms's bound: a day.
 constexpr absl::Duration kMaxDrainTimeout = absl::Hours(24);
 
-// Debian's Abseil has its own string_view, which absl::StrCat wants.
-absl::string_view Av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
-
 bool IsKnownTopic(std::string_view topic) { return topic.empty() || !HelpText(topic).empty(); }
-
-// "-x" or "--x", but not a negative number (reported as an invalid number).
-bool LooksLikeFlag(std::string_view arg) {
-  return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]));
-}
-
-// Splits "--name=value" into its name and value.
-std::pair<std::string_view, std::optional<std::string_view>> SplitFlag(std::string_view arg) {
-  const size_t eq = arg.find('=');
-  if (!LooksLikeFlag(arg) || eq == std::string_view::npos) return {arg, std::nullopt};
-  return {arg.substr(0, eq), arg.substr(eq + 1)};
-}
-
-UsageError Usage(std::string message, std::string_view topic) {
-  return UsageError{std::move(message), std::string(topic)};
-}
 
 // A count N: an integer in 1..INT32_MAX.
 std::optional<int32_t> ParseCount(std::string_view text) {
@@ -55,19 +37,6 @@ std::optional<int32_t> ParseCount(std::string_view text) {
   if (!absl::SimpleAtoi(Av(text), &value)) return std::nullopt;
   if (value < 1 || value > std::numeric_limits<int32_t>::max()) return std::nullopt;
   return static_cast<int32_t>(value);
-}
-
-// Appends the ids of "3" or "3,4,5" to `ids`; false if one is not an id.
-bool ParseIds(std::string_view text, std::vector<uint32_t>& ids) {
-  for (absl::string_view piece : absl::StrSplit(Av(text), ',')) {
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(piece, &value) || value < 0 ||
-        value > std::numeric_limits<uint32_t>::max()) {
-      return false;
-    }
-    ids.push_back(static_cast<uint32_t>(value));
-  }
-  return true;
 }
 
 std::optional<absl::Duration> ParseTimeout(std::string_view text) {
@@ -83,64 +52,6 @@ std::optional<absl::Duration> ParseTimeout(std::string_view text) {
   if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return std::nullopt;
   return timeout;
 }
-
-// The arguments after the command (and its subcommand), global flags removed.
-class CommandArgs {
- public:
-  CommandArgs(std::vector<std::string> args, std::string_view what, std::string_view topic)
-      : args_(std::move(args)), what_(what), topic_(topic) {}
-
-  bool done() const { return next_ >= args_.size(); }
-  const std::string& peek() const { return args_[next_]; }
-  const std::string& take() { return args_[next_++]; }
-
-  // Takes the ids of an --id/--thread flag: inline ("--id=3") or the next
-  // arguments that are not flags ("--id 3 4").
-  std::optional<UsageError> TakeIds(std::string_view flag,
-                                    std::optional<std::string_view> inline_value,
-                                    std::vector<uint32_t>& ids) {
-    if (inline_value.has_value()) {
-      if (!ParseIds(*inline_value, ids)) return BadId(flag, *inline_value);
-      return std::nullopt;
-    }
-    if (done() || LooksLikeFlag(peek())) {
-      return Error(absl::StrCat(Av(flag), " needs a thread id, e.g. ", Av(flag), " 3"));
-    }
-    while (!done() && !LooksLikeFlag(peek())) {
-      const std::string& text = take();
-      if (!ParseIds(text, ids)) return BadId(flag, text);
-    }
-    return std::nullopt;
-  }
-
-  // Takes the value of a flag that needs one.
-  std::optional<std::string> TakeValue(std::optional<std::string_view> inline_value) {
-    if (inline_value.has_value()) return std::string(*inline_value);
-    if (done() || LooksLikeFlag(peek())) return std::nullopt;
-    return take();
-  }
-
-  UsageError Error(std::string_view message) const {
-    return Usage(absl::StrCat(what_, ": ", Av(message)), topic_);
-  }
-  UsageError UnknownFlag(std::string_view flag) const {
-    return Error(absl::StrCat("unknown flag ", Av(flag)));
-  }
-  UsageError Unexpected(std::string_view arg) const {
-    return Error(absl::StrCat("unexpected argument '", Av(arg), "'"));
-  }
-
- private:
-  UsageError BadId(std::string_view flag, std::string_view text) const {
-    return Error(
-        absl::StrCat(Av(flag), ": '", Av(text), "' is not a thread id (a number such as 3)"));
-  }
-
-  std::vector<std::string> args_;
-  size_t next_ = 0;
-  std::string what_;
-  std::string topic_;
-};
 
 // A command that takes no arguments: status, version.
 std::optional<UsageError> ParseNoArguments(Command command, CommandArgs& args,
@@ -382,6 +293,8 @@ std::optional<UsageError> ParseHealth(CommandArgs& args, Invocation& invocation)
   return std::nullopt;
 }
 
+}  // namespace
+
 std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocation) {
   invocation.command = Command::kDlqRecord;
   std::vector<std::string> positional;
@@ -411,6 +324,8 @@ std::optional<UsageError> ParseDlqRecord(CommandArgs& args, Invocation& invocati
   return std::nullopt;
 }
 
+namespace {
+
 // drain [--wait] [--drain-timeout DURATION]. Not --timeout: that is the
 // deadline of each call, a global flag.
 std::optional<UsageError> ParseDrain(CommandArgs& args, Invocation& invocation) {
@@ -438,13 +353,19 @@ std::optional<UsageError> ParseDrain(CommandArgs& args, Invocation& invocation) 
   return std::nullopt;
 }
 
-// operation ID | watch ID | cancel ID
-std::optional<UsageError> ParseOperation(CommandArgs& args, Invocation& invocation) {
-  if (args.done()) return args.Error("missing ID, 'watch ID' or 'cancel ID'");
+// operation ID | get ID | watch ID | cancel ID | ls, and `op` the same.
+std::optional<UsageError> ParseOperation(CommandArgs& args, std::string_view command,
+                                         Invocation& invocation) {
+  if (args.done()) {
+    return args.Error(command == "op" ? "missing 'ls', 'get ID', 'watch ID' or 'cancel ID'"
+                                      : "missing ID, 'watch ID' or 'cancel ID'");
+  }
   invocation.command = Command::kOperationGet;
   std::string sub = args.take();
-  if (sub == "watch" || sub == "cancel") {
-    invocation.command = sub == "watch" ? Command::kOperationWatch : Command::kOperationCancel;
+  if (sub == "ls") return ParseNoArguments(Command::kOperations, args, invocation);
+  if (sub == "get" || sub == "watch" || sub == "cancel") {
+    if (sub == "watch") invocation.command = Command::kOperationWatch;
+    if (sub == "cancel") invocation.command = Command::kOperationCancel;
     if (args.done()) return args.Error(absl::StrCat(sub, ": missing ID, the operation's id"));
     sub = args.take();
   }
@@ -456,6 +377,18 @@ std::optional<UsageError> ParseOperation(CommandArgs& args, Invocation& invocati
     return args.Unexpected(arg);
   }
   return std::nullopt;
+}
+
+// The help topic of a command line (without "help" or the help flag):
+// "dlq ls" for the dlq subcommands, else its first word.
+std::string HelpTopicOf(const std::vector<std::string>& words, size_t first) {
+  if (words.size() <= first) return "";
+  const std::string& command = words[first];
+  if (command == "dlq" && words.size() > first + 1) {
+    const std::string sub = absl::StrCat("dlq ", words[first + 1]);
+    if (IsKnownTopic(sub)) return sub;
+  }
+  return command;
 }
 
 // What the global flags set: the flags themselves, and whether help was asked for.
@@ -602,8 +535,7 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
 
   if (parsed.settings.help || (!rest.empty() && rest[0] == "help")) {
     // "retryctl threads start --help" shows the threads help.
-    std::string topic;
-    if (!rest.empty()) topic = rest[0] == "help" ? (rest.size() > 1 ? rest[1] : "") : rest[0];
+    const std::string topic = HelpTopicOf(rest, !rest.empty() && rest[0] == "help" ? 1 : 0);
     if (!IsKnownTopic(topic)) return Usage(absl::StrCat("unknown command '", topic, "'"), "");
     invocation.command = Command::kHelp;
     invocation.help_topic = topic;
@@ -629,6 +561,8 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseInFlight(command_args, invocation);
   } else if (command == "dlq-record") {
     error = ParseDlqRecord(command_args, invocation);
+  } else if (command == "dlq") {
+    error = ParseDlq(command_args, invocation);
   } else if (command == "version") {
     error = ParseNoArguments(Command::kVersion, command_args, invocation);
   } else if (command == "health") {
@@ -637,8 +571,8 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
     error = ParseDrain(command_args, invocation);
   } else if (command == "operations") {
     error = ParseNoArguments(Command::kOperations, command_args, invocation);
-  } else if (command == "operation") {
-    error = ParseOperation(command_args, invocation);
+  } else if (command == "operation" || command == "op") {
+    error = ParseOperation(command_args, command, invocation);
   } else {
     return Usage(absl::StrCat("unknown command '", command, "'"), "");
   }
@@ -662,6 +596,8 @@ bool IsMutating(Command command) {
     case Command::kDlqRecord:
     case Command::kDrain:
     case Command::kOperationCancel:
+    case Command::kDlqRedrive:
+    case Command::kDlqPurge:
       return true;
     case Command::kHelp:
     case Command::kStatus:
@@ -672,6 +608,7 @@ bool IsMutating(Command command) {
     case Command::kOperations:
     case Command::kOperationGet:
     case Command::kOperationWatch:
+    case Command::kDlqList:
       return false;
   }
   return false;

@@ -6,8 +6,10 @@
 #define RETRYD_CLIENT_RETRYCTL_ARGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -55,6 +57,9 @@ enum class Command {
   kOperationGet,     // operation_id
   kOperationWatch,   // operation_id
   kOperationCancel,  // operation_id
+  kDlqList,          // dlq: filter, limit, all_pages, page_size, max_value_bytes
+  kDlqRedrive,       // dlq: filter and the redrive's fields; wait
+  kDlqPurge,         // dlq: purge_all or purge_up_to, delete_records
 };
 
 // Whether `command` changes retryd (and so takes --request-id).
@@ -63,11 +68,52 @@ bool IsMutating(Command command);
 // The modes of `retryctl ordering` (retryd.v1.Ordering).
 enum class OrderingMode { kUnordered, kInOrder, kKey };
 
+// Which dead letters `dlq ls` and `dlq redrive` act on
+// (retryd.v1.DeadLetterFilter): each field set narrows the set.
+struct DeadLetterFilterArgs {
+  std::string key_prefix;                     // --key-prefix
+  std::string error_contains;                 // --error
+  std::string reason;                         // --reason
+  std::string original_topic;                 // --topic
+  std::optional<int32_t> original_partition;  // --original-partition
+  // --since / --until: the first failure in [since, until), Unix ms; 0: no bound.
+  int64_t since_unix_ms = 0;
+  int64_t until_unix_ms = 0;
+  int32_t min_attempts = 0;         // --min-attempts; 0: no bound.
+  int32_t max_attempts = 0;         // --max-attempts; 0: no bound.
+  std::vector<int32_t> partitions;  // --partition: of the dead-letter topic; empty: all.
+};
+
+// The arguments of the `dlq` subcommands besides the filter.
+struct DlqArgs {
+  DeadLetterFilterArgs filter;
+
+  // dlq ls: show at most `limit` records (0 with --all-pages: all of them),
+  // asking for pages of `page_size` (0: as many as are still wanted, up to
+  // the server's maximum).
+  int64_t limit = 100;
+  bool all_pages = false;
+  uint32_t page_size = 0;
+  uint32_t max_value_bytes = 0;  // 0: the server's default.
+
+  // dlq redrive (StartRedriveRequest; 0 and empty: the server's defaults).
+  std::string target_topic;
+  uint32_t rate_per_s = 0;
+  bool reset_attempts = false;
+  bool dry_run = false;
+  uint32_t max_redrives = 0;
+
+  // dlq purge: `all`, or the first offset to keep per partition.
+  bool purge_all = false;
+  std::vector<std::pair<int32_t, int64_t>> purge_up_to;
+  bool delete_records = false;
+};
+
 struct Invocation {
   Command command = Command::kHelp;
   // kHelp: "" for the overview, else a command: status, threads, inorder,
   // ordering, watch, inflight, dlq-record, version, health, drain,
-  // operations, operation.
+  // operations, operation, op, dlq, or a dlq subcommand ("dlq ls").
   std::string help_topic;
   GlobalFlags flags;
 
@@ -84,9 +130,10 @@ struct Invocation {
   int32_t record_partition = 0;
   int64_t record_offset = 0;
   std::string health_service;     // "": the server as a whole.
-  bool wait = false;              // drain --wait: follow it until it ends.
+  bool wait = false;              // drain --wait, dlq redrive --wait: follow it until it ends.
   uint32_t drain_timeout_ms = 0;  // 0: the drain may take as long as it takes.
   std::string operation_id;
+  DlqArgs dlq;
 };
 
 struct UsageError {

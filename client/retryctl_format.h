@@ -62,13 +62,16 @@ std::string FormatDeadLetterRecord(const v1::DeadLetterRecordResponse& response,
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 
 // Operations (retryctl_operation_format.cc). `now_ms`: Unix ms, for ages.
-// "drain"; an unknown kind as its number.
+// "drain", "redrive"; an unknown kind as its number.
 std::string OperationKindName(v1::OperationKind kind);
 // "RUNNING", "SUCCEEDED", ...; an unknown state as its number.
 std::string OperationStateName(v1::OperationState state);
 // One operation, a field a line: id, kind, state, progress, created, ended,
 // request id, error, result.
 std::string FormatOperation(const v1::Operation& operation, int64_t now_ms);
+// An operation's progress on one line: a redrive's counts
+// (FormatRedriveProgress), else the server's description; "-" for none.
+std::string FormatOperationProgress(const v1::OperationProgress& progress);
 // A table of the operations, newest first: ID, KIND, STATE, AGE, ENDED,
 // PROGRESS.
 std::string FormatListOperations(const v1::ListOperationsResponse& response, int64_t now_ms);
@@ -80,6 +83,28 @@ std::string FormatOperationUpdate(const v1::Operation& operation, int64_t now_ms
 // succeeded or still runs. A FAILED (CANCELLED) one without an error code
 // is UNKNOWN (CANCELLED).
 absl::Status OperationError(const v1::Operation& operation);
+
+// Dead letters (retryctl_dlq_format.cc). `now_ms`: Unix ms, for ages.
+// The table of `dlq ls`: PARTITION@OFFSET, KEY, ATTEMPTS, DEAD-LETTERED,
+// REASON, ORIGIN, ERROR; the error cut to what the terminal's `width`
+// leaves of it (0: unknown, 60 characters). "" for no records.
+std::string FormatDeadLetters(const std::vector<v1::DeadLetter>& records, int64_t now_ms,
+                              size_t width);
+// The line under it, without a newline: "3 dead letters of orders.dlq shown
+// (1204 scanned); the list has ended", or "...; more may remain: ...".
+std::string FormatDeadLettersFooter(int64_t shown, int64_t scanned, const std::string& topic,
+                                    bool more);
+// A redrive's counts on one line: "scanned 1200 of 5000, matched 300,
+// redriven 250, skipped 2, 98.5/s, ETA 40.0s" ("dry run: ..., would
+// redrive 250" for a dry run).
+std::string FormatRedriveProgress(const v1::RedriveProgress& progress);
+// A redrive that ended: its counts and where it went ("; to ORIGIN").
+std::string FormatRedriveOutcome(const v1::RedriveResult& result);
+// A dry run's counts per dead-letter partition and per reason, as two
+// small tables (PARTITION|REASON, MATCHED, SKIPPED); "" if it has none.
+std::string FormatRedriveCounts(const v1::RedriveResult& result);
+// `dlq purge`: how many were hidden, then PARTITION, FROM, TO, DELETED.
+std::string FormatPurge(const v1::PurgeDeadLettersResponse& response);
 
 // A record key as a terminal shows it: printable ASCII as it is, other
 // bytes as "0x" and hex, "<null>" for a null key; cut to `max_width`.

@@ -1,7 +1,27 @@
 #include "client/retryctl_help.h"
 
+#include <array>
+#include <cstddef>
+
 namespace retryd::retryctl {
 namespace {
+
+// `parts` as one NUL-terminated array, when compiled.
+template <size_t... kSizes>
+consteval std::array<char, (kSizes + ...) - sizeof...(kSizes) + 1> Join(
+    const char (&... parts)[kSizes]) {
+  std::array<char, (kSizes + ...) - sizeof...(kSizes) + 1> joined{};
+  size_t next = 0;
+  for (const std::string_view part : {std::string_view(parts, kSizes - 1)...}) {
+    for (const char c : part) joined[next++] = c;
+  }
+  return joined;
+}
+
+template <size_t kSize>
+std::string_view View(const std::array<char, kSize>& text) {
+  return std::string_view(text.data(), kSize - 1);
+}
 
 constexpr std::string_view kOverviewHelp =
     R"(retryctl - control a running retryd: its status, retry threads, ordering
@@ -23,14 +43,23 @@ Commands:
   watch [--interval MS] [--thread ID...] [--count N]
                                    Live per-thread metrics, refreshed like top.
   inflight [--limit N]             The oldest records not yet done, and why.
-  dlq-record TOPIC PARTITION OFFSET
-                                   Dead-letter one held record now.
+  dlq ls [FILTERS] [--limit N | --all-pages]
+                                   The dead-letter topic's records, decoded.
+  dlq record TOPIC PARTITION OFFSET
+                                   Dead-letter one held record now (also
+                                   spelled dlq-record).
+  dlq redrive [FILTERS] [--to TOPIC] [--dry-run] [--wait]
+                                   Produce dead letters again: an operation.
+  dlq purge --all | --up-to P=OFFSET...
+                                   Hide (or delete) dead letters below offsets.
   drain [--wait] [--drain-timeout D]
                                    Empty the retry backlog, stop the retry
                                    threads, switch to in-order: an operation.
   operations                       The operations retryd keeps, newest first.
   operation ID | watch ID | cancel ID
                                    One operation; follow it; cancel it.
+  op ls | get ID | watch ID | cancel ID
+                                   The same, shorter.
   version                          retryctl's release and retryd's.
   health [SERVICE]                 grpc.health.v1 status of retryd, or of a
                                    service such as retryd.downstream.
@@ -67,7 +96,8 @@ Exit status:
   64+N   the call failed with gRPC status code N, as grpcurl exits: 73
          FAILED_PRECONDITION, 69 NOT_FOUND, 78 UNAVAILABLE, 80
          UNAUTHENTICATED, 68 DEADLINE_EXCEEDED; or an operation followed
-         (drain --wait, operation watch) ended with that code. stderr says
+         (drain --wait, dlq redrive --wait, operation watch) ended with that
+         code. stderr says
          "retryctl: CODE (REASON): message", the reason (MAX_THREADS_REACHED,
          DRAIN_RUNNING, ...) when retryd gave one; with --json one line
          {"code": N, "status": "CODE", "message": "...", "reason": "..."}
@@ -82,6 +112,8 @@ Examples:
   retryctl watch --interval 500
   retryctl inflight --limit 10
   retryctl dlq-record orders 3 1042
+  retryctl dlq ls --reason ORDER_LOCKED --since 2026-12-01T08:00:00Z
+  retryctl dlq redrive --reason ORDER_LOCKED --rate 50 --wait
   id=$(uuidgen); retryctl --request-id "$id" threads set 4
   retryctl drain --wait --drain-timeout 10m
   retryctl --json status | jq .retry_backlog
@@ -316,12 +348,15 @@ constexpr std::string_view kOperationHelp =
   retryctl operation ID
   retryctl operation watch ID
   retryctl operation cancel ID
+  retryctl op ls | get ID | watch ID | cancel ID
 
-Work that takes long (a drain) runs in retryd as an operation: an id, a
-kind, a state (RUNNING, then SUCCEEDED, FAILED or CANCELLED), a progress
-line, and when it ended, its result or its error. retryd keeps the running
-ones and the last 100 that ended, for an hour; an id is valid only on the
-retryd that made it.
+Work that takes long (a drain, a redrive) runs in retryd as an operation:
+an id, a kind, a state (RUNNING, then SUCCEEDED, FAILED or CANCELLED), a
+progress line (a redrive's: scanned, matched, redriven, skipped, rate,
+ETA), and when it ended, its result or its error (a redrive's dry run: its
+counts per partition and per reason). retryd keeps the running ones and the
+last 100 that ended, for an hour; an id is valid only on the retryd that
+made it.
 
 operations        A table of them, newest first: ID, KIND, STATE, AGE,
                   ENDED, PROGRESS.
@@ -333,7 +368,10 @@ operation watch ID
                   stops following (exit 130).
 operation cancel ID
                   Ask it to stop and print it; a drain ends at once, retryd
-                  as it was. One that has ended is printed as it is.
+                  as it was; a redrive once its producer has flushed. One
+                  that has ended is printed as it is.
+op ...            The same: 'op ls' is 'operations', 'op get ID' is
+                  'operation ID'.
 
 With --json: the Operation (operations: ListOperationsResponse; watch: one
 line per update).
@@ -381,6 +419,7 @@ Examples:
 
 constexpr std::string_view kDlqRecordHelp =
     R"(Usage:
+  retryctl dlq record TOPIC PARTITION OFFSET
   retryctl dlq-record TOPIC PARTITION OFFSET
 
 Moves one held record (see 'retryctl inflight') to the dead-letter topic now,
@@ -395,8 +434,168 @@ another retryd). FAILED_PRECONDITION if it is in a processor call right now:
 try again when the call has ended (if it fails, the record is held again).
 
 Examples:
+  retryctl dlq record orders 3 1042
   retryctl dlq-record orders 3 1042
 )";
+
+// The filter flags of dlq ls and dlq redrive, which their texts share.
+constexpr char kDlqFilters[] =
+    R"(Filters (each one given narrows the set; none: every dead letter):
+  --key-prefix TEXT        the key starts with TEXT
+  --error TEXT             the last or the first error contains TEXT
+  --reason R               the error's reason: "<domain>/<reason>", or just
+                           the part after the last '/' (ORDER_LOCKED)
+  --topic T                from original topic T
+  --original-partition P   from partition P of it
+  --since TIME             first failed at or after TIME: Unix ms, or RFC 3339
+                           with a zone (2026-12-01T08:00:00Z)
+  --until TIME             first failed before TIME
+  --min-attempts N         made at least N attempts
+  --max-attempts N         made at most N attempts
+  --partition P            read only partition P of the dead-letter topic
+                           (repeat it, or list them: 0,2)
+)";
+
+constexpr char kDlqHelpHead[] =
+    R"(Usage:
+  retryctl dlq ls [FILTERS] [--limit N | --all-pages] [--page-size N]
+                  [--max-value-bytes N]
+  retryctl dlq record TOPIC PARTITION OFFSET
+  retryctl dlq redrive [FILTERS] [--to TOPIC] [--rate N] [--reset-attempts]
+                       [--dry-run] [--max-redrives N] [--wait]
+  retryctl dlq purge (--all | --up-to P=OFFSET...) [--delete-records]
+
+The dead-letter tools. They read and write the dead-letter topic with Kafka
+clients of their own, never joining retryd's consumer groups.
+
+dlq ls        The dead letters that match FILTERS, retryd's headers decoded.
+dlq record    Dead-letter one record a thread holds now ('dlq-record').
+dlq redrive   Produce the dead letters that match FILTERS again, to their
+              original topic or another: an operation, one at a time per
+              dead-letter topic across the cluster.
+dlq purge     Hide the dead letters below an offset of each partition from
+              ls and redrive (and delete them with --delete-records).
+
+'retryctl dlq SUBCOMMAND --help' says more.
+
+)";
+constexpr char kDlqHelpTail[] = R"(
+Examples:
+  retryctl dlq ls --topic orders --min-attempts 5
+  retryctl dlq redrive --reason ORDER_LOCKED --dry-run --wait
+  retryctl dlq purge --up-to 0=1200 1=800
+)";
+
+constexpr char kDlqListHelpHead[] =
+    R"(Usage:
+  retryctl dlq ls [FILTERS] [--limit N | --all-pages] [--page-size N]
+                  [--max-value-bytes N]
+
+Lists the dead letters that match FILTERS, partition by partition, in offset
+order, reading page after page until N are shown or the list ends. Each row:
+  PARTITION@OFFSET  where it is in the dead-letter topic
+  KEY               its key: text as it is, other bytes as hex (0x...),
+                    <null> for none
+  ATTEMPTS          the attempts it made
+  DEAD-LETTERED     how long ago it was dead-lettered
+  REASON            its error's reason ("<domain>/<reason>"), if it had one
+  ORIGIN            where it was read: TOPIC/PARTITION@OFFSET
+  ERROR             its last error, cut to the terminal's width
+A line under the table says how many were shown, how many records were
+scanned, and whether more may remain. Records not written by retryd (their
+headers missing or malformed) show why in ERROR.
+
+  --limit N            show at most N, 1..1000000 (default 100)
+  --all-pages          show all of them (not with --limit)
+  --page-size N        records a call, 1..1000 (default: as many as are
+                       still wanted); a page may be short
+  --max-value-bytes N  how much of each value --json shows, 0..1048576
+                       (default 1024); value_size has the whole size
+
+With --json: one DeadLetter JSON object per line on stdout, nothing else;
+the count line goes to stderr.
+
+)";
+constexpr char kDlqListHelpTail[] = R"(
+Examples:
+  retryctl dlq ls
+  retryctl dlq ls --reason ORDER_LOCKED --since 2026-12-01T08:00:00Z
+  retryctl dlq ls --topic orders --original-partition 3 --limit 20
+  retryctl --json dlq ls --all-pages | jq -r .error | sort | uniq -c
+)";
+
+constexpr char kDlqRedriveHelpHead[] =
+    R"(Usage:
+  retryctl dlq redrive [FILTERS] [--to TOPIC] [--rate N] [--reset-attempts]
+                       [--dry-run] [--max-redrives N] [--wait]
+
+Starts a redrive: the dead letters that match FILTERS, below each
+partition's end now, are produced again. It runs in retryd as an operation
+(kind redrive; see 'retryctl operation'); prints its id. Its position is
+committed as it goes, so a retryd that restarts resumes it. One redrive per
+dead-letter topic at a time, across every retryd of the cluster:
+FAILED_PRECONDITION (REDRIVE_RUNNING) while another runs;
+FAILED_PRECONDITION (ADMIN_API_UNAVAILABLE) where the cluster does not
+answer the Admin API.
+
+  --to TOPIC         produce to TOPIC (partitioned by key). Default: each
+                     record's original topic, which retryd consumes again
+  --rate N           at most N records a second, 1..100000 (default 100)
+  --reset-attempts   to the original topic: start over with all attempts
+                     (default: one more failure dead-letters it again); to
+                     another topic: strip retryd's retry headers
+  --dry-run          count what would be redriven, per partition and per
+                     reason, and write nothing
+  --max-redrives N   skip (and count) a record redriven N times already,
+                     1..1000000 (default 3): nothing loops forever
+  --wait             follow it until it ends, a line whenever its progress
+                     changes (scanned, matched, redriven, skipped, rate,
+                     ETA); a dry run's counts as tables at the end. Exit 0
+                     if it SUCCEEDED, else 64 + the code of its error
+                     (CANCELLED 65). Ctrl-C stops following (exit 130); the
+                     redrive goes on
+
+With --request-id, a redrive retried with the same id is started once.
+
+)";
+constexpr char kDlqRedriveHelpTail[] = R"(
+Examples:
+  retryctl dlq redrive --reason ORDER_LOCKED --dry-run --wait
+  retryctl dlq redrive --reason ORDER_LOCKED --rate 50 --wait
+  retryctl dlq redrive --topic orders --to orders.replay --reset-attempts
+)";
+
+constexpr std::string_view kDlqPurgeHelp =
+    R"(Usage:
+  retryctl dlq purge --all [--delete-records]
+  retryctl dlq purge --up-to P=OFFSET [P=OFFSET...] [--delete-records]
+
+Hides the dead letters below an offset of each partition named from
+'dlq ls' and 'dlq redrive'. Kafka cannot delete one record: a purge is
+always a prefix of each partition, and a mark only moves forward. Prints,
+for each partition, the mark before (FROM) and now (TO), and whether the
+records were deleted.
+
+  --all              every partition, up to its end now
+  --up-to P=OFFSET   partition P up to OFFSET, the first offset to keep;
+                     repeat it or list them: --up-to 0=1200 1=800, 0=1200,1=800
+  --delete-records   delete the records for real too (the Admin API's
+                     DeleteRecords); FAILED_PRECONDITION
+                     (ADMIN_API_UNAVAILABLE) where the cluster does not allow
+                     it, nothing moved
+
+Give --all or --up-to, not both. With --request-id, a purge retried with the
+same id is applied once.
+
+Examples:
+  retryctl dlq purge --up-to 0=1200 1=800
+  retryctl dlq purge --all --delete-records
+)";
+
+// The texts above that share kDlqFilters, joined when compiled.
+constexpr auto kDlqHelp = Join(kDlqHelpHead, kDlqFilters, kDlqHelpTail);
+constexpr auto kDlqListHelp = Join(kDlqListHelpHead, kDlqFilters, kDlqListHelpTail);
+constexpr auto kDlqRedriveHelp = Join(kDlqRedriveHelpHead, kDlqFilters, kDlqRedriveHelpTail);
 
 }  // namespace
 
@@ -408,11 +607,15 @@ std::string_view HelpText(std::string_view topic) {
   if (topic == "ordering") return kOrderingHelp;
   if (topic == "watch") return kWatchHelp;
   if (topic == "inflight") return kInFlightHelp;
-  if (topic == "dlq-record") return kDlqRecordHelp;
+  if (topic == "dlq-record" || topic == "dlq record") return kDlqRecordHelp;
+  if (topic == "dlq") return View(kDlqHelp);
+  if (topic == "dlq ls") return View(kDlqListHelp);
+  if (topic == "dlq redrive") return View(kDlqRedriveHelp);
+  if (topic == "dlq purge") return kDlqPurgeHelp;
   if (topic == "version") return kVersionHelp;
   if (topic == "health") return kHealthHelp;
   if (topic == "drain") return kDrainHelp;
-  if (topic == "operations" || topic == "operation") return kOperationHelp;
+  if (topic == "operations" || topic == "operation" || topic == "op") return kOperationHelp;
   return {};
 }
 

@@ -10,8 +10,8 @@
 namespace retryd::retryctl {
 
 // The help text of `topic`: "" for the overview, or a command name (status,
-// threads, inorder, watch, drain, operation, ...); empty for an unknown
-// topic.
+// threads, inorder, watch, drain, operation, dlq, ...) or a dlq subcommand
+// ("dlq ls"); empty for an unknown topic.
 std::string_view HelpText(std::string_view topic);
 
 }  // namespace retryd::retryctl

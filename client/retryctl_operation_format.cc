@@ -1,5 +1,5 @@
-// retryctl's text for operations: drain, operations, operation (declared in
-// retryctl_format.h).
+// retryctl's text for operations: drain, dlq redrive, operations,
+// operation (declared in retryctl_format.h).
 #include <string>
 #include <vector>
 
@@ -18,6 +18,7 @@ constexpr size_t kMaxDescriptionWidth = 80;
 
 // The progress line, or "-" if the server gave none.
 std::string Progress(const v1::OperationProgress& progress) {
+  if (progress.has_redrive()) return FormatRedriveProgress(progress.redrive());
   if (!progress.description().empty()) {
     return SanitizeForTerminal(progress.description(), kMaxDescriptionWidth);
   }
@@ -46,6 +47,7 @@ std::string Outcome(const v1::Operation& operation) {
   const absl::Status error = OperationError(operation);
   if (!error.ok()) return FormatError(error);
   if (operation.has_drain()) return DrainOutcome(operation.drain());
+  if (operation.has_redrive()) return FormatRedriveOutcome(operation.redrive());
   return "done";
 }
 
@@ -54,6 +56,10 @@ std::string Age(int64_t since_ms, int64_t now_ms) {
 }
 
 }  // namespace
+
+std::string FormatOperationProgress(const v1::OperationProgress& progress) {
+  return Progress(progress);
+}
 
 std::string OperationKindName(v1::OperationKind kind) {
   const std::string name = ShortEnumName(*v1::OperationKind_descriptor(), kind);
@@ -100,6 +106,11 @@ std::string FormatOperation(const v1::Operation& operation, int64_t now_ms) {
   if (operation.done()) {
     line(OperationError(operation).ok() ? "result" : "error", Outcome(operation));
   }
+  // A redrive that failed still says how far it came.
+  if (operation.has_redrive() && !OperationError(operation).ok()) {
+    line("redrive", FormatRedriveOutcome(operation.redrive()));
+  }
+  if (operation.has_redrive()) out += FormatRedriveCounts(operation.redrive());
   return out;
 }
 

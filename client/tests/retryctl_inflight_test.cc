@@ -62,7 +62,8 @@ TEST(RetryctlInFlightArgsTest, DlqRecordErrors) {
 TEST(RetryctlInFlightArgsTest, HelpForBothCommands) {
   EXPECT_THAT(std::string(HelpText("inflight")), HasSubstr("WAITING_BEHIND"));
   EXPECT_THAT(std::string(HelpText("dlq-record")), HasSubstr("NOT_FOUND"));
-  EXPECT_THAT(std::string(HelpText("")), HasSubstr("dlq-record TOPIC PARTITION OFFSET"));
+  EXPECT_THAT(std::string(HelpText("")), HasSubstr("dlq record TOPIC PARTITION OFFSET"));
+  EXPECT_THAT(std::string(HelpText("")), HasSubstr("spelled dlq-record"));
 }
 
 TEST(RetryctlInFlightFormatTest, KeysAreShownReadably) {
