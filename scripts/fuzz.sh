@@ -19,7 +19,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 FUZZ_DIR="$ROOT/tests/fuzz"
-read -r -a targets <<<"${FUZZ_TARGETS:-retry_headers config_loader control_requests processor_response}"
+read -r -a targets <<<"${FUZZ_TARGETS:-retry_headers config_loader control_requests processor_response dead_letters}"
 seconds="${1:-10}"
 
 say() { printf 'fuzz.sh: %s\n' "$*"; }

@@ -53,9 +53,8 @@ absl::Status InvalidField(const std::string& message) {
 // `status` with `prefix` before its message, its reason kept.
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
-  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 
@@ -134,26 +133,24 @@ class RedriveRun {
       p->set_eta_ms(-1);
     } else {
       // What is left to scan, at the share that matched so far, at the set rate.
-      const double share = p->scanned() == 0 ? 1.0
-                                             : static_cast<double>(p->matched()) /
-                                                   static_cast<double>(p->scanned());
+      const double share =
+          p->scanned() == 0 ? 1.0
+                            : static_cast<double>(p->matched()) / static_cast<double>(p->scanned());
       p->set_eta_ms(static_cast<int64_t>(static_cast<double>(left) * share * 1000.0 / rate_));
     }
     out.set_done(p->scanned());
     out.set_total(total_);
     out.set_unit("records");
-    out.set_description(absl::StrCat(spec_.request().dry_run() ? "dry run: " : "", p->scanned(),
-                                     " of ", total_, " dead letters scanned, ", p->matched(),
-                                     " matched, ", p->redriven(),
-                                     spec_.request().dry_run() ? " would be redriven, "
-                                                               : " redriven, ",
-                                     p->skipped(), " skipped by the loop guard"));
+    out.set_description(
+        absl::StrCat(spec_.request().dry_run() ? "dry run: " : "", p->scanned(), " of ", total_,
+                     " dead letters scanned, ", p->matched(), " matched, ", p->redriven(),
+                     spec_.request().dry_run() ? " would be redriven, " : " redriven, ",
+                     p->skipped(), " skipped by the loop guard"));
   }
 
   absl::Status Run(engine::Cancellation& cancel, v1::Operation& result) {
     started_ = absl::Now();
-    absl::Status status =
-        spec_.request().dry_run() ? RunDry(cancel) : RunLive(cancel);
+    absl::Status status = spec_.request().dry_run() ? RunDry(cancel) : RunLive(cancel);
     if (status.ok() && cancel.cancelled()) status = Stopped();
     Fill(result);
     const v1::OperationProgress progress = [&] {
@@ -272,7 +269,8 @@ class RedriveRun {
   bool WaitUntil(absl::Time t, engine::Cancellation& cancel) {
     absl::MutexLock lock(&wait_mu_);
     return !wait_mu_.AwaitWithDeadline(
-               absl::Condition(+[](engine::Cancellation* c) { return c->cancelled(); }, &cancel),
+               absl::Condition(
+                   +[](engine::Cancellation* c) { return c->cancelled(); }, &cancel),
                t) &&
            !cancel.cancelled();
   }
@@ -299,7 +297,8 @@ class RedriveRun {
       spec.set_end_offset(end);
       metadata[p] = SpecJson(spec);
     }
-    std::map<int32_t, int64_t> positions;  // Next offset, for partitions read since the last commit.
+    std::map<int32_t, int64_t>
+        positions;  // Next offset, for partitions read since the last commit.
     std::map<int32_t, bool> done;
     absl::Mutex error_mu;
     absl::Status produce_error;  // The first delivery failure.
@@ -354,20 +353,20 @@ class RedriveRun {
             // Time lost in a commit's flush is made up, a quarter second's
             // worth at most: no window holds more than the rate plus that.
             next_send = std::max(next_send, absl::Now() - kCatchUp) + interval;
-            OutgoingRecord out = dlq::RedriveRecord(
-                record, dead,
-                {spec_.request().target_topic(), spec_.request().reset_attempts(),
-                 options_.retry_topic},
-                spec_.dead_letter_topic(), absl::ToUnixMillis(absl::Now()));
-            absl::Status produced = (*producer)->Produce(out, [this, &error_mu, &produce_error](
-                                                                  absl::Status s) {
-              if (s.ok()) {
-                redriven_.fetch_add(1);
-                return;
-              }
-              absl::MutexLock lock(&error_mu);
-              if (produce_error.ok()) produce_error = s;
-            });
+            OutgoingRecord out =
+                dlq::RedriveRecord(record, dead,
+                                   {spec_.request().target_topic(),
+                                    spec_.request().reset_attempts(), options_.retry_topic},
+                                   spec_.dead_letter_topic(), absl::ToUnixMillis(absl::Now()));
+            absl::Status produced =
+                (*producer)->Produce(out, [this, &error_mu, &produce_error](absl::Status s) {
+                  if (s.ok()) {
+                    redriven_.fetch_add(1);
+                    return;
+                  }
+                  absl::MutexLock lock(&error_mu);
+                  if (produce_error.ok()) produce_error = s;
+                });
             if (!produced.ok()) {
               status = produced;
               break;
@@ -385,9 +384,8 @@ class RedriveRun {
       Sample(now);
       const std::vector<int32_t> assignment = (*consumer)->Assignment();
       assigned = assigned || !assignment.empty();
-      const bool all_done =
-          assigned && std::all_of(assignment.begin(), assignment.end(),
-                                  [&](int32_t p) { return done[p]; });
+      const bool all_done = assigned && std::all_of(assignment.begin(), assignment.end(),
+                                                    [&](int32_t p) { return done[p]; });
       if (now - last_commit >= options_.commit_interval || all_done) {
         if (status = commit(); !status.ok()) break;
       }
@@ -397,8 +395,7 @@ class RedriveRun {
         for (const auto& [p, end] : ends_) all.push_back(p);
         absl::StatusOr<std::map<int32_t, int64_t>> committed =
             (*consumer)->Committed(all, kKafkaTimeout);
-        if (committed.ok() &&
-            std::all_of(ends_.begin(), ends_.end(), [&](const auto& e) {
+        if (committed.ok() && std::all_of(ends_.begin(), ends_.end(), [&](const auto& e) {
               auto c = committed->find(e.first);
               return e.second <= 0 || (c != committed->end() && c->second >= e.second);
             })) {
@@ -416,8 +413,8 @@ class RedriveRun {
     if (!keep_group) {
       absl::StatusOr<std::unique_ptr<kafka::GroupAdmin>> admin =
           kafka::GroupAdmin::Create(options_.bootstrap_servers, options_.kafka_properties);
-      absl::Status deleted = admin.ok() ? (*admin)->DeleteGroup(group_, kKafkaTimeout)
-                                        : admin.status();
+      absl::Status deleted =
+          admin.ok() ? (*admin)->DeleteGroup(group_, kKafkaTimeout) : admin.status();
       if (!deleted.ok()) {
         LogWarning("redrive ", spec_.operation_id(), ": could not delete its group ", group_, ": ",
                    deleted.ToString(),
@@ -444,7 +441,7 @@ class RedriveRun {
   std::atomic<int64_t> redriven_{0};
   std::atomic<int64_t> skipped_{0};
   LogThrottle skip_log_{absl::Seconds(1)};
-  absl::Mutex wait_mu_;  // Guards nothing: WaitUntil's wait and its wake-up.
+  absl::Mutex wait_mu_;     // Guards nothing: WaitUntil's wait and its wake-up.
   mutable absl::Mutex mu_;  // Guards the fields below.
   std::map<int32_t, std::pair<int64_t, int64_t>> by_partition_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::pair<int64_t, int64_t>> by_reason_ ABSL_GUARDED_BY(mu_);
@@ -478,9 +475,9 @@ void DeadLetterTools::Shutdown() {
 
 absl::StatusOr<std::map<int32_t, int64_t>> DeadLetterTools::PurgeMarks(
     int partitions, absl::Duration timeout) const {
-  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe = kafka::GroupLagProbe::Create(
-      options_.bootstrap_servers, options_.kafka_properties, PurgeGroup(options_.group_id),
-      options_.dead_letter_topic);
+  absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> probe =
+      kafka::GroupLagProbe::Create(options_.bootstrap_servers, options_.kafka_properties,
+                                   PurgeGroup(options_.group_id), options_.dead_letter_topic);
   if (!probe.ok()) return probe.status();
   absl::StatusOr<std::map<int32_t, int64_t>> marks = (*probe)->Committed(timeout);
   if (!marks.ok()) return marks.status();
@@ -509,9 +506,9 @@ absl::StatusOr<v1::ListDeadLettersResponse> DeadLetterTools::List(
   const size_t value_bytes =
       request.max_value_bytes() == 0 ? dlq::kDefaultValueBytes : request.max_value_bytes();
 
-  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges = kafka::TopicOffsetRanges(
-      options_.bootstrap_servers, options_.kafka_properties, options_.dead_letter_topic,
-      Until(deadline));
+  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges =
+      kafka::TopicOffsetRanges(options_.bootstrap_servers, options_.kafka_properties,
+                               options_.dead_letter_topic, Until(deadline));
   if (!ranges.ok()) return ranges.status();
   const int partitions = static_cast<int>(ranges->size());
   absl::StatusOr<std::map<int32_t, int64_t>> marks = PurgeMarks(partitions, Until(deadline));
@@ -538,7 +535,8 @@ absl::StatusOr<v1::ListDeadLettersResponse> DeadLetterTools::List(
         options_.bootstrap_servers, options_.kafka_properties, options_.dead_letter_topic, read);
     if (!reader.ok()) return reader.status();
     // Leaves time for the answer to reach the caller.
-    const absl::Time read_until = deadline - std::min(absl::Seconds(1), (deadline - absl::Now()) / 10);
+    const absl::Time read_until =
+        deadline - std::min(absl::Seconds(1), (deadline - absl::Now()) / 10);
     size_t bytes = 0;
     int64_t scanned = 0;
     while (response.records_size() < static_cast<int>(page_size) && bytes < kMaxPageBytes &&
@@ -565,9 +563,9 @@ absl::StatusOr<v1::PurgeDeadLettersResponse> DeadLetterTools::Purge(
   if (request.all() == !request.up_to().empty()) {
     return InvalidField("give either all (every partition up to its end) or up_to, not both");
   }
-  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges = kafka::TopicOffsetRanges(
-      options_.bootstrap_servers, options_.kafka_properties, options_.dead_letter_topic,
-      Until(deadline));
+  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges =
+      kafka::TopicOffsetRanges(options_.bootstrap_servers, options_.kafka_properties,
+                               options_.dead_letter_topic, Until(deadline));
   if (!ranges.ok()) return ranges.status();
   const int partitions = static_cast<int>(ranges->size());
   std::map<int32_t, int64_t> targets;
@@ -632,8 +630,9 @@ absl::Status DeadLetterTools::CheckNoRedrive(int partitions, absl::Duration time
   absl::StatusOr<std::vector<kafka::GroupListing>> groups =
       (*admin)->ListGroups(RedriveGroupPrefix(options_.group_id), timeout);
   if (!groups.ok()) {
-    return Prefixed(groups.status(), "a redrive needs the Admin API, to tell whether another "
-                                     "one runs: ");
+    return Prefixed(groups.status(),
+                    "a redrive needs the Admin API, to tell whether another "
+                    "one runs: ");
   }
   for (const kafka::GroupListing& group : *groups) {
     if (group.state == "Dead") continue;
@@ -677,15 +676,15 @@ absl::StatusOr<v1::Operation> DeadLetterTools::StartRedrive(const v1::StartRedri
   }
   if (stopping_->load()) return absl::UnavailableError("retryd is stopping");
 
-  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges = kafka::TopicOffsetRanges(
-      options_.bootstrap_servers, options_.kafka_properties, options_.dead_letter_topic,
-      Until(deadline));
+  absl::StatusOr<std::vector<kafka::OffsetRange>> ranges =
+      kafka::TopicOffsetRanges(options_.bootstrap_servers, options_.kafka_properties,
+                               options_.dead_letter_topic, Until(deadline));
   if (!ranges.ok()) return ranges.status();
   const int partitions = static_cast<int>(ranges->size());
   if (!request.target_topic().empty()) {
-    if (absl::Status s = kafka::CheckTopicsExist(options_.bootstrap_servers,
-                                                 options_.kafka_properties,
-                                                 {request.target_topic()}, Until(deadline));
+    if (absl::Status s =
+            kafka::CheckTopicsExist(options_.bootstrap_servers, options_.kafka_properties,
+                                    {request.target_topic()}, Until(deadline));
         !s.ok()) {
       return Prefixed(s, "target_topic: ");
     }
@@ -728,10 +727,10 @@ absl::StatusOr<v1::Operation> DeadLetterTools::StartRedrive(const v1::StartRedri
     with_end.set_end_offset(ends[p]);
     initial.push_back({p, start, SpecJson(with_end)});
   }
-  if (absl::Status s = kafka::CommitWithoutJoining(
-          options_.bootstrap_servers, options_.kafka_properties,
-          RedriveGroupPrefix(options_.group_id) + spec.operation_id(), options_.dead_letter_topic,
-          initial, Until(deadline));
+  if (absl::Status s =
+          kafka::CommitWithoutJoining(options_.bootstrap_servers, options_.kafka_properties,
+                                      RedriveGroupPrefix(options_.group_id) + spec.operation_id(),
+                                      options_.dead_letter_topic, initial, Until(deadline));
       !s.ok()) {
     return s;
   }
@@ -777,10 +776,10 @@ void DeadLetterTools::ResumeUnfinished() {
         LogWarning("dead-letter tools: looking for unfinished redrives: ", scanned.ToString());
       }
       absl::MutexLock wait(&stop_mu_);
-      stop_mu_.AwaitWithTimeout(absl::Condition(
-                                    +[](std::atomic<bool>* stopping) { return stopping->load(); },
-                                    stopping_.get()),
-                                kResumeScanInterval);
+      stop_mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](std::atomic<bool>* stopping) { return stopping->load(); }, stopping_.get()),
+          kResumeScanInterval);
     }
   });
 }
@@ -819,8 +818,8 @@ absl::Status DeadLetterTools::ScanForUnfinished(const kafka::GroupAdmin& admin) 
         spec->operation_id() != id) {
       continue;
     }
-    absl::StatusOr<v1::Operation> op = Launch(*spec, starts, ends, /*resumed=*/true,
-                                              "resumed: its group had no member");
+    absl::StatusOr<v1::Operation> op =
+        Launch(*spec, starts, ends, /*resumed=*/true, "resumed: its group had no member");
     if (!op.ok() && !absl::IsAlreadyExists(op.status())) {
       LogWarning("dead-letter tools: cannot resume redrive ", id, ": ", op.status().ToString());
     }

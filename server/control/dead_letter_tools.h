@@ -54,8 +54,8 @@ struct DeadLetterToolsOptions {
 };
 
 // The tools' consumer group names.
-std::string PurgeGroup(const std::string& group_id);                 // "<group_id>.dlq-tools"
-std::string RedriveGroupPrefix(const std::string& group_id);         // "<group_id>.ops."
+std::string PurgeGroup(const std::string& group_id);          // "<group_id>.dlq-tools"
+std::string RedriveGroupPrefix(const std::string& group_id);  // "<group_id>.ops."
 
 class DeadLetterTools {
  public:

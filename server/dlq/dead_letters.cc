@@ -91,18 +91,17 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
 
 absl::Status ValidateFilter(const v1::DeadLetterFilter& filter) {
   if (filter.has_original_partition() && filter.original_partition() < 0) {
-    return InvalidField(absl::StrCat("filter.original_partition: must be >= 0, got ",
-                                     filter.original_partition()));
+    return InvalidField(
+        absl::StrCat("filter.original_partition: must be >= 0, got ", filter.original_partition()));
   }
   if (filter.first_failure_from_unix_ms() < 0 || filter.first_failure_to_unix_ms() < 0) {
     return InvalidField("filter.first_failure_from_unix_ms/to_unix_ms: must be >= 0 (0: no bound)");
   }
   if (filter.first_failure_to_unix_ms() != 0 &&
       filter.first_failure_to_unix_ms() <= filter.first_failure_from_unix_ms()) {
-    return InvalidField(absl::StrCat("filter.first_failure_to_unix_ms (",
-                                     filter.first_failure_to_unix_ms(),
-                                     ") must be after first_failure_from_unix_ms (",
-                                     filter.first_failure_from_unix_ms(), ")"));
+    return InvalidField(absl::StrCat(
+        "filter.first_failure_to_unix_ms (", filter.first_failure_to_unix_ms(),
+        ") must be after first_failure_from_unix_ms (", filter.first_failure_from_unix_ms(), ")"));
   }
   if (filter.min_attempts() < 0 || filter.max_attempts() < 0) {
     return InvalidField("filter.min_attempts/max_attempts: must be >= 0 (0: no bound)");
@@ -148,8 +147,7 @@ bool Matches(const v1::DeadLetterFilter& filter, const v1::DeadLetter& dead) {
   if (!filter.original_topic().empty() && dead.original_topic() != filter.original_topic()) {
     return false;
   }
-  if (filter.has_original_partition() &&
-      dead.original_partition() != filter.original_partition()) {
+  if (filter.has_original_partition() && dead.original_partition() != filter.original_partition()) {
     return false;
   }
   if (filter.first_failure_from_unix_ms() != 0 &&

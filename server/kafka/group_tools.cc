@@ -39,7 +39,8 @@ int Ms(absl::Duration d) {
 
 // The status for a failed admin call: what the operator can act on.
 absl::Status AdminError(rd_kafka_resp_err_t err, absl::string_view what, absl::string_view detail) {
-  const std::string message = absl::StrCat(what, ": ", detail.empty() ? rd_kafka_err2str(err) : detail);
+  const std::string message =
+      absl::StrCat(what, ": ", detail.empty() ? rd_kafka_err2str(err) : detail);
   switch (err) {
     case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
     case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
@@ -60,10 +61,9 @@ absl::Status AdminError(rd_kafka_resp_err_t err, absl::string_view what, absl::s
 
 // Runs one admin request (`send` puts it on the queue) and waits for its
 // event, up to `timeout` plus a margin for the timeout's own error event.
-absl::StatusOr<EventPtr> AdminCall(rd_kafka_t* rk, rd_kafka_admin_op_t op, absl::Duration timeout,
-                                   absl::string_view what,
-                                   const std::function<void(const rd_kafka_AdminOptions_t*,
-                                                            rd_kafka_queue_t*)>& send) {
+absl::StatusOr<EventPtr> AdminCall(
+    rd_kafka_t* rk, rd_kafka_admin_op_t op, absl::Duration timeout, absl::string_view what,
+    const std::function<void(const rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)>& send) {
   char errstr[512];
   const std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
       rd_kafka_AdminOptions_new(rk, op));
@@ -122,11 +122,11 @@ GroupAdmin::~GroupAdmin() = default;
 
 absl::StatusOr<std::vector<GroupListing>> GroupAdmin::ListGroups(const std::string& prefix,
                                                                  absl::Duration timeout) const {
-  absl::StatusOr<EventPtr> event = AdminCall(
-      rk_.get(), RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout, "ListGroups",
-      [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-        rd_kafka_ListConsumerGroups(rk_.get(), options, queue);
-      });
+  absl::StatusOr<EventPtr> event =
+      AdminCall(rk_.get(), RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout, "ListGroups",
+                [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                  rd_kafka_ListConsumerGroups(rk_.get(), options, queue);
+                });
   if (!event.ok()) return event.status();
   const rd_kafka_ListConsumerGroups_result_t* result =
       rd_kafka_event_ListConsumerGroups_result(event->get());
@@ -154,11 +154,11 @@ absl::StatusOr<std::vector<GroupListing>> GroupAdmin::ListGroups(const std::stri
 absl::StatusOr<bool> GroupAdmin::HasMembers(const std::string& group,
                                             absl::Duration timeout) const {
   const char* groups[] = {group.c_str()};
-  absl::StatusOr<EventPtr> event = AdminCall(
-      rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout, "DescribeGroups",
-      [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-        rd_kafka_DescribeConsumerGroups(rk_.get(), groups, 1, options, queue);
-      });
+  absl::StatusOr<EventPtr> event =
+      AdminCall(rk_.get(), RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout, "DescribeGroups",
+                [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                  rd_kafka_DescribeConsumerGroups(rk_.get(), groups, 1, options, queue);
+                });
   if (!event.ok()) return event.status();
   const rd_kafka_DescribeConsumerGroups_result_t* result =
       rd_kafka_event_DescribeConsumerGroups_result(event->get());
@@ -182,11 +182,11 @@ absl::StatusOr<std::vector<CommittedOffset>> GroupAdmin::GroupOffsets(
   }
   rd_kafka_ListConsumerGroupOffsets_t* request =
       rd_kafka_ListConsumerGroupOffsets_new(group.c_str(), list.get());
-  absl::StatusOr<EventPtr> event = AdminCall(
-      rk_.get(), RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout, "OffsetFetch",
-      [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-        rd_kafka_ListConsumerGroupOffsets(rk_.get(), &request, 1, options, queue);
-      });
+  absl::StatusOr<EventPtr> event =
+      AdminCall(rk_.get(), RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout, "OffsetFetch",
+                [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                  rd_kafka_ListConsumerGroupOffsets(rk_.get(), &request, 1, options, queue);
+                });
   rd_kafka_ListConsumerGroupOffsets_destroy(request);
   if (!event.ok()) return event.status();
   const rd_kafka_ListConsumerGroupOffsets_result_t* result =
@@ -249,19 +249,18 @@ absl::Status GroupAdmin::DeleteRecords(const std::string& topic,
     rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)->offset = offset;
   }
   rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(list.get());
-  absl::StatusOr<EventPtr> event = AdminCall(
-      rk_.get(), RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout, "DeleteRecords",
-      [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
-        char errstr[256];
-        (void)rd_kafka_AdminOptions_set_operation_timeout(
-            const_cast<rd_kafka_AdminOptions_t*>(options), std::max(1, Ms(timeout)), errstr,
-            sizeof(errstr));
-        rd_kafka_DeleteRecords(rk_.get(), &request, 1, options, queue);
-      });
+  absl::StatusOr<EventPtr> event =
+      AdminCall(rk_.get(), RD_KAFKA_ADMIN_OP_DELETERECORDS, timeout, "DeleteRecords",
+                [&](const rd_kafka_AdminOptions_t* options, rd_kafka_queue_t* queue) {
+                  char errstr[256];
+                  (void)rd_kafka_AdminOptions_set_operation_timeout(
+                      const_cast<rd_kafka_AdminOptions_t*>(options), std::max(1, Ms(timeout)),
+                      errstr, sizeof(errstr));
+                  rd_kafka_DeleteRecords(rk_.get(), &request, 1, options, queue);
+                });
   rd_kafka_DeleteRecords_destroy(request);
   if (!event.ok()) return event.status();
-  const rd_kafka_DeleteRecords_result_t* result =
-      rd_kafka_event_DeleteRecords_result(event->get());
+  const rd_kafka_DeleteRecords_result_t* result = rd_kafka_event_DeleteRecords_result(event->get());
   const rd_kafka_topic_partition_list_t* offsets =
       result == nullptr ? nullptr : rd_kafka_DeleteRecords_result_offsets(result);
   for (int i = 0; offsets != nullptr && i < offsets->cnt; ++i) {
@@ -302,9 +301,8 @@ absl::Status CommitWithoutJoining(const std::string& bootstrap_servers,
   }
   if (err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
       err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("commit to group ", group, ": the group has members (", rd_kafka_err2str(err),
-                     ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "commit to group ", group, ": the group has members (", rd_kafka_err2str(err), ")"));
   }
   return AdminError(err, absl::StrCat("commit to group ", group), "");
 }
@@ -358,7 +356,8 @@ absl::StatusOr<GroupConsumer::Event> GroupConsumer::Poll(absl::Duration timeout)
     if (rd_kafka_fatal_error(rk_.get(), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR ||
         m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
         m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
-      return absl::UnavailableError(absl::StrCat("reading ", topic_, ": ", rd_kafka_message_errstr(m)));
+      return absl::UnavailableError(
+          absl::StrCat("reading ", topic_, ": ", rd_kafka_message_errstr(m)));
     }
     return event;
   }

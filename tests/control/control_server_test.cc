@@ -345,8 +345,8 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
                            "GetStatus", "StartRetryThreads", "SetRetryThreadCount",
                            "StopRetryThreads", "SetInOrder", "SetOrderingMode", "WatchMetrics",
                            "ListInFlight", "DeadLetterRecord", "StartDrain", "GetOperation",
-                           "ListOperations", "WatchOperation", "CancelOperation",
-                           "ListDeadLetters", "StartRedrive", "PurgeDeadLetters"));
+                           "ListOperations", "WatchOperation", "CancelOperation", "ListDeadLetters",
+                           "StartRedrive", "PurgeDeadLetters"));
   // Its imports resolve too: a reflection client decodes the errors'
   // google.rpc.Status.
   std::vector<std::string> names;

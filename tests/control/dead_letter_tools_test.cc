@@ -193,9 +193,11 @@ TEST(OperationRegistryTest, CancelWaitsForTheOperationToEnd) {
       v1::OPERATION_KIND_REDRIVE, "", nullptr,
       [&](engine::Cancellation& cancel, v1::Operation& result) {
         absl::Mutex mu;
-        engine::Cancellation::Subscription wake = cancel.OnCancel([&mu] { absl::MutexLock l(&mu); });
+        engine::Cancellation::Subscription wake =
+            cancel.OnCancel([&mu] { absl::MutexLock l(&mu); });
         absl::MutexLock lock(&mu);
-        mu.Await(absl::Condition(+[](engine::Cancellation* c) { return c->cancelled(); }, &cancel));
+        mu.Await(absl::Condition(
+            +[](engine::Cancellation* c) { return c->cancelled(); }, &cancel));
         // What a redrive does when cancelled: flushes, then reports.
         result.mutable_redrive()->mutable_progress()->set_redriven(7);
         cleaned_up.Notify();
@@ -204,12 +206,14 @@ TEST(OperationRegistryTest, CancelWaitsForTheOperationToEnd) {
       "fixed-id");
   ASSERT_TRUE(op.ok()) << op.status();
   EXPECT_EQ(op->id(), "fixed-id");
-  EXPECT_EQ(registry.Run(v1::OPERATION_KIND_REDRIVE, "", nullptr,
-                         [](engine::Cancellation&, v1::Operation&) { return absl::OkStatus(); },
-                         "fixed-id")
-                .status()
-                .code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      registry
+          .Run(
+              v1::OPERATION_KIND_REDRIVE, "", nullptr,
+              [](engine::Cancellation&, v1::Operation&) { return absl::OkStatus(); }, "fixed-id")
+          .status()
+          .code(),
+      absl::StatusCode::kAlreadyExists);
   absl::StatusOr<v1::Operation> cancelled =
       registry.Cancel("fixed-id", absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(cancelled.ok());

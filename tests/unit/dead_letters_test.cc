@@ -45,7 +45,7 @@ TEST(DecodeDeadLetterTest, EveryRetrydFieldAndTheOwnHeaders) {
   EXPECT_EQ(d.partition(), 1);
   EXPECT_EQ(d.offset(), 99);
   EXPECT_EQ(d.key(), "order-7");
-  EXPECT_EQ(d.value(), "0123");  // Cut to max_value_bytes...
+  EXPECT_EQ(d.value(), "0123");   // Cut to max_value_bytes...
   EXPECT_EQ(d.value_size(), 10);  // ...its whole size kept.
   EXPECT_EQ(d.original_topic(), "orders");
   EXPECT_EQ(d.original_partition(), 2);
