@@ -38,6 +38,9 @@ constexpr uint32_t kDefaultMaxRedrives = 3;
 constexpr size_t kMaxSpecBytes = 4096;
 // Each Kafka round trip of a tool call, at most.
 constexpr absl::Duration kKafkaTimeout = absl::Seconds(10);
+// Each Kafka call of a look for unfinished redrives, at most: the most it
+// holds up a shutdown, which waits for the look in progress.
+constexpr absl::Duration kScanTimeout = absl::Seconds(3);
 // How often unfinished redrives are looked for.
 constexpr absl::Duration kResumeScanInterval = absl::Seconds(10);
 // A redrive pauses for a commit's flush; it makes up that much time, at
@@ -307,6 +310,9 @@ class RedriveRun {
     absl::Time last_commit = absl::Now();
     bool assigned = false;
     bool finished = false;
+    int ended = 0;  // Partitions done; ended_seen of them looked at.
+    int ended_seen = 0;
+    absl::Time last_look = absl::InfinitePast();
 
     auto commit = [&]() -> absl::Status {
       if (absl::Status s = (*producer)->Flush(kFlushTimeout); !s.ok()) return s;
@@ -326,6 +332,7 @@ class RedriveRun {
       const int64_t at = end == ends_.end() ? -1 : end->second;
       if (!done[p]) {
         done[p] = true;
+        ++ended;
         if (at >= 0) positions[p] = std::max(positions.count(p) ? positions[p] : 0, at);
         (*consumer)->Pause(p);
       }
@@ -382,11 +389,18 @@ class RedriveRun {
       }
       const absl::Time now = absl::Now();
       Sample(now);
-      const std::vector<int32_t> assignment = (*consumer)->Assignment();
-      assigned = assigned || !assignment.empty();
-      const bool all_done = assigned && std::all_of(assignment.begin(), assignment.end(),
-                                                    [&](int32_t p) { return done[p]; });
-      if (now - last_commit >= options_.commit_interval || all_done) {
+      // Whether every partition it holds is done: asked when one ended, and
+      // every 200 ms (a rebalance may have moved them), not per record.
+      bool all_done = false;
+      if (ended != ended_seen || now - last_look >= absl::Milliseconds(200)) {
+        ended_seen = ended;
+        last_look = now;
+        const std::vector<int32_t> assignment = (*consumer)->Assignment();
+        assigned = assigned || !assignment.empty();
+        all_done = assigned && std::all_of(assignment.begin(), assignment.end(),
+                                           [&](int32_t p) { return done[p]; });
+      }
+      if (now - last_commit >= options_.commit_interval || (all_done && !positions.empty())) {
         if (status = commit(); !status.ok()) break;
       }
       if (all_done) {
@@ -787,10 +801,10 @@ void DeadLetterTools::ResumeUnfinished() {
 absl::Status DeadLetterTools::ScanForUnfinished(const kafka::GroupAdmin& admin) {
   absl::StatusOr<std::vector<kafka::OffsetRange>> ranges =
       kafka::TopicOffsetRanges(options_.bootstrap_servers, options_.kafka_properties,
-                               options_.dead_letter_topic, kKafkaTimeout);
+                               options_.dead_letter_topic, kScanTimeout);
   if (!ranges.ok()) return ranges.status();
   absl::StatusOr<std::vector<kafka::GroupListing>> groups =
-      admin.ListGroups(RedriveGroupPrefix(options_.group_id), kKafkaTimeout);
+      admin.ListGroups(RedriveGroupPrefix(options_.group_id), kScanTimeout);
   if (!groups.ok()) return groups.status();
   const int partitions = static_cast<int>(ranges->size());
   for (const kafka::GroupListing& group : *groups) {
@@ -802,7 +816,7 @@ absl::Status DeadLetterTools::ScanForUnfinished(const kafka::GroupAdmin& admin) 
     // Started or resumed here already (its consumer may not have joined yet).
     if (operations_.Get(id).ok()) continue;
     absl::StatusOr<std::vector<kafka::CommittedOffset>> offsets =
-        admin.GroupOffsets(group.group, options_.dead_letter_topic, partitions, kKafkaTimeout);
+        admin.GroupOffsets(group.group, options_.dead_letter_topic, partitions, kScanTimeout);
     if (!offsets.ok()) return offsets.status();
     std::optional<v1::RedriveSpec> spec;
     std::map<int32_t, int64_t> starts;
