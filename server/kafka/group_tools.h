@@ -56,9 +56,6 @@ class GroupAdmin {
   absl::StatusOr<std::vector<GroupListing>> ListGroups(const std::string& prefix,
                                                        absl::Duration timeout) const;
 
-  // Whether `group` has members now.
-  absl::StatusOr<bool> HasMembers(const std::string& group, absl::Duration timeout) const;
-
   // `group`'s committed offsets of `topic`'s partitions 0..partitions-1,
   // with their metadata (-1 and "" where none is committed).
   absl::StatusOr<std::vector<CommittedOffset>> GroupOffsets(const std::string& group,
