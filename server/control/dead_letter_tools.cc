@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -733,7 +734,23 @@ absl::StatusOr<v1::Operation> DeadLetterTools::StartRedrive(const v1::StartRedri
   }
   if (request.dry_run()) return Launch(spec, starts, ends, /*resumed=*/false, caller);
 
-  absl::MutexLock lock(&start_mu_);
+  // One start at a time on this retryd, without holding a lock across the
+  // Kafka calls: a second call meanwhile is refused as it would be once the
+  // first one's group exists.
+  {
+    absl::MutexLock lock(&start_mu_);
+    if (starting_) {
+      return WithReason(absl::FailedPreconditionError(
+                            "another redrive is being started on this retryd; one redrive per "
+                            "dead-letter topic at a time"),
+                        reason::kRedriveRunning);
+    }
+    starting_ = true;
+  }
+  absl::Cleanup started = [this] {
+    absl::MutexLock lock(&start_mu_);
+    starting_ = false;
+  };
   if (absl::Status s = CheckNoRedrive(partitions, Until(deadline)); !s.ok()) return s;
   std::vector<kafka::CommittedOffset> initial;
   for (const auto& [p, start] : starts) {

@@ -114,9 +114,10 @@ class DeadLetterTools {
   OperationRegistry& operations_;
   // Shared with the redrives' runs, which may outlive a call.
   const std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
-  // Held while a redrive is checked and its group written, so that two calls
-  // to this retryd cannot both pass the check. Guards resume_thread_.
-  absl::Mutex start_mu_;
+  absl::Mutex start_mu_;  // Guards the two fields below; never held across a Kafka call.
+  // A redrive is being checked and its group written: a second call to this
+  // retryd meanwhile is refused, so two cannot both pass the check.
+  bool starting_ ABSL_GUARDED_BY(start_mu_) = false;
   std::thread resume_thread_ ABSL_GUARDED_BY(start_mu_);
   absl::Mutex stop_mu_;  // Guards nothing: the resume thread's wait and its wake-up.
 };
