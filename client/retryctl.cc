@@ -300,6 +300,7 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
     case Command::kThreadsStart: {
       v1::StartRetryThreadsRequest request;
       request.set_count(invocation.count);
+      request.set_tier(invocation.tier);
       request.set_request_id(flags.request_id);
       absl::StatusOr<v1::StartRetryThreadsResponse> started = client.StartRetryThreads(request);
       if (!started.ok()) return RpcFailure(started.status(), flags, io.err);
@@ -310,6 +311,7 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
       if (invocation.thread_ids.empty()) request.set_count(invocation.count);
       request.mutable_thread_ids()->Add(invocation.thread_ids.begin(), invocation.thread_ids.end());
       request.set_graceful(invocation.graceful);
+      request.set_tier(invocation.tier);
       request.set_request_id(flags.request_id);
       absl::StatusOr<v1::StopRetryThreadsResponse> stopped = client.StopRetryThreads(request);
       if (!stopped.ok()) return RpcFailure(stopped.status(), flags, io.err);
@@ -318,6 +320,7 @@ int RunCommand(RetrydClient& client, const Invocation& invocation, const Io& io,
     case Command::kThreadsSet: {
       v1::SetRetryThreadCountRequest request;
       request.set_target(invocation.count);
+      request.set_tier(invocation.tier);
       request.set_graceful(invocation.graceful);
       request.set_request_id(flags.request_id);
       absl::StatusOr<v1::SetRetryThreadCountResponse> set = client.SetRetryThreadCount(request);

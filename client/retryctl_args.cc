@@ -101,6 +101,12 @@ std::optional<UsageError> TakeThreadsArgs(CommandArgs& args, ThreadsSyntax synta
     if (syntax.now && name == "--now") {
       if (value.has_value()) return args.Error("--now takes no value");
       invocation.graceful = false;
+    } else if (name == "--tier") {
+      std::optional<std::string> tier = args.TakeValue(value);
+      if (!tier.has_value() || tier->empty()) {
+        return args.Error("--tier needs a value: a retry tier's topic ('retryctl status')");
+      }
+      invocation.tier = *std::move(tier);
     } else if (syntax.ids && name == "--id") {
       if (std::optional<UsageError> error = args.TakeIds(name, value, invocation.thread_ids)) {
         return error;
@@ -131,6 +137,9 @@ std::optional<UsageError> ParseThreadsStop(CommandArgs& args, Invocation& invoca
   }
   if (have_count && !invocation.thread_ids.empty()) {
     return args.Error("give either N (how many) or --id (which), not both");
+  }
+  if (!invocation.thread_ids.empty() && !invocation.tier.empty()) {
+    return args.Error("--tier goes with N: --id names threads of any tier");
   }
   if (!have_count && invocation.thread_ids.empty()) {
     return args.Error("say how many retry threads to stop (N) or which (--id ID)");

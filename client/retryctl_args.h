@@ -120,6 +120,7 @@ struct Invocation {
   int32_t count = 0;
   std::vector<uint32_t> thread_ids;
   bool graceful = true;
+  std::string tier;  // threads start/stop/set --tier: a retry tier's topic; "": the first.
   bool in_order = false;
   OrderingMode ordering = OrderingMode::kUnordered;
   bool drain = false;

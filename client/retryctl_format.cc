@@ -370,6 +370,17 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   }
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
+  if (status.retry_tiers_size() > 1) {
+    // Tiered retry topics: each tier's delay, attempts, threads and backlog.
+    for (const v1::RetryTierStatus& tier : status.retry_tiers()) {
+      absl::StrAppendFormat(&out, "%-14s%s: every %s, attempts %d-%d, %s, %s\n", "  tier",
+                            SanitizeForTerminal(tier.topic(), 249),
+                            FormatElapsed(static_cast<int64_t>(tier.delay_ms())),
+                            tier.first_attempt(), tier.last_attempt(),
+                            Plural(tier.thread_ids_size(), "thread", "threads"),
+                            Plural(tier.backlog(), "record", "records"));
+    }
+  }
   out.append(FormatTotals(status.totals()));
   if (status.min_retry_threads() == 0 && !status.autoscale()) {
     absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",

@@ -143,6 +143,7 @@ constexpr std::string_view kThreadsHelp =
   retryctl threads stop N [--now]
   retryctl threads stop --id ID [--id ID...] [--now]
   retryctl threads set N [--now]
+  (start, stop N and set take --tier TOPIC with tiered retry topics)
 
 Retry threads consume the retry topic and process failed records again, with
 backoff, while the primary threads move on.
@@ -161,6 +162,10 @@ threads stop N    Stop the N most recently started retry threads (all of them
   --id ID...      Stop exactly these retry threads instead (ids as shown by
                   'retryctl status'); repeat --id or list them: --id 3,4.
                   NOT_FOUND if one is not a running retry thread.
+  --tier TOPIC    With tiered retry topics (retry.tiers): the tier whose
+                  threads N counts, starts or stops, named by its topic
+                  ('retryctl status' lists the tiers). Default: the first
+                  tier. retry.min_threads and max_threads hold per tier.
   --now           Stop at once, abandoning in-flight work (it is processed
                   again later; nothing is lost). Default: graceful - finish
                   in-flight hand-offs and commit first.

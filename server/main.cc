@@ -34,6 +34,7 @@
 #include "server/control/instance.h"
 #include "server/demo/demo_load.h"
 #include "server/engine/api/engine.h"
+#include "server/engine/retry_tiers.h"
 #include "server/engine/stats/counters.h"
 #include "server/kafka/embedded_broker.h"
 #include "server/kafka/topics.h"
@@ -65,7 +66,11 @@ constexpr int kExitUsage = 2;
 
 // The topics retryd writes to, which kafka.create_topics may create.
 std::vector<std::string> WrittenTopics(const engine::EngineOptions& o) {
-  std::vector<std::string> topics = {o.retry.topic, o.dead_letter_topic};
+  std::vector<std::string> topics;
+  for (const engine::RetryTier& tier : engine::EffectiveTiers(o.retry)) {
+    topics.push_back(tier.topic);
+  }
+  topics.push_back(o.dead_letter_topic);
   if (!o.output_topic.empty()) topics.push_back(o.output_topic);
   return topics;
 }

@@ -159,6 +159,19 @@ TEST(RetryctlArgsTest, ThreadsStart) {
   EXPECT_EQ(invocation.count, 3);
 }
 
+TEST(RetryctlArgsTest, ThreadsTakeATier) {
+  EXPECT_EQ(Parse({"threads", "start", "2", "--tier", "orders.retry-1h"}).tier, "orders.retry-1h");
+  EXPECT_EQ(Parse({"threads", "stop", "--tier=t2", "1"}).tier, "t2");
+  const Invocation set = Parse({"threads", "set", "0", "--tier", "t3", "--now"});
+  EXPECT_EQ(set.tier, "t3");
+  EXPECT_EQ(set.count, 0);
+  EXPECT_EQ(Parse({"threads", "start", "1"}).tier, "") << "the first tier";
+  EXPECT_EQ(ParseError({"threads", "start", "1", "--tier"}).message,
+            "threads start: --tier needs a value: a retry tier's topic ('retryctl status')");
+  EXPECT_EQ(ParseError({"threads", "stop", "--id", "3", "--tier", "t2"}).message,
+            "threads stop: --tier goes with N: --id names threads of any tier");
+}
+
 TEST(RetryctlArgsTest, ThreadsStartErrors) {
   UsageError error = ParseError({"threads", "start"});
   EXPECT_EQ(error.message, "threads start: missing N, the number of retry threads to start");

@@ -56,6 +56,8 @@ inline constexpr absl::string_view kRedriveRunning = "REDRIVE_RUNNING";
 // The cluster does not answer the Admin API call the tool needs (the mock
 // cluster has none; DeleteRecords may be refused by policy).
 inline constexpr absl::string_view kAdminApiUnavailable = "ADMIN_API_UNAVAILABLE";
+// Key order is not available with tiered retry topics (retry.tiers).
+inline constexpr absl::string_view kRetryTiersConfigured = "RETRY_TIERS_CONFIGURED";
 }  // namespace reason
 
 // `status` with `reason` attached (an OK status stays OK, without it).

@@ -716,8 +716,23 @@ class Validator {
                    root_.Line("input_topics", i));
       }
     }
-    DefaultedTopic(config, root_.Child("retry"), "topic", config.mutable_retry()->mutable_topic(),
-                   ".retry");
+    const Node retry_node = root_.Child("retry");
+    if (config.retry().tiers_size() == 0) {
+      DefaultedTopic(config, retry_node, "topic", config.mutable_retry()->mutable_topic(),
+                     ".retry");
+    } else if (!config.retry().topic().empty()) {
+      Error(retry_node, "topic",
+            "leave it out with tiers: the first tier's topic is where failed records go");
+    }
+    for (int i = 0; i < config.retry().tiers_size(); ++i) {
+      const v1::RetryTier& tier = config.retry().tiers(i);
+      const Node tier_node = retry_node.Child("tiers", i);
+      if (tier.topic().empty()) {
+        Error(tier_node, "topic", "required: the tier's retry topic");
+      } else if (CheckTopicName(tier_node, "topic", tier.topic())) {
+        ClaimTopic(tier.topic(), tier_node.Path("topic"), tier_node.Line("topic"));
+      }
+    }
     DefaultedTopic(config, root_, "dead_letter_topic", config.mutable_dead_letter_topic(), ".dlq");
     if (!config.output_topic().empty() &&
         CheckTopicName(root_, "output_topic", config.output_topic())) {
@@ -788,6 +803,7 @@ class Validator {
     }
     Number(retry, node, "max_attempts");
     Number(retry, node, "lookahead");
+    CheckTiers(config, retry, node, min_ok);
 
     v1::BackoffConfig& backoff = *retry.mutable_backoff();
     const Node backoff_node = node.Child("backoff");
@@ -810,6 +826,65 @@ class Validator {
       Error(backoff_node, "max_ms",
             absl::StrCat("must be at least initial_ms (", initial, "), got ", backoff.max_ms()));
     }
+  }
+
+  // Checks retry.tiers (their topics are checked with the others), after
+  // max_attempts, threads, min_threads and max_threads.
+  void CheckTiers(const v1::Config& config, v1::RetryConfig& retry, const Node& node, bool min_ok) {
+    if (retry.tiers_size() == 0) return;
+    auto first_line = [&] { return node.Line("tiers", 0); };
+    if (retry.tiers_size() > engine::kMaxRetryTiers) {
+      errors_.Add(
+          first_line(), node.Path("tiers"),
+          absl::StrCat("at most ", engine::kMaxRetryTiers, " tiers, got ", retry.tiers_size()));
+    }
+    if (node.Written("max_attempts")) {
+      Error(node, "max_attempts",
+            "leave it out with tiers: the attempts are 1 + the sum of the tiers' max_attempts");
+    }
+    if (node.Written("backoff")) {
+      Error(node, "backoff", "leave it out with tiers: each tier waits its own delay_ms");
+    }
+    if (config.ordering() == v1::ORDERING_KEY) {
+      errors_.Add(first_line(), node.Path("tiers"),
+                  "ORDERING_KEY with retry tiers is not supported yet (a key's records could be "
+                  "spread over several tiers); use ORDERING_UNORDERED, or one retry topic");
+    }
+    uint64_t attempts = 1;
+    for (int i = 0; i < retry.tiers_size(); ++i) {
+      v1::RetryTier& tier = *retry.mutable_tiers(i);
+      const Node tier_node = node.Child("tiers", i);
+      Number(tier, tier_node, "max_attempts");
+      attempts += tier.max_attempts();
+      Number(tier, tier_node, "delay_ms");
+      if (tier.delay_ms() == 0) {
+        Error(tier_node, "delay_ms",
+              absl::StrCat("required: how long, in milliseconds, a record waits in this tier "
+                           "before each attempt, 1..",
+                           BoundsOf(tier_node.Field("delay_ms")).max()));
+      }
+      if (!tier.has_threads()) continue;
+      if (config.ordering() == v1::ORDERING_IN_ORDER && tier.threads() > 0) {
+        Error(tier_node, "threads",
+              absl::StrCat("in-order mode keeps strict order per partition, which excludes "
+                           "retry threads (got threads: ",
+                           tier.threads(), "); set threads: 0 or leave it out"));
+      } else if (tier.threads() > retry.max_threads()) {
+        Error(tier_node, "threads",
+              absl::StrCat("must be at most retry.max_threads (", retry.max_threads(), "), got ",
+                           tier.threads()));
+      } else if (min_ok && tier.threads() < retry.min_threads()) {
+        Error(tier_node, "threads",
+              absl::StrCat("must be at least retry.min_threads (", retry.min_threads(), "), got ",
+                           tier.threads()));
+      }
+    }
+    if (attempts > 1000) {
+      errors_.Add(first_line(), node.Path("tiers"),
+                  absl::StrCat("1 + the tiers' max_attempts must be at most 1000, got ", attempts));
+    }
+    // The effective config says what runs: the attempts in all.
+    retry.set_max_attempts(static_cast<uint32_t>(std::min<uint64_t>(attempts, 1000)));
   }
 
   // Checks retry.min_threads (after max_threads); false if it is unusable.
@@ -1001,6 +1076,13 @@ engine::EngineOptions ToEngineOptions(const v1::Config& config,
   engine.retry.backoff.multiplier = retry.backoff().multiplier();
   engine.retry.backoff.max_ms = static_cast<int64_t>(retry.backoff().max_ms());
   engine.retry.seed = retry.seed();
+  for (const v1::RetryTier& tier : retry.tiers()) {
+    engine.retry.tiers.push_back(
+        engine::RetryTier{.topic = tier.topic(),
+                          .delay_ms = static_cast<int64_t>(tier.delay_ms()),
+                          .max_attempts = static_cast<int>(tier.max_attempts()),
+                          .threads = tier.has_threads() ? static_cast<int>(tier.threads()) : -1});
+  }
   engine.commit_interval_ms = static_cast<int>(config.commit_interval_ms());
   engine.max_in_flight = static_cast<int>(config.max_in_flight());
   engine.max_held_bytes = static_cast<int64_t>(config.max_held_bytes());

@@ -247,7 +247,11 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   if (!options.metrics_address.empty()) {
     collector = std::make_unique<MetricsCollector>(
         *sampler, [this, max_held_bytes = engine_.options().max_held_bytes] {
-          return MetricsContext{RETRYD_VERSION, max_held_bytes, kafka_reachable_.load()};
+          MetricsContext context{RETRYD_VERSION, max_held_bytes, kafka_reachable_.load(), {}};
+          for (const engine::RetryTier& tier : engine_.options().retry.tiers) {
+            context.tier_topics.push_back(tier.topic);
+          }
+          return context;
         });
     http = std::make_unique<HttpListener>();
     http->Route("/metrics", Access::kReadOnly, [collector = collector.get()] {

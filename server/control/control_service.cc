@@ -23,6 +23,7 @@
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
 #include "server/control/status.h"
+#include "server/engine/retry_tiers.h"
 
 namespace retryd::control {
 namespace {
@@ -40,6 +41,20 @@ constexpr absl::Duration kMaxInFlightWait = absl::Seconds(10);
 
 std::string JoinIds(const std::vector<int>& ids) {
   return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
+}
+
+// The retry tier a request names by its topic (empty: the first), as an
+// index into options.retry.tiers; INVALID_ARGUMENT naming the tiers.
+absl::StatusOr<int> TierIndex(const engine::EngineOptions& options, const std::string& tier) {
+  if (tier.empty()) return 0;
+  const int index = engine::FindTier(options.retry.tiers, tier);
+  if (index >= 0) return index;
+  std::vector<std::string> topics;
+  for (const engine::RetryTier& t : options.retry.tiers) topics.push_back(t.topic);
+  return WithReason(absl::InvalidArgumentError(
+                        absl::StrCat("tier: no retry tier has topic \"", tier, "\"; the tiers are ",
+                                     absl::StrJoin(topics, ", "), " (empty: the first)")),
+                    reason::kInvalidField);
 }
 
 // How a switch of the ordering mode ended, for the log.
@@ -99,7 +114,9 @@ DeadLetterToolsOptions DeadLetterToolsFor(const engine::EngineOptions& engine) {
   options.kafka_properties = engine.kafka_properties;
   options.dead_letter_topic = engine.dead_letter_topic;
   options.group_id = engine.group_id;
-  options.retry_topic = engine.retry.topic;
+  // A dead letter sent back with its attempts goes where its next attempt
+  // would: past the last, so the last tier's topic.
+  options.retry_topic = engine::EffectiveTiers(engine.retry).back().topic;
   options.instance_name = engine.instance_name;
   return options;
 }
@@ -253,9 +270,16 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
   response->set_in_order(ordering == engine::Ordering::kInOrder);
   response->set_ordering(ToProto(ordering));
   ToProto(engine_.ParkedKeys(), *response->mutable_parked_keys());
-  for (const std::shared_ptr<const engine::ThreadStats>& stats : engine_.Threads()) {
-    ToProto(*stats, *response->add_threads());
+  const std::vector<std::shared_ptr<const engine::ThreadStats>> threads = engine_.Threads();
+  const std::vector<engine::RetryTier>& tiers = engine_.options().retry.tiers;
+  for (const std::shared_ptr<const engine::ThreadStats>& stats : threads) {
+    v1::ThreadInfo* info = response->add_threads();
+    ToProto(*stats, *info);
+    if (stats->tier() >= 0 && stats->tier() < static_cast<int>(tiers.size())) {
+      info->set_tier(tiers[stats->tier()].topic);
+    }
   }
+  ToProto(tiers, engine_.TierBacklogs(threads), threads, *response->mutable_retry_tiers());
   const engine::EngineTotals totals = engine_.Totals();
   ToProto(totals, *response->mutable_totals());
   response->set_retry_backlog(totals.retry_backlog);
@@ -278,10 +302,16 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
     v1::StartRetryThreadsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
+  absl::StatusOr<int> tier = 0;
+  if (status.ok()) {
+    tier = TierIndex(engine_.options(), request->tier());
+    status = tier.status();
+  }
   if (status.ok()) {
     int running = 0;
     for (const auto& stats : engine_.Threads()) {
-      running += stats->role() == engine::ThreadRole::kRetry && !engine::IsEnded(stats->state());
+      running += stats->role() == engine::ThreadRole::kRetry && stats->tier() == *tier &&
+                 !engine::IsEnded(stats->state());
     }
     status =
         ValidateStartRetryThreadsRequest(*request, engine_.options().retry.max_threads, running);
@@ -292,11 +322,12 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
   }
   const std::string peer = context->peer();
   RunMutating(context, reactor, "StartRetryThreads", *request, response,
-              [this, request, response, peer](absl::Time deadline) {
+              [this, request, response, peer, tier = *tier](absl::Time deadline) {
                 absl::StatusOr<std::vector<int>> ids =
-                    engine_.StartRetryThreads(request->count(), deadline);
-                LogInfo("control: StartRetryThreads(count=", request->count(), ") from ", peer,
-                        ": ", ids.ok() ? JoinIds(*ids) : ids.status().ToString());
+                    engine_.StartRetryThreads(request->count(), deadline, tier);
+                LogInfo("control: StartRetryThreads(count=", request->count(),
+                        request->tier().empty() ? "" : absl::StrCat(", tier=", request->tier()),
+                        ") from ", peer, ": ", ids.ok() ? JoinIds(*ids) : ids.status().ToString());
                 if (!ids.ok()) return ids.status();
                 for (int id : *ids) response->add_thread_ids(static_cast<uint32_t>(id));
                 return absl::OkStatus();
@@ -310,6 +341,11 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok()) status = ValidateStopRetryThreadsRequest(*request);
+  absl::StatusOr<int> tier = 0;
+  if (status.ok()) {
+    tier = TierIndex(engine_.options(), request->tier());
+    status = tier.status();
+  }
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -318,12 +354,17 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   const bool graceful = request->has_graceful() ? request->graceful() : true;
   const std::string peer = context->peer();
   RunMutating(context, reactor, "StopRetryThreads", *request, response,
-              [this, request, response, graceful, peer, ids = std::move(ids)](absl::Time deadline) {
+              [this, request, response, graceful, peer, ids = std::move(ids),
+               tier = *tier](absl::Time deadline) {
                 absl::StatusOr<std::vector<int>> stopped =
-                    ids.empty() ? engine_.StopRetryThreads(request->count(), graceful, deadline)
-                                : engine_.StopRetryThreadsById(ids, graceful, deadline);
+                    ids.empty()
+                        ? engine_.StopRetryThreads(request->count(), graceful, deadline, tier)
+                        : engine_.StopRetryThreadsById(ids, graceful, deadline);
                 LogInfo("control: StopRetryThreads(",
-                        ids.empty() ? absl::StrCat("count=", request->count())
+                        ids.empty() ? absl::StrCat("count=", request->count(),
+                                                   request->tier().empty()
+                                                       ? ""
+                                                       : absl::StrCat(", tier=", request->tier()))
                                     : absl::StrCat("ids=", JoinIds(ids)),
                         graceful ? "" : ", now", ") from ", peer, ": ",
                         stopped.ok() ? JoinIds(*stopped) : stopped.status().ToString());
@@ -340,6 +381,11 @@ grpc::ServerUnaryReactor* ControlService::SetRetryThreadCount(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status status = Authorize(*context, Access::kMutating);
   if (status.ok()) status = ValidateSetRetryThreadCountRequest(*request);
+  absl::StatusOr<int> tier = 0;
+  if (status.ok()) {
+    tier = TierIndex(engine_.options(), request->tier());
+    status = tier.status();
+  }
   if (!status.ok()) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -347,10 +393,11 @@ grpc::ServerUnaryReactor* ControlService::SetRetryThreadCount(
   const std::string peer = context->peer();
   RunMutating(
       context, reactor, "SetRetryThreadCount", *request, response,
-      [this, request, response, peer](absl::Time deadline) {
+      [this, request, response, peer, tier = *tier](absl::Time deadline) {
         engine::RetryThreadChange change;
         change.kind = engine::RetryThreadChange::Kind::kSetCount;
         change.count = request->target();
+        change.tier = tier;
         change.graceful = request->has_graceful() ? request->graceful() : true;
         absl::StatusOr<engine::RetryThreadChangeResult> result =
             engine_.ChangeRetryThreads(std::move(change), deadline);

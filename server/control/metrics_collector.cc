@@ -191,6 +191,11 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
   f.Gauge("retryd_retry_backlog",
           "Records in the retry topic whose outcome the retry group has not committed.", {},
           static_cast<double>(sample.retry_backlog));
+  for (size_t i = 0; i < context.tier_topics.size() && i < sample.tier_backlog.size(); ++i) {
+    f.Gauge("retryd_retry_tier_backlog",
+            "Records in one retry tier's topic whose outcome the retry group has not committed.",
+            {{"tier", context.tier_topics[i]}}, static_cast<double>(sample.tier_backlog[i]));
+  }
   f.Gauge("retryd_parked_keys", "Key order: keys parked now.", {},
           static_cast<double>(sample.parked_keys.keys));
   f.Gauge("retryd_parked_records",

@@ -47,6 +47,8 @@ struct MetricsContext {
   std::string version;         // retryd_build_info{version}.
   int64_t max_held_bytes = 0;  // Per thread; 0: no limit.
   bool kafka_reachable = false;
+  // The retry tiers' topics, by tier index: retryd_retry_tier_backlog{tier}.
+  std::vector<std::string> tier_topics;
 };
 
 // The upper bounds (seconds) of the latency histograms' buckets, +Inf aside.

@@ -152,6 +152,30 @@ void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out) {
   out.set_group_member_id(stats.group_member_id());
 }
 
+void ToProto(const std::vector<engine::RetryTier>& tiers, const std::vector<int64_t>& backlogs,
+             const std::vector<std::shared_ptr<const engine::ThreadStats>>& threads,
+             google::protobuf::RepeatedPtrField<v1::RetryTierStatus>& out) {
+  out.Clear();
+  int first = 2;  // Attempt 1 is the primary's.
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    v1::RetryTierStatus* t = out.Add();
+    t->set_topic(tiers[i].topic);
+    t->set_delay_ms(static_cast<uint64_t>(tiers[i].delay_ms));
+    t->set_max_attempts(static_cast<uint32_t>(tiers[i].max_attempts));
+    if (tiers[i].max_attempts > 0) {
+      t->set_first_attempt(static_cast<uint32_t>(first));
+      t->set_last_attempt(static_cast<uint32_t>(first + tiers[i].max_attempts - 1));
+    }
+    first += tiers[i].max_attempts;
+    for (const auto& stats : threads) {
+      if (stats->role() == engine::ThreadRole::kRetry && stats->tier() == static_cast<int>(i)) {
+        t->add_thread_ids(static_cast<uint32_t>(stats->id()));
+      }
+    }
+    if (i < backlogs.size()) t->set_backlog(backlogs[i]);
+  }
+}
+
 v1::Config WithoutSecrets(v1::Config config) {
   for (auto& [key, value] : *config.mutable_kafka()->mutable_properties()) {
     if (kafka::IsSecretProperty(key)) value = std::string(kafka::kRedacted);

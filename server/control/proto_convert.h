@@ -4,6 +4,8 @@
 #ifndef RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
 #define RETRYD_SERVER_CONTROL_PROTO_CONVERT_H_
 
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -46,6 +48,11 @@ void ToProto(const engine::EngineTotals& totals, v1::Totals& out);
 void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out);
 v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence);
 void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out);
+// The retry tiers (normalized options) with each one's backlog (by index;
+// missing ones left 0) and the retry threads of `threads` that read it.
+void ToProto(const std::vector<engine::RetryTier>& tiers, const std::vector<int64_t>& backlogs,
+             const std::vector<std::shared_ptr<const engine::ThreadStats>>& threads,
+             google::protobuf::RepeatedPtrField<v1::RetryTierStatus>& out);
 void ToProto(const std::vector<engine::ScalingEvent>& events,
              google::protobuf::RepeatedPtrField<v1::ScalingEvent>& out);
 v1::InFlightState ToProto(engine::InFlightState state);

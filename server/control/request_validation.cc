@@ -73,6 +73,12 @@ absl::Status ValidateStopRetryThreadsRequest(const v1::StopRetryThreadsRequest& 
         "count and thread_ids: give one of them, not both (thread_ids stops those threads, "
         "count the most recently started)");
   }
+  if (!request.thread_ids().empty() && !request.tier().empty()) {
+    return WithReason(
+        absl::InvalidArgumentError(
+            "tier: only with count (thread_ids name threads of any tier); leave it empty"),
+        reason::kInvalidField);
+  }
   if (request.thread_ids().empty() && request.count() < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "count: must be at least 1 (a count above the number running stops them all), got ",

@@ -132,21 +132,20 @@ void Autoscaler::Run() {
   }
 }
 
-ScalingInput Autoscaler::Observe() const {
+ScalingInput Autoscaler::Observe(int tier, int64_t backlog) const {
   ScalingInput input;
-  // Measured here rather than read from the engine: the control server's
-  // prober may measure seldom, or not run at all.
-  absl::StatusOr<int64_t> backlog = target_.MeasureRetryBacklog(kMeasureTimeout);
-  input.backlog = backlog.ok() ? *backlog : -1;
+  input.backlog = backlog;
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   std::set<TopicPartition> partitions;
+  int64_t waiting = 0;  // Partitions whose next record is held until due.
   for (const auto& s : target_.Threads()) {
-    if (s->role() != ThreadRole::kRetry) continue;
+    if (s->role() != ThreadRole::kRetry || s->tier() != tier) continue;
     RetryThreadView view;
     view.id = s->id();
     const std::vector<TopicPartition> held = s->partitions();
     view.has_partitions = !held.empty();
     partitions.insert(held.begin(), held.end());
+    waiting += s->scheduled.load(std::memory_order_relaxed);
     // IDLE: its last poll brought nothing, it holds nothing until due and
     // none of its partitions is paused; the gauges rule out the rest. Not
     // in the middle of a rebalance, and counted from the last one: what it
@@ -163,6 +162,11 @@ ScalingInput Autoscaler::Observe() const {
     input.threads.push_back(view);
   }
   input.partitions = static_cast<int>(partitions.size());
+  const bool fixed_delay = options_.tiers[tier].delay_ms > 0;
+  if (fixed_delay && input.backlog > 0 && input.partitions > 0) {
+    const int64_t due = std::max<int64_t>(0, input.partitions - waiting);
+    input.backlog = input.backlog * due / input.partitions;
+  }
   return input;
 }
 
@@ -170,31 +174,50 @@ void Autoscaler::Step() {
   // Draining holds the control slot anyway; in order, retry threads are
   // excluded (Engine::StartRetryThreads would refuse).
   if (!target_.Scalable()) return;
-  const ScalingPlan plan = PlanScaling(Observe(), options_);
+  // Measured here rather than read from the engine: the control server's
+  // prober may measure seldom, or not run at all.
+  absl::StatusOr<std::vector<int64_t>> backlogs = target_.MeasureTierBacklogs(kMeasureTimeout);
+  const int tiers = static_cast<int>(options_.tiers.size());
+  // One tier acts per look, each looked at first in turn.
+  for (int i = 0; i < tiers; ++i) {
+    const int tier = (next_tier_ + i) % tiers;
+    const int64_t backlog =
+        backlogs.ok() && static_cast<int>(backlogs->size()) == tiers ? (*backlogs)[tier] : -1;
+    const ScalingPlan plan = PlanScaling(Observe(tier, backlog), options_);
+    if (plan.start == 0 && plan.stop.empty()) continue;
+    next_tier_ = (tier + 1) % tiers;
+    Act(plan, tier);
+    return;
+  }
+}
+
+void Autoscaler::Act(const ScalingPlan& plan, int tier) {
+  const std::string tier_note =
+      options_.tiers.size() > 1 ? absl::StrCat(" of tier ", options_.tiers[tier].topic) : "";
   if (plan.start > 0) {
     absl::StatusOr<std::vector<int>> started =
-        target_.StartRetryThreads(plan.start, absl::Now() + operation_timeout_);
+        target_.StartRetryThreads(plan.start, tier, absl::Now() + operation_timeout_);
     if (!started.ok()) {
-      NoteFailure(absl::StrCat("could not start ", plan.start, " retry threads (",
+      NoteFailure(absl::StrCat("could not start ", plan.start, " retry threads", tier_note, " (",
                                plan.start_reason, "): ", started.status().message()));
       return;
     }
     Record(*started, /*started=*/true,
-           std::vector<std::string>(started->size(), plan.start_reason));
+           std::vector<std::string>(started->size(), plan.start_reason + tier_note));
     return;
   }
-  if (plan.stop.empty()) return;
   std::vector<int> ids;
   std::vector<std::string> reasons;
   for (const ScalingPlan::Stop& stop : plan.stop) {
     ids.push_back(stop.id);
-    reasons.push_back(stop.reason);
+    reasons.push_back(stop.reason + tier_note);
   }
   absl::StatusOr<std::vector<int>> stopped =
       target_.StopRetryThreadsById(ids, absl::Now() + operation_timeout_);
   if (!stopped.ok()) {
     // NOT_FOUND: a manual stop took one first; the next look sees that.
-    NoteFailure(absl::StrCat("could not stop idle retry threads: ", stopped.status().message()));
+    NoteFailure(absl::StrCat("could not stop idle retry threads", tier_note, ": ",
+                             stopped.status().message()));
     return;
   }
   Record(*stopped, /*started=*/false, reasons);

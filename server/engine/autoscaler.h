@@ -1,6 +1,7 @@
 // Elastic retry threads (retry.autoscale): one thread that, about once a
-// second, measures the retry backlog, looks at the retry threads, and starts
-// or stops retry threads through the engine's own control operations
+// second, measures the retry backlog of each tier, looks at the tier's retry
+// threads, and starts or stops retry threads of one tier (the next tier
+// that needs it, in turn) through the engine's own control operations
 // (Engine::StartRetryThreads / StopRetryThreadsById, reached through the
 // narrow ScalingTarget below, not Engine itself). Those serialise on the
 // engine's control slot and checkpoint the retry group around the
@@ -43,9 +44,11 @@ class ScalingTarget {
   virtual bool Scalable() const = 0;
   // As Engine::MeasureRetryBacklog, Threads, StartRetryThreads and
   // StopRetryThreadsById (graceful).
-  virtual absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout) = 0;
+  // The retry backlog of each tier (Engine::MeasureTierBacklogs).
+  virtual absl::StatusOr<std::vector<int64_t>> MeasureTierBacklogs(absl::Duration timeout) = 0;
   virtual std::vector<std::shared_ptr<const ThreadStats>> Threads() const = 0;
-  virtual absl::StatusOr<std::vector<int>> StartRetryThreads(int count, absl::Time deadline) = 0;
+  virtual absl::StatusOr<std::vector<int>> StartRetryThreads(int count, int tier,
+                                                             absl::Time deadline) = 0;
   virtual absl::StatusOr<std::vector<int>> StopRetryThreadsById(const std::vector<int>& ids,
                                                                 absl::Time deadline) = 0;
 };
@@ -114,7 +117,13 @@ class Autoscaler {
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   // One look, and the action it calls for.
   void Step() ABSL_LOCKS_EXCLUDED(mu_);
-  ScalingInput Observe() const;
+  // What tier `tier` looks like, its backlog `backlog` (-1: unknown). A
+  // fixed-delay tier counts only the share of its backlog on partitions
+  // whose next record is due: its threads hold one record per partition
+  // that waits, and more threads would not make that wait shorter.
+  ScalingInput Observe(int tier, int64_t backlog) const;
+  // Carries out `plan` for tier `tier`.
+  void Act(const ScalingPlan& plan, int tier) ABSL_LOCKS_EXCLUDED(mu_);
   // REQUIRES: reasons.size() == ids.size().
   void Record(const std::vector<int>& ids, bool started, const std::vector<std::string>& reasons)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -131,6 +140,7 @@ class Autoscaler {
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::deque<ScalingEvent> events_ ABSL_GUARDED_BY(mu_);  // Oldest first.
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
+  int next_tier_ = 0;  // The tier looked at first next time; only Run()'s thread uses it.
 };
 
 }  // namespace retryd::engine

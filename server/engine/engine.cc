@@ -14,6 +14,7 @@
 #include "server/common/logging.h"
 #include "server/engine/autoscaler.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/retry_tiers.h"
 #include "server/engine/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
@@ -26,7 +27,13 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.bootstrap_servers.empty()) return invalid("bootstrap_servers is empty");
   if (o.group_id.empty()) return invalid("group_id is empty");
   if (o.input_topics.empty()) return invalid("no input topics");
-  if (o.retry.topic.empty()) return invalid("retry.topic is empty");
+  if (o.retry.tiers.empty() && o.retry.topic.empty()) return invalid("retry.topic is empty");
+  if (absl::Status s = CheckTiers(o.retry); !s.ok()) return s;
+  if (!o.retry.tiers.empty() && o.ordering == Ordering::kKey) {
+    return invalid(
+        "key order with retry tiers is not supported: a key's records could be spread over "
+        "several tiers");
+  }
   if (o.dead_letter_topic.empty()) return invalid("dead_letter_topic is empty");
   if (o.primary_threads < 1) return invalid("primary_threads must be at least 1");
   if (o.retry.threads < 0 || o.retry.threads > o.retry.max_threads) {
@@ -40,6 +47,12 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.ordering == Ordering::kInOrder && o.retry.min_threads > 0) {
     return absl::FailedPreconditionError(
         "in_order excludes retry threads: set retry.min_threads to 0 or in_order to false");
+  }
+  for (const RetryTier& tier : o.retry.tiers) {
+    if (o.ordering == Ordering::kInOrder && tier.threads > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "in_order excludes retry threads: set the threads of tier ", tier.topic, " to 0"));
+    }
   }
   if (o.retry.min_threads < 0 || o.retry.min_threads > o.retry.threads) {
     return invalid("retry.min_threads must be between 0 and retry.threads (", o.retry.threads, ")");
@@ -119,6 +132,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
                                                        std::unique_ptr<Processor> processor) {
   if (processor == nullptr) return absl::InvalidArgumentError("no processor");
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  NormalizeTiers(options.retry);
   kafka::ProducerOptions producer_options;
   producer_options.bootstrap_servers = options.bootstrap_servers;
   producer_options.properties = options.kafka_properties;
@@ -126,9 +140,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
       kafka::Producer::Create(producer_options);
   if (!producer.ok()) return producer.status();
+  std::vector<std::string> tier_topics;
+  for (const RetryTier& tier : options.retry.tiers) tier_topics.push_back(tier.topic);
   absl::StatusOr<std::unique_ptr<kafka::GroupLagProbe>> retry_lag =
       kafka::GroupLagProbe::Create(options.bootstrap_servers, options.kafka_properties,
-                                   absl::StrCat(options.group_id, ".retry"), options.retry.topic);
+                                   absl::StrCat(options.group_id, ".retry"), tier_topics);
   if (!retry_lag.ok()) return retry_lag.status();
   return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
                                             *std::move(producer), *std::move(retry_lag)));
@@ -142,14 +158,15 @@ class Engine::Scaling : public ScalingTarget {
   bool Scalable() const override {
     return engine_.state() == EngineState::kRunning && !engine_.in_order();
   }
-  absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout) override {
-    return engine_.MeasureRetryBacklog(timeout);
+  absl::StatusOr<std::vector<int64_t>> MeasureTierBacklogs(absl::Duration timeout) override {
+    return engine_.MeasureTierBacklogs(timeout);
   }
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const override {
     return engine_.Threads();
   }
-  absl::StatusOr<std::vector<int>> StartRetryThreads(int count, absl::Time deadline) override {
-    return engine_.StartRetryThreads(count, deadline);
+  absl::StatusOr<std::vector<int>> StartRetryThreads(int count, int tier,
+                                                     absl::Time deadline) override {
+    return engine_.StartRetryThreads(count, deadline, tier);
   }
   absl::StatusOr<std::vector<int>> StopRetryThreadsById(const std::vector<int>& ids,
                                                         absl::Time deadline) override {
@@ -258,12 +275,12 @@ Engine::ControlSlot::~ControlSlot() {
   if (engine_ != nullptr) engine_->EndControl();
 }
 
-absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role, int id) {
+absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role, int id, int tier) {
   if (id == 0) {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
   }
-  auto worker = std::make_unique<Worker>(id, role, context_);
+  auto worker = std::make_unique<Worker>(id, role, context_, tier);
   if (absl::Status s = worker->Start(); !s.ok()) return s;
   return worker;
 }
@@ -276,8 +293,13 @@ absl::Status Engine::Start() {
     }
     state_ = EngineState::kRunning;
   }
-  LogInfo("engine: starting ", options_.primary_threads, " primary and ", options_.retry.threads,
-          " retry threads, ordering ", OrderingName(ordering()));
+  int retry_threads = 0;
+  for (const RetryTier& tier : options_.retry.tiers) {
+    retry_threads += TierStartThreads(options_.retry, tier);
+  }
+  LogInfo("engine: starting ", options_.primary_threads, " primary and ", retry_threads,
+          " retry threads", options_.retry.tiers.size() > 1 ? " (over the retry tiers)" : "",
+          ", ordering ", OrderingName(ordering()));
   // Until StartInOrder() has seen the retry backlog empty. (In key order,
   // each primary learns the keys parked in the retry topic when it is
   // assigned its partitions.)
@@ -285,7 +307,8 @@ absl::Status Engine::Start() {
   if (in_order) input_paused_.store(true, std::memory_order_relaxed);
   // So that the first success, retry or dead letter does not wait a second
   // for the producer to learn its topic. Not fatal: it would learn it later.
-  std::vector<std::string> produced = {options_.retry.topic, options_.dead_letter_topic};
+  std::vector<std::string> produced = {options_.dead_letter_topic};
+  for (const RetryTier& tier : options_.retry.tiers) produced.push_back(tier.topic);
   if (!options_.output_topic.empty()) produced.push_back(options_.output_topic);
   if (absl::Status s = producer_->PrepareTopics(produced, kPrepareTopicsTimeout); !s.ok()) {
     LogWarning("engine: ", s.message());
@@ -299,15 +322,24 @@ absl::Status Engine::Start() {
     absl::MutexLock lock(&mu_);
     primaries_.push_back(*std::move(worker));
   }
-  if (options_.retry.threads > 0) {
-    // Not waiting for the group join: start-up should not block on it.
-    absl::StatusOr<std::vector<int>> started =
-        StartRetryThreads(options_.retry.threads, absl::InfinitePast());
-    if (!started.ok()) {
-      Stop();
-      return started.status();
+  // Every tier's threads at once, so they join the retry group together;
+  // not waiting for the join: start-up should not block on it.
+  std::vector<int> started;
+  for (size_t tier = 0; tier < options_.retry.tiers.size(); ++tier) {
+    const int count = TierStartThreads(options_.retry, options_.retry.tiers[tier]);
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<std::unique_ptr<Worker>> worker =
+          StartWorker(ThreadRole::kRetry, 0, static_cast<int>(tier));
+      if (!worker.ok()) {
+        Stop();
+        return worker.status();
+      }
+      started.push_back((*worker)->id());
+      absl::MutexLock lock(&mu_);
+      retries_.push_back(*std::move(worker));
     }
   }
+  if (!started.empty()) LogInfo("engine: retry threads: started [", IdList(started), "]");
   if (in_order) {
     // Held as a control operation, so that none interleaves with it; in the
     // background, because emptying a backlog may take long.
@@ -374,6 +406,19 @@ int64_t Engine::SessionTimeoutMs() const {
 int Engine::RetryThreadCount() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(retries_.size());
+}
+
+std::vector<int> Engine::TiersWithoutThreads() const {
+  std::vector<bool> read(options_.retry.tiers.size(), false);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& worker : retries_) read[worker->tier()] = true;
+  }
+  std::vector<int> tiers;
+  for (size_t i = 0; i < read.size(); ++i) {
+    if (!read[i]) tiers.push_back(static_cast<int>(i));
+  }
+  return tiers;
 }
 
 void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
@@ -565,10 +610,44 @@ absl::Status Engine::ProbeKafka(absl::Duration timeout) const {
 }
 
 absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
-  const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();
-  absl::StatusOr<int64_t> lag = retry_lag_->Measure(timeout);
-  if (lag.ok()) measured_retry_backlog_.Store(ticket, *lag);
+  absl::StatusOr<std::vector<int64_t>> each = MeasureTierBacklogs(timeout);
+  if (!each.ok()) return each.status();
+  int64_t lag = 0;
+  for (int64_t l : *each) lag += l;
   return lag;
+}
+
+absl::StatusOr<std::vector<int64_t>> Engine::MeasureTierBacklogs(absl::Duration timeout) {
+  const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();
+  absl::StatusOr<std::vector<int64_t>> each = retry_lag_->MeasureEach(timeout);
+  if (!each.ok()) return each.status();
+  int64_t lag = 0;
+  for (int64_t l : *each) lag += l;
+  measured_retry_backlog_.Store(ticket, lag);
+  absl::MutexLock lock(&tier_backlog_mu_);
+  if (ticket > tier_backlog_ticket_) {
+    tier_backlog_ticket_ = ticket;
+    tier_backlog_ = *each;
+  }
+  return each;
+}
+
+std::vector<int64_t> Engine::TierBacklogs(
+    const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
+  {
+    absl::MutexLock lock(&tier_backlog_mu_);
+    if (!tier_backlog_.empty()) return tier_backlog_;
+  }
+  // Not measured yet: what the running retry threads know of.
+  std::vector<int64_t> backlog(options_.retry.tiers.size(), 0);
+  for (const auto& s : running) {
+    if (s->role() == ThreadRole::kRetry && s->tier() >= 0 &&
+        s->tier() < static_cast<int>(backlog.size())) {
+      backlog[s->tier()] +=
+          s->lag.load(std::memory_order_relaxed) + s->scheduled.load(std::memory_order_relaxed);
+    }
+  }
+  return backlog;
 }
 
 std::vector<ScalingEvent> Engine::ScalingEvents() const {

@@ -13,6 +13,7 @@
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/retry_tiers.h"
 #include "server/engine/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
@@ -85,6 +86,13 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
     if (result.ok()) parking_.Clear();
     return result;
   }
+  if (ordering == Ordering::kKey && HasTiers(options_.retry)) {
+    return WithReason(
+        absl::FailedPreconditionError(
+            "key order is not available with tiered retry topics (retry.tiers): a key's records "
+            "could be spread over several tiers; nothing changed"),
+        reason::kRetryTiersConfigured);
+  }
   if (ordering == Ordering::kKey) {
     // Before any retry thread starts: in order, nothing goes to the retry
     // topic, so what is read there stays true until key order is on.
@@ -111,25 +119,27 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
 absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control,
                                                             Ordering to) {
   AssertControlHeld(&control);
-  int wanted = options_.retry.threads;
-  // in order configured forces retry.threads to 0, yet the retry topic
-  // needs a reader once failures go there again.
-  if (wanted == 0 && options_.ordering == Ordering::kInOrder) wanted = 1;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!retries_.empty()) wanted = 0;
-  }
+  // Each tier without a retry thread gets its configured count; in order
+  // configured forces those to 0, yet the retry topics need a reader once
+  // failures go there again.
+  const std::vector<int> idle_tiers = TiersWithoutThreads();
   std::vector<std::unique_ptr<Worker>> started;
-  for (int i = 0; i < wanted; ++i) {
-    absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
-    if (!worker.ok()) {
-      StopWorkers(started, /*graceful=*/true, StopDeadline());
-      Retire(started);
-      return absl::Status(worker.status().code(),
-                          absl::StrCat("in-order mode stays on: a retry thread did not start (",
-                                       worker.status().message(), ")"));
+  int wanted = 0;
+  for (int tier : idle_tiers) {
+    int count = TierStartThreads(options_.retry, options_.retry.tiers[tier]);
+    if (count == 0 && options_.ordering == Ordering::kInOrder) count = 1;
+    wanted += count;
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry, 0, tier);
+      if (!worker.ok()) {
+        StopWorkers(started, /*graceful=*/true, StopDeadline());
+        Retire(started);
+        return absl::Status(worker.status().code(),
+                            absl::StrCat("in-order mode stays on: a retry thread did not start (",
+                                         worker.status().message(), ")"));
+      }
+      started.push_back(*std::move(worker));
     }
-    started.push_back(*std::move(worker));
   }
   std::vector<int> ids;
   {
@@ -144,7 +154,7 @@ absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& c
   if (!ids.empty()) {
     LogInfo("engine: in-order mode off (now ", OrderingName(to), "); started retry threads ",
             IdList(ids));
-  } else if (wanted == 0 && options_.retry.threads == 0) {
+  } else if (wanted == 0 && !idle_tiers.empty()) {
     LogWarning(
         "engine: in-order mode off; retry.threads is 0, so the retry topic has no reader "
         "until retry threads are started");
@@ -166,24 +176,26 @@ bool Engine::PrimariesQuiet() const {
   return true;
 }
 
-void Engine::AbandonSwitch(int temporary) {
+void Engine::AbandonSwitch(const std::vector<int>& temporaries) {
   AssertControlHeld(nullptr);
   input_paused_.store(false, std::memory_order_relaxed);
   std::vector<std::unique_ptr<Worker>> stopping;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
-    auto it = std::find_if(retries_.begin(), retries_.end(),
-                           [temporary](const auto& w) { return w->id() == temporary; });
-    if (it != retries_.end()) {
-      stopping.push_back(std::move(*it));
-      retries_.erase(it);
+    for (auto it = retries_.begin(); it != retries_.end();) {
+      if (std::find(temporaries.begin(), temporaries.end(), (*it)->id()) != temporaries.end()) {
+        stopping.push_back(std::move(*it));
+        it = retries_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   if (stopping.empty()) return;
   StopWorkers(stopping, /*graceful=*/true, StopDeadline());
   Retire(stopping);
-  LogInfo("engine: stopped temporary retry thread ", temporary);
+  LogInfo("engine: stopped temporary retry threads ", IdList(temporaries));
 }
 
 absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Duration timeout) const {
@@ -212,7 +224,8 @@ absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Durati
 }
 
 absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline,
-                                     const Cancellation* cancel, const int* temporary,
+                                     const Cancellation* cancel,
+                                     const std::vector<int>* temporaries,
                                      absl::FunctionRef<absl::StatusOr<bool>()> quiet,
                                      absl::FunctionRef<absl::Status()> late) {
   AssertControlHeld(nullptr);
@@ -229,7 +242,7 @@ absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline
       }
     }
     if (cancel != nullptr && cancel->cancelled()) {
-      AbandonSwitch(*temporary);
+      AbandonSwitch(*temporaries);
       LogWarning("engine: the switch to ", mode, " was cancelled by its caller; input resumed, ",
                  mode, " stays off");
       return absl::CancelledError(absl::StrCat("the call was cancelled: input resumed, ", mode,
@@ -238,13 +251,13 @@ absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline
     if (PrimariesQuiet()) {
       absl::StatusOr<bool> done = quiet();
       if (!done.ok()) {
-        AbandonSwitch(*temporary);
+        AbandonSwitch(*temporaries);
         return done.status();
       }
       if (*done) return absl::OkStatus();
     }
     if (absl::Now() >= deadline) {
-      AbandonSwitch(*temporary);
+      AbandonSwitch(*temporaries);
       LogWarning("engine: the switch to ", mode, " timed out; ", mode, " stays off");
       return late();
     }
@@ -274,7 +287,7 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
   key_order_coming_.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // See Worker::MaySendBack.
   absl::Status last_failure = absl::DeadlineExceededError("input had not paused");
-  const int no_temporary = 0;
+  const std::vector<int> no_temporary;
   const absl::Status paused = PauseInputUntil(
       "key order", deadline, cancel, &no_temporary,
       [&]() -> absl::StatusOr<bool> {
@@ -319,7 +332,10 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
                                                           absl::Time deadline, bool drain,
                                                           const Cancellation* cancel) {
   AssertControlHeld(&control);
-  int temporary = 0;  // A retry thread started to empty the backlog.
+  // Retry threads started to empty the backlog: one for each tier that
+  // has none.
+  std::vector<int> temporaries;
+  bool temporaries_started = false;
   int64_t initial_lag = -1, lag = -1;
   absl::Time last_progress_log = absl::Now();
   // Whether the retry backlog is empty yet; starts a retry thread to empty
@@ -349,20 +365,26 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
               "drain_retries to empty it first, or start retry threads and let them empty it")),
           reason::kRetryBacklog);
     }
-    if (temporary == 0 && RetryThreadCount() == 0) {
-      absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry);
-      if (!worker.ok()) {
-        return absl::Status(
-            worker.status().code(),
-            absl::StrCat("no retry thread could start to empty the retry "
-                         "backlog of ",
-                         lag, " records (", worker.status().message(), "); nothing changed"));
+    if (!temporaries_started) {
+      temporaries_started = true;
+      for (int tier : TiersWithoutThreads()) {
+        absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry, 0, tier);
+        if (!worker.ok()) {
+          return absl::Status(
+              worker.status().code(),
+              absl::StrCat("no retry thread could start to empty the retry backlog of ", lag,
+                           " records in ", options_.retry.tiers[tier].topic, " (",
+                           worker.status().message(), "); nothing changed"));
+        }
+        temporaries.push_back((*worker)->id());
+        absl::MutexLock lock(&mu_);
+        retries_.push_back(*std::move(worker));
       }
-      temporary = (*worker)->id();
-      absl::MutexLock lock(&mu_);
-      retries_.push_back(*std::move(worker));
-      LogInfo("engine: drain: no retry thread runs; started retry thread ", temporary,
-              " to empty the retry backlog of ", lag, " records");
+      if (!temporaries.empty()) {
+        LogInfo("engine: drain: started retry threads ", IdList(temporaries),
+                " (for the retry topics no retry thread reads) to empty the retry backlog of ", lag,
+                " records");
+      }
     }
     if (absl::Now() - last_progress_log >= kDrainProgressLogInterval) {
       last_progress_log = absl::Now();
@@ -371,7 +393,7 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
     return false;
   };
   const absl::Status paused =
-      PauseInputUntil("in-order mode", deadline, cancel, &temporary, drained, [&] {
+      PauseInputUntil("in-order mode", deadline, cancel, &temporaries, drained, [&] {
         return absl::DeadlineExceededError(absl::StrCat(
             drain ? "the retry backlog was not empty" : "input had not paused",
             " when the deadline passed (",

@@ -4,6 +4,7 @@
 // turn, and applies them all as one change of the retry group's
 // membership. The others wait for their own change's outcome.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -111,22 +112,37 @@ absl::StatusOr<RetryThreadChangeResult> Engine::ChangeRetryThreads(RetryThreadCh
 bool Engine::DecideChangesLocked(bool take, ChangeBatch* batch) {
   mu_.AssertHeld();
   const RetryOptions& retry = options_.retry;
+  const int tiers = static_cast<int>(retry.tiers.size());
   // The retry threads running now that no change so far stops, oldest first.
   std::vector<int> kept;
-  for (const auto& worker : retries_) kept.push_back(worker->id());
+  std::map<int, int> tier_of;  // Of every thread running or starting, by id.
+  for (const auto& worker : retries_) {
+    kept.push_back(worker->id());
+    tier_of[worker->id()] = worker->tier();
+  }
   std::vector<int> starting;  // Ids reserved for threads to start.
   int next_id = next_id_;
   bool changes = false;
   for (const std::shared_ptr<PendingChange>& pending : pending_changes_) {
     const RetryThreadChange& c = pending->change;
-    const int running = static_cast<int>(kept.size() + starting.size());
+    const bool tier_ok = c.tier >= 0 && c.tier < tiers;
+    // The change's tier: its threads kept, oldest first, and how many run.
+    std::vector<int> kept_in_tier;
+    for (int id : kept) {
+      if (tier_of[id] == c.tier) kept_in_tier.push_back(id);
+    }
+    int running = static_cast<int>(kept_in_tier.size());
+    for (int id : starting) running += tier_of[id] == c.tier ? 1 : 0;
+    const std::string of_tier =
+        tiers > 1 && tier_ok ? absl::StrCat(" of tier ", retry.tiers[c.tier].topic) : "";
     absl::Status status;
     int start = 0;
     std::vector<int> stop;
     auto over_max = [&](int total) {
       return Refused(absl::StatusCode::kFailedPrecondition, reason::kMaxThreadsReached,
-                     absl::StrCat(total, " retry threads would be too many: retry.max_threads is ",
-                                  retry.max_threads, " and ", running,
+                     absl::StrCat(total, " retry threads", of_tier,
+                                  " would be too many: retry.max_threads is ", retry.max_threads,
+                                  tiers > 1 ? " a tier" : "", " and ", running,
                                   " run or are starting; nothing changed"));
     };
     auto invalid = [](absl::string_view message) {
@@ -139,7 +155,9 @@ bool Engine::DecideChangesLocked(bool take, ChangeBatch* batch) {
     };
     switch (c.kind) {
       case RetryThreadChange::Kind::kStart:
-        if (c.count < 1) {
+        if (!tier_ok) {
+          status = invalid(absl::StrCat("tier: there is no retry tier ", c.tier));
+        } else if (c.count < 1) {
           status = invalid(absl::StrCat("count: must be at least 1, got ", c.count));
         } else if (in_order()) {
           status = in_order_refusal();
@@ -150,11 +168,13 @@ bool Engine::DecideChangesLocked(bool take, ChangeBatch* batch) {
         }
         break;
       case RetryThreadChange::Kind::kStopCount:
-        if (c.count < 1) {
+        if (!tier_ok) {
+          status = invalid(absl::StrCat("tier: there is no retry tier ", c.tier));
+        } else if (c.count < 1) {
           status = invalid(absl::StrCat("count: must be at least 1, got ", c.count));
         } else {
-          const int n = std::min<int>(c.count, static_cast<int>(kept.size()));
-          stop.assign(kept.rbegin(), kept.rbegin() + n);
+          const int n = std::min<int>(c.count, static_cast<int>(kept_in_tier.size()));
+          stop.assign(kept_in_tier.rbegin(), kept_in_tier.rbegin() + n);
         }
         break;
       case RetryThreadChange::Kind::kStopIds: {
@@ -177,7 +197,9 @@ bool Engine::DecideChangesLocked(bool take, ChangeBatch* batch) {
         break;
       }
       case RetryThreadChange::Kind::kSetCount:
-        if (retry.autoscale.enabled) {
+        if (!tier_ok) {
+          status = invalid(absl::StrCat("tier: there is no retry tier ", c.tier));
+        } else if (retry.autoscale.enabled) {
           status = Refused(absl::StatusCode::kFailedPrecondition, reason::kAutoscaleActive,
                            "retry.autoscale is on and sets the number of retry threads itself; "
                            "nothing changed. Turn it off in the config to set a count");
@@ -189,28 +211,40 @@ bool Engine::DecideChangesLocked(bool take, ChangeBatch* batch) {
           status = in_order_refusal();
         } else if (c.count > running) {
           start = c.count - running;
-        } else if (running - c.count > static_cast<int>(kept.size())) {
+        } else if (running - c.count > static_cast<int>(kept_in_tier.size())) {
           status = Refused(absl::StatusCode::kAborted, reason::kConcurrentChange,
                            "a change applied together with this one starts threads it would "
                            "have to stop; nothing changed. Try again");
         } else {
-          stop.assign(kept.rbegin(), kept.rbegin() + (running - c.count));
+          stop.assign(kept_in_tier.rbegin(), kept_in_tier.rbegin() + (running - c.count));
         }
         break;
     }
-    if (status.ok() && !stop.empty() && !in_order() &&
-        running - static_cast<int>(stop.size()) < retry.min_threads) {
-      status = Refused(
-          absl::StatusCode::kFailedPrecondition, reason::kMinThreadsReached,
-          absl::StrCat("stopping ", stop.size(), " of the ", running, " retry threads would leave ",
-                       running - static_cast<int>(stop.size()), ", below retry.min_threads (",
-                       retry.min_threads, "); nothing stopped"));
+    if (status.ok() && !stop.empty() && !in_order()) {
+      // The floor holds in every tier the stop touches.
+      std::map<int, int> left, stopped;
+      for (int id : kept) ++left[tier_of[id]];
+      for (int id : starting) ++left[tier_of[id]];
+      for (int id : stop) ++stopped[tier_of[id]];
+      for (const auto& [tier, n] : stopped) {
+        if (left[tier] - n >= retry.min_threads) continue;
+        status = Refused(
+            absl::StatusCode::kFailedPrecondition, reason::kMinThreadsReached,
+            absl::StrCat("stopping ", n, " of the ", left[tier], " retry threads",
+                         tiers > 1 ? absl::StrCat(" of tier ", retry.tiers[tier].topic) : "",
+                         " would leave ", left[tier] - n, ", below retry.min_threads (",
+                         retry.min_threads, "); nothing stopped"));
+        break;
+      }
     }
     if (status.ok()) {
       changes = changes || start > 0 || !stop.empty();
       for (int id : stop) kept.erase(std::find(kept.begin(), kept.end(), id));
       std::vector<int> started;
-      for (int i = 0; i < start; ++i) started.push_back(next_id++);
+      for (int i = 0; i < start; ++i) {
+        tier_of[next_id] = c.tier;
+        started.push_back(next_id++);
+      }
       starting.insert(starting.end(), started.begin(), started.end());
       if (batch != nullptr) {
         std::vector<int>& stops = c.graceful ? batch->stop_graceful : batch->stop_now;
@@ -281,7 +315,8 @@ void Engine::RunChangeBatch(const ControlSlot& control, absl::Time deadline) {
   std::vector<std::unique_ptr<Worker>> started;
   std::vector<std::pair<PendingChange*, absl::Status>> failed;
   for (const auto& [id, change] : batch.start) {
-    absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kRetry, id);
+    absl::StatusOr<std::unique_ptr<Worker>> worker =
+        StartWorker(ThreadRole::kRetry, id, change->change.tier);
     if (worker.ok()) {
       started.push_back(*std::move(worker));
     } else {
@@ -359,18 +394,24 @@ absl::StatusOr<std::vector<int>> Ids(absl::StatusOr<RetryThreadChangeResult> res
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline) {
-  return Ids(ChangeRetryThreads(
-                 {.kind = RetryThreadChange::Kind::kStart, .count = count, .ids = {}}, deadline),
+absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline,
+                                                           int tier) {
+  return Ids(ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStart,
+                                 .count = count,
+                                 .ids = {},
+                                 .graceful = true,
+                                 .tier = tier},
+                                deadline),
              &RetryThreadChangeResult::started);
 }
 
 absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
-                                                          absl::Time deadline) {
+                                                          absl::Time deadline, int tier) {
   return Ids(ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStopCount,
                                  .count = count,
                                  .ids = {},
-                                 .graceful = graceful},
+                                 .graceful = graceful,
+                                 .tier = tier},
                                 deadline),
              &RetryThreadChangeResult::stopped);
 }

@@ -85,6 +85,7 @@ std::shared_ptr<const EngineSample> MetricsSampler::SampleOnce() {
   const std::vector<std::shared_ptr<const ThreadStats>> running = engine_.Threads();
   for (const auto& stats : running) add(stats);
   sample->retry_backlog = engine_.RetryBacklog(running);
+  sample->tier_backlog = engine_.TierBacklogs(running);
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
   sample->totals = engine_.Totals();
   sample->parked_keys = engine_.ParkedKeys();

@@ -77,6 +77,8 @@ struct EngineSample {
   EngineState state = EngineState::kCreated;
   Ordering ordering = Ordering::kUnordered;
   int64_t retry_backlog = 0;
+  // Each retry tier's backlog (Engine::TierBacklogs), by tier index.
+  std::vector<int64_t> tier_backlog;
   // Engine::Totals(), read after the threads: every thread ever, those long
   // stopped included.
   EngineTotals totals;

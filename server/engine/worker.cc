@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/retry_tiers.h"
 
 namespace retryd::engine {
 namespace {
@@ -36,7 +37,8 @@ uint64_t BackoffSeed(const EngineOptions& options, int id) {
   return std::random_device{}();
 }
 
-kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, ThreadRole role) {
+kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, ThreadRole role,
+                                          int tier) {
   kafka::ConsumerOptions c;
   c.bootstrap_servers = options.bootstrap_servers;
   c.properties = options.kafka_properties;
@@ -44,8 +46,10 @@ kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, 
     c.group_id = options.group_id;
     c.topics = options.input_topics;
   } else {
+    // Every tier's threads in one group, each subscribed to its tier's
+    // topic: the assignor gives a topic's partitions to its subscribers.
     c.group_id = absl::StrCat(options.group_id, ".retry");
-    c.topics = {options.retry.topic};
+    c.topics = {options.retry.tiers[tier].topic};
   }
   c.client_id = absl::StrCat("retryd-", ThreadRoleName(role), "-", id);
   return c;
@@ -53,10 +57,11 @@ kafka::ConsumerOptions ConsumerOptionsFor(const EngineOptions& options, int id, 
 
 }  // namespace
 
-Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
+Worker::Worker(int id, ThreadRole role, const WorkerContext& context, int tier)
     : id_(id),
       role_(role),
-      group_id_(ConsumerOptionsFor(*context.options, id, role).group_id),
+      tier_(role == ThreadRole::kRetry ? tier : -1),
+      group_id_(ConsumerOptionsFor(*context.options, id, role, tier).group_id),
       context_(context),
       mailbox_(std::make_shared<Mailbox>(id, role, context.options->max_in_flight / 2 + 1,
                                          context.parking)),
@@ -65,7 +70,9 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context)
              context.processor->asynchronous()
                  ? std::max(1, context.processor->max_concurrent_calls())
                  : 1),
-      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {}
+      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {
+  mailbox_->set_tier(tier_);
+}
 
 Worker::~Worker() {
   if (thread_.joinable()) {
@@ -76,7 +83,7 @@ Worker::~Worker() {
 
 absl::Status Worker::Start() {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
-      kafka::Consumer::Create(ConsumerOptionsFor(*context_.options, id_, role_), this);
+      kafka::Consumer::Create(ConsumerOptionsFor(*context_.options, id_, role_, tier_), this);
   mailbox_->SetGroup(group_id_, std::string());
   if (!consumer.ok()) {
     mailbox_->SetState(ThreadState::kFailed);
@@ -382,19 +389,22 @@ void Worker::HandleRetryRecord(const TopicPartition& tp,
 }
 
 void Worker::ClampDue(HeldRecord& held, int64_t now_ms) {
-  // No record waits longer than the longest backoff from when it is read: a
-  // due time further out (a foreign writer, a skewed clock, a lowered
-  // backoff.max_ms since it was written) would pin the partition's commit.
-  const int64_t latest = now_ms + context_.options->retry.backoff.max_ms;
+  // No record waits longer than its tier's longest delay (the backoff's
+  // max_ms, or the tier's delay_ms) from when it is read: a due time further
+  // out (a foreign writer, a skewed clock, a delay lowered since it was
+  // written) would pin the partition's commit.
+  const RetryOptions& retry = context_.options->retry;
+  const int64_t longest = TierMaxDelayMs(retry, retry.tiers[std::max(tier_, 0)]);
+  const int64_t latest = now_ms + longest;
   if (held.due_ms <= latest) return;
   const int64_t was = held.due_ms;
   held.due_ms = latest;
   mailbox_->counters.Add(&Counters::due_clamped);
   if (int64_t held_back = 0; clamp_log_.Allow(absl::Now(), &held_back)) {
     LogWarning("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
-               held.source_offset, " was due at ", was, " ms, more than retry.backoff.max_ms (",
-               context_.options->retry.backoff.max_ms, ") from now; it is due at ", latest,
-               " instead", LogThrottle::HeldBackNote(held_back));
+               held.source_offset, " was due at ", was, " ms, more than the tier's longest delay (",
+               longest, " ms) from now; it is due at ", latest, " instead",
+               LogThrottle::HeldBackNote(held_back));
   }
 }
 
@@ -550,7 +560,10 @@ void Worker::OnRetriableFailure(HeldRecord held, std::string reason) {
     held.first_failure_ms = now;
     held.first_error = reason;
   }
-  held.due_ms = now + backoff_.DelayMs(held.attempt);
+  // The next attempt's tier says how long it waits: its fixed delay, or
+  // the backoff (the single-topic form).
+  const RetryTier& next = retry.tiers[TierOfAttempt(retry.tiers, held.attempt + 1)];
+  held.due_ms = now + (next.delay_ms > 0 ? next.delay_ms : backoff_.DelayMs(held.attempt));
   held.attempt += 1;
   held.last_error = std::move(reason);
   held.deferred = false;
@@ -648,7 +661,10 @@ bool Worker::DrainLanes(absl::Time deadline) {
 
 HandOff Worker::ToRetryTopic(HeldRecord held, HandOffKind kind) const {
   const TopicPartition source = held.source;
-  HandOff h = RetryHandOff(std::move(held), kind, context_.options->retry.topic);
+  // To the topic of the tier that makes the record's next attempt.
+  const std::vector<RetryTier>& tiers = context_.options->retry.tiers;
+  const std::string& topic = tiers[TierOfAttempt(tiers, held.attempt)].topic;
+  HandOff h = RetryHandOff(std::move(held), kind, topic);
   h.tracker = partitions_.Tracker(source);
   return h;
 }
@@ -819,14 +835,19 @@ bool Worker::LookaheadFull(const TopicPartition& tp) const {
   int64_t held = role_ == ThreadRole::kPrimary ? RecordsAhead(tp)
                                                : static_cast<int64_t>(scheduler_.CountFor(tp));
   held += lanes_.WaitingFrom(tp);
-  return held >= context_.options->retry.lookahead;
+  return held >= Lookahead();
+}
+
+int Worker::Lookahead() const {
+  const RetryOptions& retry = context_.options->retry;
+  return role_ == ThreadRole::kRetry ? TierLookahead(retry, retry.tiers[tier_]) : retry.lookahead;
 }
 
 bool Worker::AnyLookaheadMayBeFull() const {
   if (InOrder()) return true;
   const int64_t held =
       static_cast<int64_t>(scheduler_.size()) + queue_.waiting() + lanes_.waiting();
-  return held >= context_.options->retry.lookahead;
+  return held >= Lookahead();
 }
 
 void Worker::ReconcilePauses() {

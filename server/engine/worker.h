@@ -80,7 +80,9 @@ namespace retryd::engine {
 
 class Worker : public kafka::ConsumerListener {
  public:
-  Worker(int id, ThreadRole role, const WorkerContext& context);
+  // A retry thread reads the topic of retry tier `tier` (an index into
+  // RetryOptions::tiers, normalized); a primary ignores it.
+  Worker(int id, ThreadRole role, const WorkerContext& context, int tier = 0);
   ~Worker() override;  // Requires Join() to have returned if Start() succeeded.
 
   Worker(const Worker&) = delete;
@@ -126,6 +128,7 @@ class Worker : public kafka::ConsumerListener {
 
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
+  int tier() const { return tier_; }  // -1 for a primary.
   // Shared so readers may keep it after the worker is gone.
   std::shared_ptr<const ThreadStats> stats() const { return mailbox_; }
 
@@ -271,12 +274,15 @@ class Worker : public kafka::ConsumerListener {
   // larger than the whole budget is read like any other and lets the
   // partitions resume once done. Counts budget_pauses on each crossing.
   bool OverBudget();
-  // Whether retry.lookahead records of `tp` are held: it is paused then.
+  // Whether Lookahead() records of `tp` are held: it is paused then.
   bool LookaheadFull(const TopicPartition& tp) const;
   // False when no partition can be LookaheadFull: all of them together hold
-  // fewer than retry.lookahead records. Not counted in order (RecordsAhead
+  // fewer than Lookahead() records. Not counted in order (RecordsAhead
   // counts more there): true.
   bool AnyLookaheadMayBeFull() const;
+  // Records held per partition before it pauses: its tier's look-ahead for a
+  // retry thread (TierLookahead), retry.lookahead for a primary.
+  int Lookahead() const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
   // Commits `offsets` and waits for the answer until `deadline`.
@@ -302,6 +308,7 @@ class Worker : public kafka::ConsumerListener {
 
   const int id_;
   const ThreadRole role_;
+  const int tier_;              // RetryOptions::tiers index of a retry thread; -1 for a primary.
   const std::string group_id_;  // Of its consumer: the group, or the retry group.
   const WorkerContext context_;
   const std::shared_ptr<Mailbox> mailbox_;

@@ -287,6 +287,13 @@ absl::StatusOr<CreatedTopics> CreateMissingTopics(
 absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
     const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
     const std::string& group_id, const std::string& topic) {
+  return Create(bootstrap_servers, properties, group_id, std::vector<std::string>{topic});
+}
+
+absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+    const std::string& group_id, std::vector<std::string> topics) {
+  if (topics.empty()) return absl::InvalidArgumentError("a lag probe needs a topic");
   Properties user = properties;
   user.emplace("client.id", "retryd-lag-probe");
   // A consumer handle that never subscribes reads the group's offsets
@@ -296,17 +303,23 @@ absl::StatusOr<std::unique_ptr<GroupLagProbe>> GroupLagProbe::Create(
   if (!conf.ok()) return conf.status();
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
-  return std::unique_ptr<GroupLagProbe>(new GroupLagProbe(*std::move(rk), group_id, topic));
+  return std::unique_ptr<GroupLagProbe>(
+      new GroupLagProbe(*std::move(rk), group_id, std::move(topics)));
 }
 
 absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<int> partitions = PartitionCount(rk_.get(), topic_, timeout);
+  return CommittedOn(topics_.front(), absl::Now() + timeout);
+}
+
+absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::CommittedOn(const std::string& topic,
+                                                                      absl::Time deadline) const {
+  absl::StatusOr<int> partitions =
+      PartitionCount(rk_.get(), topic, std::max(absl::ZeroDuration(), deadline - absl::Now()));
   if (!partitions.ok()) return partitions.status();
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)> list(
       rd_kafka_topic_partition_list_new(*partitions), rd_kafka_topic_partition_list_destroy);
   for (int p = 0; p < *partitions; ++p) {
-    rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p);
+    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), p);
   }
   const rd_kafka_resp_err_t err = rd_kafka_committed(rk_.get(), list.get(), RemainingMs(deadline));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -321,19 +334,31 @@ absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::Committed(absl::Durati
   return committed;
 }
 
-absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
+absl::StatusOr<std::vector<int64_t>> GroupLagProbe::MeasureEach(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<std::map<int32_t, int64_t>> committed = Committed(timeout);
-  if (!committed.ok()) return committed.status();
-  absl::StatusOr<std::vector<Watermarks>> watermarks =
-      QueryWatermarks(rk_.get(), topic_, static_cast<int>(committed->size()), deadline);
-  if (!watermarks.ok()) return watermarks.status();
-  int64_t lag = 0;
-  for (const auto& [partition, offset] : *committed) {
-    const Watermarks& w = (*watermarks)[partition];
-    const int64_t from = offset >= 0 ? std::max(offset, w.low) : w.low;
-    if (w.high > from) lag += w.high - from;
+  std::vector<int64_t> lags;
+  for (const std::string& topic : topics_) {
+    absl::StatusOr<std::map<int32_t, int64_t>> committed = CommittedOn(topic, deadline);
+    if (!committed.ok()) return committed.status();
+    absl::StatusOr<std::vector<Watermarks>> watermarks =
+        QueryWatermarks(rk_.get(), topic, static_cast<int>(committed->size()), deadline);
+    if (!watermarks.ok()) return watermarks.status();
+    int64_t lag = 0;
+    for (const auto& [partition, offset] : *committed) {
+      const Watermarks& w = (*watermarks)[partition];
+      const int64_t from = offset >= 0 ? std::max(offset, w.low) : w.low;
+      if (w.high > from) lag += w.high - from;
+    }
+    lags.push_back(lag);
   }
+  return lags;
+}
+
+absl::StatusOr<int64_t> GroupLagProbe::Measure(absl::Duration timeout) const {
+  absl::StatusOr<std::vector<int64_t>> each = MeasureEach(timeout);
+  if (!each.ok()) return each.status();
+  int64_t lag = 0;
+  for (int64_t l : *each) lag += l;
   return lag;
 }
 

@@ -68,24 +68,33 @@ class GroupLagProbe {
   static absl::StatusOr<std::unique_ptr<GroupLagProbe>> Create(
       const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
       const std::string& group_id, const std::string& topic);
+  // The group's lag on each of `topics` (at least one).
+  static absl::StatusOr<std::unique_ptr<GroupLagProbe>> Create(
+      const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+      const std::string& group_id, std::vector<std::string> topics);
 
   GroupLagProbe(const GroupLagProbe&) = delete;
   GroupLagProbe& operator=(const GroupLagProbe&) = delete;
 
-  // Blocks up to `timeout`.
+  // The lag summed over the topics. Blocks up to `timeout`.
   absl::StatusOr<int64_t> Measure(absl::Duration timeout) const;
+  // The lag on each topic, in the order given. Blocks up to `timeout`.
+  absl::StatusOr<std::vector<int64_t>> MeasureEach(absl::Duration timeout) const;
 
-  // The group's committed offset per partition of the topic (-1 where it
-  // has none). Blocks up to `timeout`.
+  // The group's committed offset per partition of the first topic (-1
+  // where it has none). Blocks up to `timeout`.
   absl::StatusOr<std::map<int32_t, int64_t>> Committed(absl::Duration timeout) const;
 
  private:
-  GroupLagProbe(HandlePtr rk, std::string group_id, std::string topic)
-      : rk_(std::move(rk)), group_id_(std::move(group_id)), topic_(std::move(topic)) {}
+  GroupLagProbe(HandlePtr rk, std::string group_id, std::vector<std::string> topics)
+      : rk_(std::move(rk)), group_id_(std::move(group_id)), topics_(std::move(topics)) {}
+
+  absl::StatusOr<std::map<int32_t, int64_t>> CommittedOn(const std::string& topic,
+                                                         absl::Time deadline) const;
 
   const HandlePtr rk_;
   const std::string group_id_;
-  const std::string topic_;
+  const std::vector<std::string> topics_;
 };
 
 // Whether the cluster answers: a metadata request for its brokers, over a

@@ -992,5 +992,70 @@ kafka {
   EXPECT_THAT(error, HasSubstr("cannot open \"/nonexistent/a\\ntest.textproto:1: b\""));
 }
 
+TEST(ConfigLoaderTest, RetryTiersMapToEngineOptions) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(R"(retry {
+  threads: 2
+  tiers { topic: "in.retry-1s" delay_ms: 1000 max_attempts: 3 }
+  tiers { topic: "in.retry-1m" delay_ms: 60000 threads: 1 }
+  tiers { topic: "in.retry-1h" delay_ms: 3600000 max_attempts: 2 threads: 0 }
+})"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const engine::RetryOptions& r = loaded->engine.retry;
+  ASSERT_EQ(r.tiers.size(), 3u);
+  EXPECT_EQ(r.tiers[0].topic, "in.retry-1s");
+  EXPECT_EQ(r.tiers[0].delay_ms, 1000);
+  EXPECT_EQ(r.tiers[0].max_attempts, 3);
+  EXPECT_EQ(r.tiers[0].threads, -1) << "retry.threads";
+  EXPECT_EQ(r.tiers[1].max_attempts, 1) << "the default";
+  EXPECT_EQ(r.tiers[1].threads, 1);
+  EXPECT_EQ(r.tiers[2].threads, 0);
+  EXPECT_EQ(r.topic, "") << "no single retry topic";
+  // The effective config states the attempts in all: 1 + 3 + 1 + 2.
+  EXPECT_EQ(loaded->proto.retry().max_attempts(), 7u);
+  EXPECT_EQ(r.max_attempts, 7);
+}
+
+TEST(ConfigLoaderTest, TieredExampleLoads) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigFile(ExamplePath("tiered.textproto"), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const engine::RetryOptions& r = loaded->engine.retry;
+  ASSERT_EQ(r.tiers.size(), 3u);
+  EXPECT_EQ(r.tiers[2].topic, "payments.retry-1h");
+  EXPECT_EQ(r.tiers[2].delay_ms, 3600000);
+  EXPECT_EQ(r.max_attempts, 7) << "as its comment says";
+}
+
+TEST(ConfigLoaderTest, RetryTiersAreCheckedWithLinesAndPaths) {
+  EXPECT_THAT(ErrorOf(WithBase("retry { tiers { topic: \"t1\" } }")),
+              HasSubstr("retry.tiers[0].delay_ms: required"));
+  EXPECT_THAT(ErrorOf(WithBase("retry {\n topic: \"r\"\n tiers { topic: \"t1\" delay_ms: 5 }\n}")),
+              HasSubstr("test.textproto:2: retry.topic: leave it out with tiers"));
+  EXPECT_THAT(
+      ErrorOf(WithBase("retry {\n max_attempts: 3\n tiers { topic: \"t1\" delay_ms: 5 }\n}")),
+      HasSubstr("test.textproto:2: retry.max_attempts: leave it out with tiers"));
+  EXPECT_THAT(ErrorOf(WithBase(
+                  "retry {\n backoff { initial_ms: 5 }\n tiers { topic: \"t1\" delay_ms: 5 }\n}")),
+              HasSubstr("retry.backoff: leave it out with tiers"));
+  EXPECT_THAT(ErrorOf(WithBase("retry { tiers { delay_ms: 5 } }")),
+              HasSubstr("retry.tiers[0].topic: required"));
+  EXPECT_THAT(ErrorOf(WithBase("retry {\n tiers { topic: \"t1\" delay_ms: 5 }\n tiers { topic: "
+                               "\"in\" delay_ms: 5 }\n}")),
+              HasSubstr("retry.tiers[1].topic"));
+  EXPECT_THAT(ErrorOf(WithBase("retry {\n tiers { topic: \"t1\" delay_ms: 604800001 }\n}")),
+              HasSubstr("retry.tiers[0].delay_ms: must be between 1 and 604800000"));
+  EXPECT_THAT(ErrorOf(WithBase("retry {\n tiers { topic: \"t1\" delay_ms: 5 max_attempts: 999 }\n "
+                               "tiers { topic: \"t2\" delay_ms: 5 max_attempts: 5 }\n}")),
+              HasSubstr("1 + the tiers' max_attempts must be at most 1000, got 1005"));
+  EXPECT_THAT(ErrorOf(WithBase(
+                  "retry {\n max_threads: 2\n tiers { topic: \"t1\" delay_ms: 5 threads: 3 }\n}")),
+              HasSubstr("retry.tiers[0].threads: must be at most retry.max_threads (2), got 3"));
+  EXPECT_THAT(
+      ErrorOf(WithBase("ordering: ORDERING_KEY\nretry { tiers { topic: \"t1\" delay_ms: 5 } }")),
+      HasSubstr("ORDERING_KEY with retry tiers is not supported"));
+  EXPECT_THAT(ErrorOf(WithBase("ordering: ORDERING_IN_ORDER\nretry { tiers { topic: \"t1\" "
+                               "delay_ms: 5 threads: 1 } }")),
+              HasSubstr("excludes retry threads"));
+}
+
 }  // namespace
 }  // namespace retryd

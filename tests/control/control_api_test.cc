@@ -171,6 +171,48 @@ TEST_F(ControlApiTest, GetStatusReportsEngineThreadsAndConfig) {
   }
   EXPECT_EQ(roles[v1::THREAD_ROLE_PRIMARY], 1);
   EXPECT_EQ(roles[v1::THREAD_ROLE_RETRY], 1);
+  // Without retry.tiers: one tier, the retry topic with the backoff, making
+  // attempts 2..max_attempts, read by the retry thread.
+  ASSERT_EQ(status.retry_tiers_size(), 1);
+  const v1::RetryTierStatus& tier = status.retry_tiers(0);
+  EXPECT_EQ(tier.topic(), engine_->topics.retry);
+  EXPECT_EQ(tier.delay_ms(), 0u);
+  EXPECT_EQ(tier.max_attempts(), 999u);
+  EXPECT_EQ(tier.first_attempt(), 2u);
+  EXPECT_EQ(tier.last_attempt(), 1000u);
+  EXPECT_EQ(tier.backlog(), status.retry_backlog());
+  for (const v1::ThreadInfo& t : status.threads()) {
+    if (t.role() == v1::THREAD_ROLE_RETRY) {
+      EXPECT_EQ(t.tier(), engine_->topics.retry);
+      EXPECT_THAT(tier.thread_ids(), ElementsAreArray({t.thread_id()}));
+    } else {
+      EXPECT_EQ(t.tier(), "");
+    }
+  }
+}
+
+TEST_F(ControlApiTest, ATierIsNamedByItsTopic) {
+  std::unique_ptr<v1::Control::Stub> stub = v1::Control::NewStub(Channel(Target()));
+  grpc::ClientContext context;
+  testing::Prepare(context, absl::Seconds(60));
+  v1::StartRetryThreadsRequest request;
+  request.set_count(1);
+  request.set_tier("no-such-tier");
+  v1::StartRetryThreadsResponse response;
+  const grpc::Status refused = stub->StartRetryThreads(&context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(
+      refused.error_message(),
+      HasSubstr(absl::StrCat("tier: no retry tier has topic \"no-such-tier\"; the tiers are ",
+                             engine_->topics.retry)));
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 1u) << "nothing started";
+
+  grpc::ClientContext named;
+  testing::Prepare(named, absl::Seconds(60));
+  request.set_tier(engine_->topics.retry);
+  ASSERT_TRUE(stub->StartRetryThreads(&named, request, &response).ok());
+  EXPECT_EQ(response.thread_ids_size(), 1);
+  EXPECT_EQ(RetryThreadIds(*client_).size(), 2u);
 }
 
 TEST_F(ControlApiTest, StartRetryThreadsValidatesCount) {

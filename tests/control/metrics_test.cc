@@ -206,6 +206,24 @@ TEST(MetricsUnitTest, FamiliesFollowTheCounterAndGaugeTables) {
   }
 }
 
+TEST(MetricsUnitTest, EachRetryTierHasItsBacklog) {
+  engine::EngineSample sample = TwoThreadSample();
+  sample.tier_backlog = {4, 0, 1200};
+  MetricsContext context;
+  context.tier_topics = {"r-1s", "r-1m", "r-1h"};
+  const std::vector<MetricFamily> families = MetricFamilies(sample, context);
+  const MetricFamily* family = FindFamily(families, "retryd_retry_tier_backlog");
+  ASSERT_NE(family, nullptr);
+  EXPECT_EQ(family->type, MetricType::Gauge);
+  std::map<std::string, double> by_tier;
+  for (const prometheus::ClientMetric& m : family->metric) {
+    ASSERT_EQ(m.label.size(), 1u);
+    EXPECT_EQ(m.label[0].name, "tier");
+    by_tier[m.label[0].value] = m.gauge.value;
+  }
+  EXPECT_EQ(by_tier, (std::map<std::string, double>{{"r-1s", 4}, {"r-1m", 0}, {"r-1h", 1200}}));
+}
+
 TEST(MetricsUnitTest, LatencyHistogramsHaveExactFixedBuckets) {
   engine::LatencyHistogram histogram;
   histogram.Record(absl::Microseconds(300));   // Under 512 us.

@@ -92,6 +92,10 @@ struct RetryThreadChange {
   int count = 0;
   std::vector<int> ids;
   bool graceful = true;  // A stop finishes in-flight hand-offs and commits first.
+  // The retry tier (index into options().retry.tiers) whose threads kStart,
+  // kStopCount and kSetCount count, start and stop; kStopIds stops threads
+  // of any tier. retry.max_threads and min_threads apply per tier.
+  int tier = 0;
 };
 
 // What one change did.
@@ -163,14 +167,17 @@ class Engine {
       RetryThreadChange change, absl::Time deadline = absl::InfiniteFuture())
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ChangeRetryThreads(kStart): `count` more retry threads; their ids.
+  // ChangeRetryThreads(kStart): `count` more retry threads of tier `tier`;
+  // their ids.
   absl::StatusOr<std::vector<int>> StartRetryThreads(int count,
-                                                     absl::Time deadline = absl::InfiniteFuture());
+                                                     absl::Time deadline = absl::InfiniteFuture(),
+                                                     int tier = 0);
 
   // ChangeRetryThreads(kStopCount): the `count` most recently started
-  // retry threads (all of them if fewer run); their ids.
+  // retry threads of tier `tier` (all of them if fewer run); their ids.
   absl::StatusOr<std::vector<int>> StopRetryThreads(int count, bool graceful,
-                                                    absl::Time deadline = absl::InfiniteFuture());
+                                                    absl::Time deadline = absl::InfiniteFuture(),
+                                                    int tier = 0);
 
   // ChangeRetryThreads(kStopIds): the retry threads `ids`; NOT_FOUND
   // (naming them) if any is not a running retry thread, and then none.
@@ -252,6 +259,15 @@ class Engine {
   // it (the control server's prober), and by a drain; of measurements that
   // overlap, the one begun last is kept.
   absl::StatusOr<int64_t> MeasureRetryBacklog(absl::Duration timeout);
+  // As MeasureRetryBacklog, each tier's backlog apart (in the order of
+  // options().retry.tiers); keeps them for TierBacklogs().
+  absl::StatusOr<std::vector<int64_t>> MeasureTierBacklogs(absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(tier_backlog_mu_);
+  // Each tier's retry backlog as last measured; before any measurement,
+  // what its running retry threads know of (their lag plus what they hold).
+  // `running` is Threads().
+  std::vector<int64_t> TierBacklogs(const std::vector<std::shared_ptr<const ThreadStats>>& running)
+      const ABSL_LOCKS_EXCLUDED(tier_backlog_mu_);
 
   // Stats of the threads that run now, by id.
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const;
@@ -286,8 +302,9 @@ class Engine {
          std::unique_ptr<kafka::Producer> producer,
          std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
-  // Starts a thread with a new id, or with `id` (reserved from next_id_).
-  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role, int id = 0);
+  // Starts a thread with a new id, or with `id` (reserved from next_id_);
+  // a retry thread of tier `tier`.
+  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(ThreadRole role, int id = 0, int tier = 0);
   // Posts a request `make` makes to every running thread; returns them by
   // thread id.
   template <typename Make>
@@ -383,19 +400,21 @@ class Engine {
   // deadline (whose error `late` writes) roll the switch back
   // (AbandonSwitch) and return an error. On success the input stays paused:
   // the caller switches and calls EndSwitch(). `mode` names the mode in
-  // messages; `*temporary` is the retry thread a rollback stops (0: none).
+  // messages; `*temporaries` are the retry threads a rollback stops.
   // REQUIRES: the control slot held.
   absl::Status PauseInputUntil(absl::string_view mode, absl::Time deadline,
-                               const Cancellation* cancel, const int* temporary,
+                               const Cancellation* cancel, const std::vector<int>* temporaries,
                                absl::FunctionRef<absl::StatusOr<bool>()> quiet,
                                absl::FunctionRef<absl::Status()> late) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends a PauseInputUntil that succeeded: ordering `to`, input resumed,
   // state RUNNING again.
   void EndSwitch(Ordering to) ABSL_LOCKS_EXCLUDED(mu_);
-  // Rolls a switch back: input resumed, `temporary` (a retry thread it
-  // started, or 0) stopped, state RUNNING again.
+  // Rolls a switch back: input resumed, `temporaries` (retry threads it
+  // started) stopped, state RUNNING again.
   // REQUIRES: the control slot held (by the switch it rolls back).
-  void AbandonSwitch(int temporary) ABSL_LOCKS_EXCLUDED(mu_);
+  void AbandonSwitch(const std::vector<int>& temporaries) ABSL_LOCKS_EXCLUDED(mu_);
+  // The retry tiers (indexes) no running retry thread reads.
+  std::vector<int> TiersWithoutThreads() const ABSL_LOCKS_EXCLUDED(mu_);
   // Starts retry threads as SetInOrder(false) says, then switches to `to`.
   // REQUIRES: `control` held.
   absl::StatusOr<std::vector<int>> SwitchOutOfInOrder(const ControlSlot& control, Ordering to)
@@ -425,6 +444,11 @@ class Engine {
   mutable absl::Mutex cluster_probe_mu_;
   mutable std::unique_ptr<kafka::ClusterProbe> cluster_probe_ ABSL_GUARDED_BY(cluster_probe_mu_);
   LatestMeasurement measured_retry_backlog_;
+  // The last kept MeasureTierBacklogs: the ticket it was measured under
+  // (the same sequence as measured_retry_backlog_'s) and each tier's value.
+  mutable absl::Mutex tier_backlog_mu_;
+  LatestMeasurement::Ticket tier_backlog_ticket_ ABSL_GUARDED_BY(tier_backlog_mu_) = 0;
+  std::vector<int64_t> tier_backlog_ ABSL_GUARDED_BY(tier_backlog_mu_);
   std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};
   DownstreamGate gate_;

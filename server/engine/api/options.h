@@ -24,16 +24,43 @@ struct AutoscaleOptions {
   int64_t idle_exit_ms = 60000;       // A retry thread with nothing to do this long stops.
 };
 
+// Most tiers RetryOptions::tiers may hold.
+inline constexpr int kMaxRetryTiers = 16;
+
+// One tier of tiered retry topics (RetryOptions::tiers): a retry topic
+// whose records all wait the same delay before each attempt it makes.
+struct RetryTier {
+  std::string topic;
+  // Fixed wait before each of the tier's attempts, from the failure before
+  // it; no jitter, so due times in a partition come in the order written.
+  // 0: retry.backoff's exponential backoff with jitter (the single-topic
+  // form, which EffectiveTiers makes).
+  int64_t delay_ms = 0;
+  int max_attempts = 1;  // Attempts the tier makes (>= 0).
+  int threads = -1;      // Retry threads started with the engine; -1: RetryOptions::threads.
+};
+
 struct RetryOptions {
-  std::string topic;     // Retry topic; required.
+  // Retry topic; required without `tiers`. With tiers, Engine::Create sets
+  // it to the first tier's topic.
+  std::string topic;
   int threads = 1;       // Retry threads started with the engine.
   int max_threads = 16;  // Cap for runtime and automatic starts.
   int min_threads = 0;   // Floor for stops, outside in-order mode.
   AutoscaleOptions autoscale;
-  int max_attempts = 5;  // Attempts in all, the primary's included.
+  // Attempts in all, the primary's included. With tiers, Engine::Create sets
+  // it to 1 + the sum of the tiers' max_attempts.
+  int max_attempts = 5;
   int lookahead = 1000;  // Records held per partition before pausing it.
   BackoffOptions backoff;
   uint64_t seed = 0;  // Jitter seed; 0 picks one at random.
+  // Tiered retry topics, in the order a record goes through them: a record
+  // that used up a tier's attempts goes to the next, and to the dead-letter
+  // topic after the last. Empty: the single `topic`, with `backoff` and
+  // max_attempts - 1 retries. threads, min_threads and max_threads count
+  // per tier. Engine::Create fills it in from the single-topic form (see
+  // retry_tiers.h), so the engine always runs on tiers.
+  std::vector<RetryTier> tiers;
 };
 
 // When the processor's downstream is taken for down (see DownstreamGate).

@@ -54,6 +54,10 @@ class ThreadStats {
 
   int id() const { return id_; }
   ThreadRole role() const { return role_; }
+  // A retry thread's tier (an index into RetryOptions::tiers); -1 for a
+  // primary thread. Set once, before the thread starts.
+  int tier() const { return tier_.load(std::memory_order_relaxed); }
+  void set_tier(int tier) { tier_.store(tier, std::memory_order_relaxed); }
 
   void SetState(ThreadState state) {
     if (state_.exchange(state, std::memory_order_relaxed) != state) {
@@ -150,6 +154,7 @@ class ThreadStats {
  private:
   const int id_;
   const ThreadRole role_;
+  std::atomic<int> tier_{-1};
   std::atomic<ThreadState> state_{ThreadState::kStarting};
   std::atomic<int64_t> state_since_ms_{absl::ToUnixMillis(absl::Now())};
   std::atomic<int64_t> loop_turned_ms_{absl::ToUnixMillis(absl::Now())};
