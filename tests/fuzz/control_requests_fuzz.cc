@@ -140,13 +140,14 @@ void CheckRequest(Rpc rpc, int max_threads, int running, absl::string_view bytes
       if (!Parse(bytes, request)) return;
       const absl::Status status = control::ValidateStopRetryThreadsRequest(request);
       if (!status.ok()) {
-        RequireInvalidArgument(status, {"count", "thread_ids"});
+        RequireInvalidArgument(status, {"count", "thread_ids", "tier"});
         return;
       }
       const bool by_ids = !request.thread_ids().empty();
       Require(by_ids ? request.count() == 0 && ValidThreadIds(request.thread_ids())
                      : request.count() >= 1,
               "an accepted stop names valid ids or a positive count, not both");
+      Require(!by_ids || request.tier().empty(), "a tier goes with a count, not with ids");
       CheckEngineIds(request.thread_ids());
       return;
     }
