@@ -95,6 +95,9 @@ TEST(DlqDialectsTest, WithDialectHeadersAppendsInOrderAndReplacesNeverDuplicates
   EXPECT_EQ(once[7].key, "kafka_dlt-exception-fqcn");
   EXPECT_EQ(Pairs(WithDialectHeaders(once, both, Meta(), "shop")), Pairs(once));
   EXPECT_EQ(Pairs(WithDialectHeaders(own, {}, Meta(), "shop")), Pairs(own));
+  const std::vector<DeadLetterDialect> twice = {DeadLetterDialect::kStreams,
+                                                DeadLetterDialect::kStreams};
+  EXPECT_EQ(WithDialectHeaders(own, twice, Meta(), "shop").size(), 2u + 6u);
 }
 
 TEST(DlqDialectsTest, EachDialectReadsBackWhatItWrote) {

@@ -297,7 +297,10 @@ Headers DialectHeaders(DeadLetterDialect dialect, const RetryMetadata& m, std::s
 Headers WithDialectHeaders(const Headers& headers, std::span<const DeadLetterDialect> dialects,
                            const RetryMetadata& m, std::string_view group) {
   Headers added;
-  for (DeadLetterDialect d : dialects) {
+  for (size_t i = 0; i < dialects.size(); ++i) {
+    const DeadLetterDialect d = dialects[i];
+    // Listed twice (the config refuses it; an embedder may not): once.
+    if (std::find(dialects.begin(), dialects.begin() + i, d) != dialects.begin() + i) continue;
     Headers more = DialectHeaders(d, m, group);
     added.insert(added.end(), std::make_move_iterator(more.begin()),
                  std::make_move_iterator(more.end()));

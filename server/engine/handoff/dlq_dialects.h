@@ -85,7 +85,8 @@ Headers StripDialectHeaders(const Headers& headers, DeadLetterDialect dialect);
 // group `group` read, in the order that dialect's own writer adds them.
 Headers DialectHeaders(DeadLetterDialect dialect, const RetryMetadata& m, std::string_view group);
 
-// `headers` followed by DialectHeaders() of each of `dialects`, in order;
+// `headers` followed by DialectHeaders() of each of `dialects`, in order
+// (one listed twice, once);
 // any header already there with a key one of them writes is removed first,
 // so writing twice never duplicates one.
 Headers WithDialectHeaders(const Headers& headers, std::span<const DeadLetterDialect> dialects,
