@@ -57,7 +57,8 @@ std::string FormatDeadLetters(const std::vector<v1::DeadLetter>& records, int64_
     rows.push_back({
         absl::StrCat(r.partition(), "@", r.offset()),
         FormatKey(r.key(), !r.key_null(), kMaxKeyWidth),
-        decoded ? absl::StrCat(r.attempts()) : "-",
+        // 0: another tool's dead letter that does not say.
+        decoded && r.attempts() > 0 ? absl::StrCat(r.attempts()) : "-",
         DeadLetteredAge(r, now_ms),
         r.error_reason().empty() ? "-" : SanitizeForTerminal(r.error_reason(), kMaxReasonWidth),
         decoded ? SanitizeForTerminal(absl::StrCat(r.original_topic(), "/", r.original_partition(),

@@ -507,8 +507,10 @@ order, reading page after page until N are shown or the list ends. Each row:
   ORIGIN            where it was read: TOPIC/PARTITION@OFFSET
   ERROR             its last error, cut to the terminal's width
 A line under the table says how many were shown, how many records were
-scanned, and whether more may remain. Records not written by retryd (their
-headers missing or malformed) show why in ERROR.
+scanned, and whether more may remain. Dead letters another tool wrote
+(Spring Kafka, Kafka Streams, KIP-1191 headers) are read by those headers:
+ATTEMPTS is "-" where the tool does not say. Records read by no one's
+headers (missing or malformed) show why in ERROR.
 
   --limit N            show at most N, 1..1000000 (default 100)
   --all-pages          show all of them (not with --limit)

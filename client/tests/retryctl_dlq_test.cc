@@ -102,6 +102,17 @@ TEST(RetryctlDlqFormatTest, Table) {
   EXPECT_EQ(FormatDeadLetters({}, 0, 0), "");
 }
 
+TEST(RetryctlDlqFormatTest, AnotherToolsDeadLetterShowsNoAttempts) {
+  v1::DeadLetter spring = Letter(0, 4, "k4");
+  spring.set_dialect("spring");
+  spring.set_attempts(0);  // Spring does not say.
+  spring.set_error_reason("");
+  const std::vector<std::string> lines = Lines(FormatDeadLetters({spring}, 1'060'000, 0));
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_THAT(lines[1], StartsWith("0@4               k4   -         1m00s ago      -       "
+                                   "orders/3@1004"));
+}
+
 TEST(RetryctlDlqFormatTest, ErrorIsCutToTheTerminalsWidth) {
   v1::DeadLetter letter = Letter(0, 1, "k");
   letter.set_error(std::string(200, 'e'));

@@ -356,6 +356,7 @@ class Validator {
     CheckLivenessStall(config);
     CheckControl(config);
     Number(*config.mutable_embedded(), root_.Child("embedded"), "partitions");
+    CheckDeadLetterDialects(config);
     if (!errors_.empty()) return errors_.ToStatus();
     return properties;
   }
@@ -768,6 +769,34 @@ class Validator {
     config.set_in_order(config.ordering() == v1::ORDERING_IN_ORDER);
   }
 
+  // Each a dialect, each once.
+  void CheckDeadLetterDialects(const v1::Config& config) {
+    constexpr absl::string_view kDialects =
+        "DEAD_LETTER_DIALECT_SPRING, DEAD_LETTER_DIALECT_STREAMS or DEAD_LETTER_DIALECT_KIP1191";
+    std::map<int, int> seen;  // Value -> its first index.
+    for (int i = 0; i < config.dead_letter_dialects_size(); ++i) {
+      const int value = config.dead_letter_dialects(i);
+      if (value == v1::DEAD_LETTER_DIALECT_UNSPECIFIED || !v1::DeadLetterDialect_IsValid(value)) {
+        // Text format refuses unknown names; a number slips through.
+        Error(root_, "dead_letter_dialects",
+              absl::StrCat("must be ", kDialects, ", got ",
+                           value == v1::DEAD_LETTER_DIALECT_UNSPECIFIED
+                               ? "DEAD_LETTER_DIALECT_UNSPECIFIED"
+                               : absl::StrCat(value)),
+              i);
+        continue;
+      }
+      auto [first, inserted] = seen.emplace(value, i);
+      if (!inserted) {
+        Error(root_, "dead_letter_dialects",
+              absl::StrCat(v1::DeadLetterDialect_Name(config.dead_letter_dialects(i)),
+                           " is listed twice (also dead_letter_dialects[", first->second,
+                           "]); list each dialect once"),
+              i);
+      }
+    }
+  }
+
   void CheckRetry(v1::Config& config) {
     v1::RetryConfig& retry = *config.mutable_retry();
     const Node node = root_.Child("retry");
@@ -1038,6 +1067,18 @@ class Validator {
   std::map<std::string, std::string> topic_roles_;  // Topic -> field path.
 };
 
+// `dialect` as the validator left it: never UNSPECIFIED.
+engine::DeadLetterDialect ToEngineDialect(int dialect) {
+  switch (dialect) {
+    case v1::DEAD_LETTER_DIALECT_STREAMS:
+      return engine::DeadLetterDialect::kStreams;
+    case v1::DEAD_LETTER_DIALECT_KIP1191:
+      return engine::DeadLetterDialect::kKip1191;
+    default:
+      return engine::DeadLetterDialect::kSpring;
+  }
+}
+
 // `ordering` as the validator left it: never ORDERING_UNSPECIFIED.
 engine::Ordering ToEngineOrdering(v1::Ordering ordering) {
   switch (ordering) {
@@ -1088,6 +1129,9 @@ engine::EngineOptions ToEngineOptions(const v1::Config& config,
   engine.max_held_bytes = static_cast<int64_t>(config.max_held_bytes());
   engine.shutdown_timeout_ms = static_cast<int>(config.shutdown_timeout_ms());
   engine.liveness_stall_ms = static_cast<int64_t>(config.liveness_stall_ms());
+  for (int dialect : config.dead_letter_dialects()) {
+    engine.dead_letter_dialects.push_back(ToEngineDialect(dialect));
+  }
   if (config.processor().has_grpc()) {
     // Zero stands for the default (DownstreamOptions), as in config.proto.
     const v1::GrpcProcessorConfig& grpc = config.processor().grpc();

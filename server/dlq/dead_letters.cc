@@ -1,6 +1,7 @@
 #include "server/dlq/dead_letters.h"
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/common/error_reason.h"
+#include "server/engine/handoff/dlq_dialects.h"
 #include "server/engine/handoff/retry_headers.h"
 
 namespace retryd::dlq {
@@ -36,6 +38,9 @@ const std::string* LastHeader(const Headers& headers, std::string_view key) {
 
 constexpr absl::string_view kTokenVersion = "c1";
 
+// DeadLetter.dialect of a record retryd wrote.
+constexpr std::string_view kRetrydDialect = "retryd";
+
 }  // namespace
 
 v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
@@ -50,7 +55,12 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
     out.set_value_size(static_cast<int64_t>(record.value->size()));
     out.set_value(record.value->substr(0, max_value_bytes));
   }
-  for (const Header& h : engine::StripRetrydHeaders(record.headers)) {
+  const Headers own = engine::StripRetrydHeaders(record.headers);
+  // Retryd's own first; another tool's only where retryd's are absent
+  // (its lineage headers aside, which any redriven record carries).
+  std::optional<engine::DeadLetterDialect> dialect;
+  if (own.size() == record.headers.size()) dialect = engine::DetectDialect(record.headers);
+  for (const Header& h : dialect ? engine::StripDialectHeaders(own, *dialect) : own) {
     if (h.key == kRedrivenFromHeader || h.key == kRedriveCountHeader) continue;
     v1::DeadLetterHeader* header = out.add_headers();
     header->set_key(h.key);
@@ -65,7 +75,18 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
     out.set_redriven_from(*v);
   }
   if (const std::string* v = LastHeader(record.headers, kTruncatedHeader)) out.set_truncated(*v);
-  absl::StatusOr<engine::RetryMetadata> meta = engine::ParseRetryHeaders(record.headers);
+  // A record with neither retryd's headers nor another tool's is described
+  // by the first retryd header missing. Another tool's leave the fields
+  // retryd alone knows empty.
+  absl::StatusOr<engine::RetryMetadata> meta;
+  if (dialect) {
+    const engine::DeadLetterDialect d = *dialect;
+    out.set_dialect(std::string(engine::DialectName(d)));
+    meta = engine::ParseDialectHeaders(record.headers, d, record.timestamp_ms);
+  } else {
+    if (own.size() != record.headers.size()) out.set_dialect(std::string(kRetrydDialect));
+    meta = engine::ParseRetryHeaders(record.headers);
+  }
   if (!meta.ok()) {
     out.set_decode_error(std::string(meta.status().message()));
     return out;
@@ -234,7 +255,15 @@ OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
     }
     return h;
   }();
-  if (target.topic.empty()) {
+  const std::optional<engine::DeadLetterDialect> foreign =
+      engine::DialectFromName(decoded.dialect());
+  if (foreign) {
+    // retryd never had its retry state: it starts over, as new, without
+    // the other tool's headers.
+    out.topic = target.topic.empty() ? decoded.original_topic() : target.topic;
+    out.partition = target.topic.empty() ? decoded.original_partition() : -1;
+    out.headers = engine::StripDialectHeaders(lineage_free, *foreign);
+  } else if (target.topic.empty()) {
     if (target.reset_attempts) {
       out.topic = decoded.original_topic();
       out.partition = decoded.original_partition();

@@ -24,7 +24,9 @@ inline constexpr uint32_t kDefaultValueBytes = 1024;
 inline constexpr uint32_t kMaxValueBytes = 1 << 20;
 
 // `record` (read from the dead-letter topic) with its retryd headers
-// decoded, and at most `max_value_bytes` of its value.
+// decoded, or when it has none, those of the first other tool's dialect it
+// has (Spring, Streams, KIP-1191; see DeadLetter.dialect), and at most
+// `max_value_bytes` of its value.
 v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes);
 
 // INVALID_ARGUMENT (INVALID_FIELD) naming the field when `filter` cannot
@@ -77,6 +79,10 @@ struct RedriveTarget {
 //  - to a topic: the dead letter's key and value, partitioned by key, its
 //    headers without retryd's retry state with reset_attempts, as they
 //    were without it.
+// A dead letter another tool wrote (decoded.dialect() one of its
+// dialects) starts over as new whatever reset_attempts says: to its
+// original topic and partition, or to the topic, partitioned by key, with
+// its headers but that tool's.
 // Every one carries retryd-redriven-from and retryd-redrive-count (one more
 // than the dead letter's).
 OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,

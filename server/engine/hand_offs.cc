@@ -233,7 +233,8 @@ HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& erro
 
 HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const std::string& dead_letter_topic, size_t max_message_bytes,
-                         const DeadLetterStamp& stamp) {
+                         const DeadLetterStamp& stamp, std::span<const DeadLetterDialect> dialects,
+                         std::string_view group) {
   const size_t refused_size = RecordWireSize(hand_off.record);
   if (hand_off.unfitted == nullptr) {
     // The first refusal: the record to fit is the dead-letter record the
@@ -256,7 +257,8 @@ HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
     unfitted->topic = dead_letter_topic;
     unfitted->key = std::move(hand_off.record.key);
     unfitted->value = std::move(hand_off.record.value);
-    unfitted->headers = WithDeadLetterHeaders(hand_off.record.headers, meta, stamp);
+    unfitted->headers = WithDialectHeaders(
+        WithDeadLetterHeaders(hand_off.record.headers, meta, stamp), dialects, meta, group);
     hand_off.unfitted = std::move(unfitted);
   }
   hand_off.fit += 1;
@@ -271,6 +273,13 @@ HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
   return hand_off;
 }
 
+void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dialects,
+                       std::string_view group) {
+  if (dialects.empty()) return;
+  hand_off.record.headers =
+      WithDialectHeaders(hand_off.record.headers, dialects, hand_off.origin, group);
+}
+
 HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
                    std::shared_ptr<HandOffMailbox> mailbox)
     : options_(options), producer_(producer), mailbox_(std::move(mailbox)) {}
@@ -278,6 +287,11 @@ HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
 void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
   mailbox_->in_flight.fetch_add(1, std::memory_order_relaxed);
   hand_off.in_order = in_order;
+  // Every dead-letter record gets them here, whichever path made it; a
+  // fitted one got them when it was fitted. Sent again, it gets the same.
+  if (hand_off.kind == HandOffKind::kDeadLetter && hand_off.fit == 0) {
+    AddDialectHeaders(hand_off, options_.dead_letter_dialects, options_.group_id);
+  }
   // The delivery owns the hand-off, so its value outlives the delivery
   // report: Kafka reads it in place rather than holding a copy.
   auto emitted = std::make_unique<EmittedHandOff>(mailbox_, std::move(hand_off));
@@ -460,7 +474,8 @@ void HandOffs::DrainRedo(bool force, bool in_order) {
       Emit(FittedDeadLetter(std::move(h), redo.refused, options_.dead_letter_topic,
                             static_cast<size_t>(producer_.max_message_bytes()),
                             {absl::ToUnixMillis(absl::Now()),
-                             DeadLetteredBy(options_.instance_name, mailbox_->id())}),
+                             DeadLetteredBy(options_.instance_name, mailbox_->id())},
+                            options_.dead_letter_dialects, options_.group_id),
            in_order);
       continue;
     }

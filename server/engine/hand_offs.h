@@ -20,6 +20,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -32,6 +33,7 @@
 #include "server/engine/byte_charge.h"
 #include "server/engine/due_scheduler.h"
 #include "server/engine/handoff/completion_tracker.h"
+#include "server/engine/handoff/dlq_dialects.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/in_flight.h"
 #include "server/engine/ordering/key_parking.h"
@@ -204,10 +206,20 @@ HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& erro
                                    const DeadLetterStamp& stamp);
 // The dead-letter record that replaces `hand_off`, refused by Kafka because
 // of `why`, in the next smaller form: under `max_message_bytes`, and then
-// the smallest form. `stamp` is used when it is first fitted.
+// the smallest form. `stamp` is used when it is first fitted, and so are
+// `dialects`: their headers (for consumer group `group`) describe it, and
+// are kept as its retryd headers are.
 HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const std::string& dead_letter_topic, size_t max_message_bytes,
-                         const DeadLetterStamp& stamp);
+                         const DeadLetterStamp& stamp,
+                         std::span<const DeadLetterDialect> dialects = {},
+                         std::string_view group = {});
+// Adds to a dead-letter hand-off's record the headers of `dialects`
+// describing its origin, for consumer group `group` (WithDialectHeaders):
+// done for each dead-letter record as it is emitted, but for a fitted one,
+// which has them already.
+void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dialects,
+                       std::string_view group);
 
 class HandOffs {
  public:

@@ -312,6 +312,29 @@ TEST(ConfigLoaderTest, MaxHeldBytesTakesZeroForNoLimitAndItsBounds) {
             "1099511627776, got 1099511627777");
 }
 
+TEST(ConfigLoaderTest, DeadLetterDialectsAreNoneByDefaultAndEachListedOnce) {
+  absl::StatusOr<LoadedConfig> loaded = Load(WithBase(""));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->engine.dead_letter_dialects, IsEmpty());
+  loaded = Load(
+      WithBase("dead_letter_dialects: [DEAD_LETTER_DIALECT_KIP1191, DEAD_LETTER_DIALECT_SPRING, "
+               "DEAD_LETTER_DIALECT_STREAMS]"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->engine.dead_letter_dialects,
+              ElementsAre(engine::DeadLetterDialect::kKip1191, engine::DeadLetterDialect::kSpring,
+                          engine::DeadLetterDialect::kStreams));
+  EXPECT_EQ(ErrorOf(WithBase("dead_letter_dialects: [DEAD_LETTER_DIALECT_SPRING, "
+                             "DEAD_LETTER_DIALECT_SPRING]")),
+            "test.textproto:1: dead_letter_dialects[1]: DEAD_LETTER_DIALECT_SPRING is listed "
+            "twice (also dead_letter_dialects[0]); list each dialect once");
+  EXPECT_EQ(ErrorOf(WithBase("dead_letter_dialects: DEAD_LETTER_DIALECT_UNSPECIFIED")),
+            "test.textproto:1: dead_letter_dialects[0]: must be DEAD_LETTER_DIALECT_SPRING, "
+            "DEAD_LETTER_DIALECT_STREAMS or DEAD_LETTER_DIALECT_KIP1191, got "
+            "DEAD_LETTER_DIALECT_UNSPECIFIED");
+  EXPECT_THAT(ErrorOf(WithBase("dead_letter_dialects: 9")),
+              HasSubstr("dead_letter_dialects[0]: must be DEAD_LETTER_DIALECT_SPRING"));
+}
+
 TEST(ConfigLoaderTest, GrpcProcessorDefaultsAreFilledIn) {
   absl::StatusOr<LoadedConfig> loaded = Load(WithGrpc("  target: \"localhost:50061\""));
   ASSERT_TRUE(loaded.ok()) << loaded.status();

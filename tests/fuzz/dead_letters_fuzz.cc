@@ -9,10 +9,13 @@
 // Beyond "no crash, no sanitizer report", it checks: a token decodes or is
 // INVALID_ARGUMENT (INVALID_FIELD), and a decoded one encodes back to a token
 // that decodes the same; a dead letter decodes with a decode_error exactly
-// when its retry headers do not parse; a filter made of a record's own
-// fields selects it; the record a redrive sends back through the retry
-// topic parses, with one attempt more, and carries the redrive count once,
-// one more than before.
+// when its retry headers do not parse, or, without retryd's headers, those
+// of the dialect it has (dlq_dialects.h), whose name it then gives; a
+// filter made of a record's own fields selects it; the record a redrive
+// sends back through the retry topic parses, with one attempt more, and
+// carries the redrive count once, one more than before; a foreign dead
+// letter goes back to its original topic and partition without its
+// dialect's headers.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "server/common/error_reason.h"
 #include "server/dlq/dead_letters.h"
+#include "server/engine/handoff/dlq_dialects.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -64,9 +68,17 @@ void CheckDeadLetter(const std::string& key, const Headers& headers) {
   record.value = "value";
   record.headers = headers;
   const v1::DeadLetter dead = dlq::DecodeDeadLetter(record, 2);
-  const absl::StatusOr<engine::RetryMetadata> meta = engine::ParseRetryHeaders(headers);
+  const bool retryds = engine::StripRetrydHeaders(headers).size() != headers.size();
+  std::optional<engine::DeadLetterDialect> dialect;
+  if (!retryds) dialect = engine::DetectDialect(headers);
+  const absl::StatusOr<engine::RetryMetadata> meta =
+      dialect ? engine::ParseDialectHeaders(headers, *dialect, record.timestamp_ms)
+              : engine::ParseRetryHeaders(headers);
   Require(meta.ok() == dead.decode_error().empty(),
-          "decode_error is set exactly when the retry headers do not parse");
+          "decode_error is set exactly when the dialect's headers do not parse");
+  Require(dead.dialect() ==
+              (dialect ? engine::DialectName(*dialect) : std::string_view(retryds ? "retryd" : "")),
+          "the dialect read is named", dead.dialect());
   Require(dead.value().size() <= 2 && dead.value_size() == 5, "the value is cut, its size kept");
 
   v1::DeadLetterFilter own;
@@ -84,6 +96,18 @@ void CheckDeadLetter(const std::string& key, const Headers& headers) {
   Require(dlq::Matches(own, dead), "a filter of the record's own fields selects it",
           own.DebugString());
   if (!meta.ok()) return;
+
+  if (dialect) {
+    const OutgoingRecord out =
+        dlq::RedriveRecord(record, dead, {"", false, "orders.retry"}, "orders.dlq", 1);
+    Require(out.topic == dead.original_topic() && out.partition == dead.original_partition(),
+            "a foreign dead letter goes back to its origin");
+    for (const Header& h : out.headers) {
+      Require(engine::StripDialectHeaders({h}, *dialect).size() == 1,
+              "a foreign dead letter is redriven without its dialect's headers", h.key);
+    }
+    return;
+  }
 
   const OutgoingRecord out = dlq::RedriveRecord(record, dead, {"", false, "orders.retry"},
                                                 "orders.dlq", 1'700'000'000'000);

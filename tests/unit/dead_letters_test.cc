@@ -174,6 +174,135 @@ std::optional<std::string> HeaderOf(const OutgoingRecord& r, std::string_view ke
   return out;
 }
 
+// A dead letter as Spring Kafka's DeadLetterPublishingRecoverer writes it:
+// the original headers, then the exception's, then the origin's (binary).
+Record SpringDeadLetter() {
+  Record r;
+  r.topic = "orders.DLT";
+  r.partition = 0;
+  r.offset = 12;
+  r.timestamp_ms = 1'700'000'003'000;
+  r.key = "order-9";
+  r.value = "payload";
+  r.headers = {{"trace", "t9"},
+               {"kafka_dlt-exception-fqcn", "org.springframework.kafka.ListenerExecutionFailed"},
+               {"kafka_dlt-exception-message", "Listener failed; card declined"},
+               {"kafka_dlt-exception-stacktrace", "...\n\tat com.example.Listener"},
+               {"kafka_dlt-original-topic", "orders"},
+               {"kafka_dlt-original-partition", std::string("\x00\x00\x00\x03", 4)},
+               {"kafka_dlt-original-offset", std::string("\x00\x00\x00\x00\x00\x00\x01\x02", 8)},
+               {"kafka_dlt-original-timestamp", std::string("\x00\x00\x01\x8B\xCF\xE5\x68\x00", 8)},
+               {"kafka_dlt-original-timestamp-type", "CreateTime"},
+               {"kafka_dlt-original-consumer-group", "shop"}};
+  return r;
+}
+
+TEST(DecodeDeadLetterTest, RetrydsOwnSaySo) {
+  EXPECT_EQ(DecodeDeadLetter(DeadLetter(), 0).dialect(), "retryd");
+}
+
+TEST(DecodeDeadLetterTest, SpringsHeadersGiveTheOrigin) {
+  const v1::DeadLetter d = DecodeDeadLetter(SpringDeadLetter(), 1024);
+  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
+  EXPECT_EQ(d.dialect(), "spring");
+  EXPECT_EQ(d.original_topic(), "orders");
+  EXPECT_EQ(d.original_partition(), 3);
+  EXPECT_EQ(d.original_offset(), 258);
+  EXPECT_EQ(d.original_timestamp_unix_ms(), 1'700'000'000'000);
+  EXPECT_EQ(d.error(), "Listener failed; card declined");
+  EXPECT_EQ(d.attempts(), 0);  // Spring does not say.
+  // Its headers are not repeated as the record's own.
+  ASSERT_EQ(d.headers_size(), 1);
+  EXPECT_EQ(d.headers(0).key(), "trace");
+  v1::DeadLetterFilter by_origin;
+  by_origin.set_original_topic("orders");
+  by_origin.set_error_contains("declined");
+  EXPECT_TRUE(Matches(by_origin, d));
+}
+
+TEST(DecodeDeadLetterTest, StreamsAndKip1191HeadersGiveTheOrigin) {
+  Record streams = SpringDeadLetter();
+  streams.headers = {{"__streams.errors.exception", "java.lang.IllegalStateException"},
+                     {"__streams.errors.message", std::nullopt},
+                     {"__streams.errors.stacktrace", "java.lang.IllegalStateException\n"},
+                     {"__streams.errors.topic", "payments"},
+                     {"__streams.errors.partition", "7"},
+                     {"__streams.errors.offset", "1234"}};
+  v1::DeadLetter d = DecodeDeadLetter(streams, 1024);
+  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
+  EXPECT_EQ(d.dialect(), "streams");
+  EXPECT_EQ(d.original_topic(), "payments");
+  EXPECT_EQ(d.original_partition(), 7);
+  EXPECT_EQ(d.original_offset(), 1234);
+  // Streams gives the dead letter the failed record's timestamp.
+  EXPECT_EQ(d.original_timestamp_unix_ms(), 1'700'000'003'000);
+  EXPECT_EQ(d.error(), "java.lang.IllegalStateException");  // No message: the class.
+  EXPECT_EQ(d.headers_size(), 0);
+
+  Record kip = SpringDeadLetter();
+  kip.headers = {{"h", "v"},
+                 {"__dlq.errors.topic", "jobs"},
+                 {"__dlq.errors.partition", "0"},
+                 {"__dlq.errors.offset", "5"},
+                 {"__dlq.errors.group", "workers"},
+                 {"__dlq.errors.delivery.count", "5"},
+                 {"__dlq.errors.message", "Offset delivery count exceeded the threshold."}};
+  d = DecodeDeadLetter(kip, 1024);
+  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
+  EXPECT_EQ(d.dialect(), "kip1191");
+  EXPECT_EQ(d.original_topic(), "jobs");
+  EXPECT_EQ(d.original_offset(), 5);
+  EXPECT_EQ(d.original_timestamp_unix_ms(), -1);
+  EXPECT_EQ(d.attempts(), 5);
+  EXPECT_EQ(d.error(), "Offset delivery count exceeded the threshold.");
+  ASSERT_EQ(d.headers_size(), 1);
+  EXPECT_EQ(d.headers(0).key(), "h");
+}
+
+TEST(DecodeDeadLetterTest, MalformedDialectHeadersAreNamed) {
+  Record r = SpringDeadLetter();
+  r.headers[5].value = std::string("\x03", 1);  // kafka_dlt-original-partition
+  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_EQ(d.dialect(), "spring");
+  EXPECT_EQ(d.decode_error(),
+            "header kafka_dlt-original-partition is not a 4-byte big-endian integer: 1 bytes");
+  v1::DeadLetterFilter by_origin;
+  by_origin.set_original_topic("orders");
+  EXPECT_FALSE(Matches(by_origin, d));
+}
+
+TEST(DecodeDeadLetterTest, RetrydsOwnComeFirst) {
+  // A retryd dead letter that also carries Spring's headers reads as retryd's.
+  Record r = DeadLetter();
+  for (const Header& h : SpringDeadLetter().headers) r.headers.push_back(h);
+  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_EQ(d.dialect(), "retryd");
+  EXPECT_EQ(d.original_partition(), 2);
+}
+
+TEST(RedriveRecordTest, AForeignDeadLetterStartsOverAtItsOrigin) {
+  Record dead = SpringDeadLetter();
+  dead.headers.push_back({"retryd-redrive-count", "1"});  // Redriven once, dead-lettered again.
+  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  ASSERT_EQ(d.dialect(), "spring");
+  EXPECT_EQ(d.redrive_count(), 1);
+  for (bool reset : {false, true}) {
+    const OutgoingRecord out = RedriveRecord(dead, d, {"", reset, "orders.retry"}, "orders.DLT", 5);
+    EXPECT_EQ(out.topic, "orders");
+    EXPECT_EQ(out.partition, 3);
+    EXPECT_EQ(out.key, dead.key);
+    EXPECT_EQ(out.value, dead.value);
+    EXPECT_THAT(out.headers, ElementsAre(Header{"trace", "t9"},
+                                         Header{"retryd-redriven-from", "orders.DLT/0@12"},
+                                         Header{"retryd-redrive-count", "2"}));
+  }
+  const OutgoingRecord named = RedriveRecord(dead, d, {"audit", false, "r"}, "orders.DLT", 5);
+  EXPECT_EQ(named.topic, "audit");
+  EXPECT_EQ(named.partition, -1);
+  EXPECT_EQ(named.headers.size(), 3u);
+  EXPECT_EQ(HeaderOf(named, "kafka_dlt-original-topic"), std::nullopt);
+}
+
 TEST(RedriveRecordTest, ToTheOriginAsNew) {
   const Record dead = DeadLetter();
   const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);

@@ -85,6 +85,18 @@ enum class Ordering {
 };
 const char* OrderingName(Ordering ordering);
 
+// Another tool's dead-letter headers, written beside retryd's own on every
+// dead-letter record (see handoff/dlq_dialects.h and docs/operating.md,
+// "Dead letters").
+enum class DeadLetterDialect {
+  // Spring Kafka's DeadLetterPublishingRecoverer: kafka_dlt-*.
+  kSpring,
+  // Kafka Streams' dead-letter queue (KIP-1034): __streams.errors.*.
+  kStreams,
+  // Share groups' dead-letter queues (KIP-1191, experimental): __dlq.errors.*.
+  kKip1191,
+};
+
 struct EngineOptions {
   std::string bootstrap_servers;                        // Required.
   std::map<std::string, std::string> kafka_properties;  // Passed to librdkafka.
@@ -110,6 +122,10 @@ struct EngineOptions {
   // Engine::Liveness). The config keeps it above the longest processor call
   // plus shutdown_timeout_ms: a turn may wait that long on purpose.
   int64_t liveness_stall_ms = 120000;
+  // The dialects whose headers every dead-letter record carries too, each
+  // once, in this order after retryd's own. Empty (the default): retryd's
+  // alone.
+  std::vector<DeadLetterDialect> dead_letter_dialects;
 };
 
 }  // namespace retryd::engine

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/engine/handoff/dlq_dialects.h"
 
 namespace retryd::engine {
 namespace {
@@ -221,6 +222,15 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   return m;
 }
 
+absl::StatusOr<int64_t> ParseDecimalHeader(std::string_view name, std::string_view value,
+                                           int64_t min, int64_t max) {
+  return ParseIntInRange(Av(name), Av(value), min, max);
+}
+
+absl::Status ValidateTopicHeader(std::string_view name, std::string_view topic) {
+  return ValidateTopic(Av(name), Av(topic));
+}
+
 std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
   if (s.size() <= max_bytes) return std::string(s);
   auto is_continuation = [](unsigned char c) { return (c & 0xC0) == 0x80; };
@@ -283,7 +293,8 @@ OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes
       kRecordFramingBytes + kTruncatedHeader.size() + kTruncatedHeaderBytes + kHeaderFramingBytes;
   for (const Header& h : dead_letter.headers) {
     if (h.key == kTruncatedHeader) continue;  // Fitted before: sized afresh below.
-    if (absl::StartsWith(h.key, Av(kRetrydHeaderPrefix))) {
+    // Another tool's dead-letter headers describe the record as retryd's do.
+    if (absl::StartsWith(h.key, Av(kRetrydHeaderPrefix)) || IsDialectHeader(h.key)) {
       out.headers.push_back(h);
       used += HeaderSize(h);
     } else {

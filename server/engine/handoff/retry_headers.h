@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/model/record.h"
 
@@ -139,6 +140,14 @@ Headers WithDeadLetterHeaders(const Headers& original, const RetryMetadata& m,
 //   header retryd-attempt has a null value
 absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers);
 
+// The checks ParseRetryHeaders makes of one header's value, for readers of
+// other tools' dead-letter headers (dlq_dialects.h): `value` as plain
+// decimal in [min, max], and `topic` as a valid Kafka topic name. Errors
+// name the header `name`, as ParseRetryHeaders' do.
+absl::StatusOr<int64_t> ParseDecimalHeader(std::string_view name, std::string_view value,
+                                           int64_t min, int64_t max);
+absl::Status ValidateTopicHeader(std::string_view name, std::string_view topic);
+
 // Returns the longest prefix of `s` of at most `max_bytes` bytes that does not
 // end inside a UTF-8 multi-byte sequence. Bytes that are not valid UTF-8 are
 // treated as single characters, so binary input is cut at max_bytes.
@@ -154,7 +163,8 @@ size_t RecordWireSize(const OutgoingRecord& record);
 // The form of `dead_letter` (a dead-letter record: the original key, value
 // and headers plus its retryd headers) that fits in `max_bytes` as counted
 // by RecordWireSize(), for a record Kafka refused as it was. Its retryd
-// headers are always kept; then, while they fit, the key, the original
+// headers, and other tools' dead-letter headers (IsDialectHeader), are
+// always kept; then, while they fit, the key, the original
 // headers (in order, each whole or not at all) and as much of the value as
 // fits (cut at a byte boundary: values are opaque). What does not fit is
 // left out (null). A retryd-truncated header is added:
