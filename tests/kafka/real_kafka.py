@@ -553,9 +553,18 @@ class Groups:
         """Every partition committed to its end (so none is left paused)."""
         return not self.behind()
 
-    def describe(self):
+    def state_or_none(self):
+        """state(), or None when the offsets cannot be read."""
         try:
-            return ", ".join(f"{g} committed {c}/{e}" for g, c, e in self.state())
+            return self.state()
+        except KafkaError:
+            return None
+
+    def describe(self, state=None):
+        """`state` (read now when None) for a log line."""
+        try:
+            return ", ".join(f"{g} committed {c}/{e}"
+                             for g, c, e in (state if state is not None else self.state()))
         except KafkaError as e:
             return f"offsets unknown ({e!r})"
 
