@@ -57,6 +57,8 @@ RUNTIME_PACKAGES=(
 # judges a live /metrics scrape (control.MetricsPromtoolTest).
 TEST_PACKAGES=(
   prometheus
+  # The console's browser test (label `browser`) drives Debian's Chromium.
+  chromium
 )
 
 say() { printf 'setup.sh: %s\n' "$*"; }
@@ -96,6 +98,17 @@ else
   say "packages installed"
 fi
 
+# The browser test's driver runs on Node.js with npm: Debian's, unless the
+# machine has them already (a packaged Node.js may bring its own npm).
+if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" ]] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+  if [[ "$(id -u)" -ne 0 ]]; then
+    die "node and npm are missing: install Debian's nodejs and npm as root, or run this script as root"
+  fi
+  say "installing nodejs and npm"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nodejs npm
+fi
+
 if [[ "${SETUP_PACKAGES_ONLY:-0}" == "1" ]]; then
   say "SETUP_PACKAGES_ONLY=1: not building"
   exit 0
@@ -133,3 +146,18 @@ read -r -a targets <<<"${BUILD_TARGETS:-all}"
 say "building ${targets[*]} with $jobs jobs"
 cmake --build "$BUILD_DIR" -j"$jobs" --target "${targets[@]}"
 say "build done: $BUILD_DIR"
+
+# ---- test tools from npm ---------------------------------------------------------
+# playwright-core at the version tests/console/package-lock.json pins, for the
+# browser test; never its own browser download (it drives /usr/bin/chromium).
+if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" ]]; then
+  tools="$BUILD_DIR/console-tools"
+  lock="$ROOT/tests/console/package-lock.json"
+  if ! cmp -s "$lock" "$tools/package-lock.json" || [[ ! -d "$tools/node_modules/playwright-core" ]]; then
+    say "installing the browser test's npm packages into $tools"
+    rm -rf "$tools" && mkdir -p "$tools"
+    cp "$ROOT/tests/console/package.json" "$lock" "$tools/"
+    (cd "$tools" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts) \
+      || die "npm ci of tests/console's packages failed"
+  fi
+fi

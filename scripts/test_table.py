@@ -42,6 +42,7 @@ BROKERS = {
     "stress": "the mock cluster in the test process, retryd as a child process on it",
     "soak": "the mock cluster in a process of its own (`retryd-mock-broker`)",
     "kafka": "real Apache Kafka 4.1.2: one node per ctest run, or `RETRYD_TEST_KAFKA`",
+    "browser": "retryd's embedded one, under the demo load; Debian's Chromium driven by playwright-core",
 }
 
 INTERPRETERS = {"python3", "python", "bash", "sh"}

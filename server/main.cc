@@ -57,6 +57,9 @@ ABSL_FLAG(std::string, listen, "",
 ABSL_FLAG(std::string, metrics_address, "",
           "Address of the HTTP listener for Prometheus' /metrics, host:port; overrides "
           "metrics_address in the config file (port 0 picks a free port).");
+ABSL_FLAG(bool, console, false,
+          "Serve the web console at /console/ on the HTTP listener (metrics_address), as "
+          "http.console: true in the config file does.");
 
 namespace retryd {
 namespace {
@@ -171,6 +174,7 @@ absl::StatusOr<Configuration> LoadConfiguration() {
     }
     out.loaded.proto.set_metrics_address(metrics);
   }
+  if (absl::GetFlag(FLAGS_console)) out.loaded.proto.mutable_http()->set_console(true);
   absl::StatusOr<control::ControlServerOptions> control_options =
       control::ControlServerOptionsFromConfig(out.loaded.proto);
   if (!control_options.ok()) {
@@ -265,6 +269,7 @@ void ParseFlags(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "retryd --config FILE [--bootstrap_servers HOSTS] [--listen ADDR] [--metrics_address ADDR] "
+      "[--console] "
       "[--demo]\n"
       "Consumes Kafka topics, processes every record, retries failures on retry threads.");
   absl::ParseCommandLine(argc, argv);

@@ -141,6 +141,10 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
   }
   options.allow_unauthenticated_remote = control.allow_unauthenticated_remote();
   options.metrics_address = config.metrics_address();
+  options.console = config.http().console();
+  options.console_read_only = config.http().console_read_only();
+  options.allowed_hosts.assign(config.http().allowed_hosts().begin(),
+                               config.http().allowed_hosts().end());
   // Checked by the config loader (required with TLS, a valid address).
   options.health_listen_address = control.health_listen_address();
   if (absl::Status s = CheckAuthenticationForAddress(options); !s.ok()) return s;

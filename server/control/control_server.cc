@@ -175,6 +175,20 @@ absl::Status CheckOptions(const ControlServerOptions& options) {
       (options.tls->cert_chain_pem.empty() || options.tls->private_key_pem.empty())) {
     return absl::InvalidArgumentError("tls: needs both a certificate chain and a private key");
   }
+  if (options.console && options.metrics_address.empty()) {
+    return absl::InvalidArgumentError(
+        "http.console: the console is served on metrics_address, which is not set");
+  }
+  if (options.console_read_only && !options.console) {
+    return absl::InvalidArgumentError("http.console_read_only: needs http.console");
+  }
+  for (const std::string& host : options.allowed_hosts) {
+    if (host.empty() || host.find_first_of(":/ \t") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "http.allowed_hosts: \"", host,
+          "\" is not a host name (a name or IPv4 address, no port, no scheme, no slash)"));
+    }
+  }
   if (!options.metrics_address.empty()) {
     if (absl::StartsWith(options.metrics_address, "unix:")) {
       return absl::InvalidArgumentError("metrics_address: unix: sockets are not supported");
@@ -244,6 +258,8 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   // The HTTP listener first: gRPC's server is the harder one to take back.
   std::unique_ptr<MetricsCollector> collector;
   std::unique_ptr<HttpListener> http;
+  std::unique_ptr<ConsoleGateway> console;
+  std::string console_secret;
   if (!options.metrics_address.empty()) {
     collector = std::make_unique<MetricsCollector>(
         *sampler, [this, max_held_bytes = engine_.options().max_held_bytes] {
@@ -255,13 +271,27 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
         });
     http = std::make_unique<HttpListener>();
     http->Route("/metrics", Access::kReadOnly, [collector = collector.get()] {
-      return HttpResponse{200, kMetricsContentType, RenderMetrics(collector->Collect())};
+      HttpResponse response;
+      response.content_type = kMetricsContentType;
+      response.body = RenderMetrics(collector->Collect());
+      return response;
     });
+    if (options.console) {
+      ConsoleOptions console_options;
+      console_options.read_only = options.console_read_only;
+      console_options.token_for_actions = auth.enabled();
+      console_options.token_for_reads = auth.enabled() && options.read_only_requires_token;
+      console_options.secret = NewConsoleSecret();
+      console = std::make_unique<ConsoleGateway>(std::move(console_options));
+      console->Register(*http);
+      console_secret = console->secret();
+    }
     HttpListenerOptions http_options;
     http_options.address = options.metrics_address;
     http_options.tls = options.tls;
     http_options.auth = auth;
     http_options.threads = options.http_threads;
+    http_options.allowed_hosts = options.allowed_hosts;
     if (absl::Status s = http->Start(std::move(http_options)); !s.ok()) {
       sampler->Stop();
       return absl::Status(s.code(), absl::StrCat("metrics_address: ", s.message()));
@@ -272,6 +302,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   service_options.config = WithoutSecrets(std::move(options.config));
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
+  service_options.console_secret = console_secret;
   auto service = std::make_unique<ControlService>(
       engine_, *sampler, auth, [this] { return kafka_reachable_.load(); },
       std::move(service_options));
@@ -325,11 +356,18 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
     h->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
   }
 
+  // The console calls the service through the server itself, in process.
+  if (console != nullptr) console->SetChannel(server->InProcessChannel(grpc::ChannelArguments()));
   WarnIfExposed(options);
   if (http != nullptr) {
     LogInfo("metrics: serving http", options.tls.has_value() ? "s" : "", "://",
             options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
             http->port(), "/metrics");
+    if (console != nullptr) {
+      LogInfo("console: serving http", options.tls.has_value() ? "s" : "", "://",
+              options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
+              http->port(), "/console/", options.console_read_only ? " (read-only)" : "");
+    }
   }
   absl::MutexLock lock(&mu_);
   address_ = BoundAddress(options.listen_address, bound_port);
@@ -352,6 +390,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   server_ = std::move(server);
   collector_ = std::move(collector);
   http_ = std::move(http);
+  console_ = std::move(console);
   health_listener_ = std::move(health_listener);
   phase_ = Phase::kRunning;
   return absl::OkStatus();
@@ -366,6 +405,7 @@ void ControlServer::Stop(absl::Duration grace) {
   std::unique_ptr<engine::MetricsSampler> sampler;
   std::unique_ptr<MetricsCollector> collector;
   std::unique_ptr<HttpListener> http;
+  std::unique_ptr<ConsoleGateway> console;
   std::thread prober;
   std::string address;
   {
@@ -381,10 +421,13 @@ void ControlServer::Stop(absl::Duration grace) {
     sampler = std::move(sampler_);
     collector = std::move(collector_);
     http = std::move(http_);
+    console = std::move(console_);
     prober = std::move(prober_);
     address = address_;
   }
   stop_probing_.Notify();
+  // No console call begins from here on, and its event streams end.
+  if (console != nullptr) console->Close();
   // Every health check and watch sees NOT_SERVING from here on, on both
   // listeners; the health-only one answers so until the control API is
   // down.

@@ -46,6 +46,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "retryd/v1/config.pb.h"
+#include "server/control/console_gateway.h"
 #include "server/control/control_service.h"
 #include "server/control/http_listener.h"
 #include "server/control/tls_options.h"
@@ -92,6 +93,12 @@ struct ControlServerOptions {
   // Its threads: each open connection (a scraper's keep-alive connection, a
   // stream) holds one; more connections wait.
   int http_threads = kDefaultHttpThreads;
+  // The web console and its JSON API on metrics_address (ConsoleGateway),
+  // which it needs; read-only when console_read_only. Hosts they answer to
+  // beyond the address's and loopback's: allowed_hosts.
+  bool console = false;
+  bool console_read_only = false;
+  std::vector<std::string> allowed_hosts;
 };
 
 // The health service name that reports the processor's downstream:
@@ -171,7 +178,8 @@ class ControlServer {
   std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<HttpListener> http_ ABSL_GUARDED_BY(mu_);  // Null without metrics_address.
+  std::unique_ptr<HttpListener> http_ ABSL_GUARDED_BY(mu_);       // Null without metrics_address.
+  std::unique_ptr<ConsoleGateway> console_ ABSL_GUARDED_BY(mu_);  // Null without console.
   // The health-only listener; null without one.
   struct HealthListener;
   std::string health_address_ ABSL_GUARDED_BY(mu_);

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
+#include "server/control/console_gateway.h"
 #include "server/control/instance.h"
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
@@ -121,34 +122,6 @@ DeadLetterToolsOptions DeadLetterToolsFor(const engine::EngineOptions& engine) {
   return options;
 }
 
-// Who made a call, for the audit line of a redrive, a cancel or a purge:
-// the peer, the client certificate's subject under mutual TLS, and the
-// first 8 hex digits of the SHA-256 of the bearer token it presented (never
-// the token).
-std::string AuditCaller(const grpc::CallbackServerContext& context) {
-  std::string out = absl::StrCat("peer ", context.peer());
-  if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {
-    for (const grpc::string_ref& subject : auth->FindPropertyValues("x509_subject")) {
-      absl::StrAppend(&out, ", subject ", std::string(subject.data(), subject.size()));
-      break;
-    }
-  }
-  const auto token = context.client_metadata().find("authorization");
-  if (token != context.client_metadata().end()) {
-    std::string value(token->second.data(), token->second.size());
-    if (absl::StartsWithIgnoreCase(value, "bearer ")) value = value.substr(7);
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    if (EVP_Digest(value.data(), value.size(), digest, &size, EVP_sha256(), nullptr) == 1 &&
-        size >= 4) {
-      absl::StrAppend(
-          &out, ", token sha256:",
-          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 4)));
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 ControlService::ControlService(engine::Engine& engine, const engine::MetricsSampler& sampler,
@@ -187,7 +160,47 @@ void ControlService::ResumeRedrives() { dead_letters_.ResumeUnfinished(); }
 
 absl::Status ControlService::Authorize(const grpc::CallbackServerContext& context,
                                        Access access) const {
-  return auth_.Authenticate(context.client_metadata(), access, context.peer());
+  return auth_.Authenticate(context.client_metadata(), access, CallerPeer(context));
+}
+
+std::string ControlService::CallerPeer(const grpc::CallbackServerContext& context) const {
+  if (const std::optional<ConsoleCaller> console =
+          ForwardedByConsole(context.client_metadata(), options_.console_secret)) {
+    return absl::StrCat("console ", console->peer);
+  }
+  return context.peer();
+}
+
+// Who made a call, for the audit line of a redrive, a cancel or a purge:
+// the peer, the client certificate's subject under mutual TLS, and the
+// first 8 hex digits of the SHA-256 of the bearer token it presented (never
+// the token).
+std::string ControlService::AuditCaller(const grpc::CallbackServerContext& context) const {
+  std::string out = absl::StrCat("peer ", CallerPeer(context));
+  const std::optional<ConsoleCaller> console =
+      ForwardedByConsole(context.client_metadata(), options_.console_secret);
+  if (console.has_value()) {
+    if (!console->subject.empty()) absl::StrAppend(&out, ", subject ", console->subject);
+  } else if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {
+    for (const grpc::string_ref& subject : auth->FindPropertyValues("x509_subject")) {
+      absl::StrAppend(&out, ", subject ", std::string(subject.data(), subject.size()));
+      break;
+    }
+  }
+  const auto token = context.client_metadata().find("authorization");
+  if (token != context.client_metadata().end()) {
+    std::string value(token->second.data(), token->second.size());
+    if (absl::StartsWithIgnoreCase(value, "bearer ")) value = value.substr(7);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    if (EVP_Digest(value.data(), value.size(), digest, &size, EVP_sha256(), nullptr) == 1 &&
+        size >= 4) {
+      absl::StrAppend(
+          &out, ", token sha256:",
+          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 4)));
+    }
+  }
+  return out;
 }
 
 absl::Time ControlService::EngineDeadline(const grpc::CallbackServerContext& context) const {
@@ -280,6 +293,13 @@ grpc::ServerUnaryReactor* ControlService::GetStatus(grpc::CallbackServerContext*
     }
   }
   ToProto(tiers, engine_.TierBacklogs(threads), threads, *response->mutable_retry_tiers());
+  for (const engine::PartitionBacklog& p : engine_.PartitionBacklogs()) {
+    if (p.tier < 0 || p.tier >= static_cast<int>(tiers.size())) continue;
+    v1::PartitionBacklog* out = response->add_retry_backlog_partitions();
+    out->set_topic(tiers[p.tier].topic);
+    out->set_partition(p.partition);
+    out->set_backlog(p.backlog);
+  }
   const engine::EngineTotals totals = engine_.Totals();
   ToProto(totals, *response->mutable_totals());
   response->set_retry_backlog(totals.retry_backlog);
@@ -320,7 +340,7 @@ grpc::ServerUnaryReactor* ControlService::StartRetryThreads(
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  const std::string peer = context->peer();
+  const std::string peer = CallerPeer(*context);
   RunMutating(context, reactor, "StartRetryThreads", *request, response,
               [this, request, response, peer, tier = *tier](absl::Time deadline) {
                 absl::StatusOr<std::vector<int>> ids =
@@ -352,7 +372,7 @@ grpc::ServerUnaryReactor* ControlService::StopRetryThreads(
   }
   std::vector<int> ids = EngineThreadIds(request->thread_ids());
   const bool graceful = request->has_graceful() ? request->graceful() : true;
-  const std::string peer = context->peer();
+  const std::string peer = CallerPeer(*context);
   RunMutating(context, reactor, "StopRetryThreads", *request, response,
               [this, request, response, graceful, peer, ids = std::move(ids),
                tier = *tier](absl::Time deadline) {
@@ -390,7 +410,7 @@ grpc::ServerUnaryReactor* ControlService::SetRetryThreadCount(
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  const std::string peer = context->peer();
+  const std::string peer = CallerPeer(*context);
   RunMutating(
       context, reactor, "SetRetryThreadCount", *request, response,
       [this, request, response, peer, tier = *tier](absl::Time deadline) {
@@ -434,8 +454,8 @@ grpc::ServerUnaryReactor* ControlService::SwitchOrdering(grpc::CallbackServerCon
     return reactor;
   }
   std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
-  auto run = [this, operation = std::move(operation), call, peer = context->peer(), cancel, drain,
-              request_id = RequestIdOf(request)](absl::Time deadline) mutable {
+  auto run = [this, operation = std::move(operation), call, peer = CallerPeer(*context), cancel,
+              drain, request_id = RequestIdOf(request)](absl::Time deadline) mutable {
     // A drain is an operation too, while this call waits for it:
     // CancelOperation cancels it as cancelling the call does.
     std::optional<OperationRegistry::Begun> op;
@@ -546,7 +566,7 @@ grpc::ServerUnaryReactor* ControlService::DeadLetterRecord(
     return reactor;
   }
   engine::RecordCoordinates record{request->topic(), request->partition(), request->offset()};
-  const std::string peer = context->peer();
+  const std::string peer = CallerPeer(*context);
   std::shared_ptr<engine::Cancellation> cancel = reactor->cancellation();
   auto operation = [this, record = std::move(record), response, peer, cancel](absl::Time deadline) {
     absl::StatusOr<int> thread = engine_.DeadLetterRecord(record, deadline, cancel.get());
@@ -599,7 +619,7 @@ grpc::ServerUnaryReactor* ControlService::StartDrain(grpc::CallbackServerContext
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  const std::string peer = context->peer();
+  const std::string peer = CallerPeer(*context);
   RunMutating(context, reactor, "StartDrain", *request, response,
               [this, request, response, peer](absl::Time) {
                 const absl::Duration timeout = request->timeout_ms() == 0

@@ -66,6 +66,9 @@ struct ControlServiceOptions {
   int max_queued_operations = 64;
   // Open WatchMetrics streams at most; more get RESOURCE_EXHAUSTED.
   int max_watchers = 256;
+  // The console's secret (ConsoleGateway): a call carrying it names the
+  // browser behind it in logs and audit lines. Empty: no console.
+  std::string console_secret;
 };
 
 class ControlService final : public retryd::v1::Control::CallbackService {
@@ -182,6 +185,12 @@ class ControlService final : public retryd::v1::Control::CallbackService {
   OperationRegistry::Progress DrainProgress() const;
   absl::Time EngineDeadline(const grpc::CallbackServerContext& context) const;
   absl::Status Authorize(const grpc::CallbackServerContext& context, Access access) const;
+  // Who made a call, for logs: gRPC's peer, or for a call the console
+  // forwarded, "console " and the browser's address.
+  std::string CallerPeer(const grpc::CallbackServerContext& context) const;
+  // CallerPeer, the client certificate's subject and the token's digest,
+  // for an audit line.
+  std::string AuditCaller(const grpc::CallbackServerContext& context) const;
 
   engine::Engine& engine_;
   const engine::MetricsSampler& sampler_;

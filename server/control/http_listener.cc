@@ -9,6 +9,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,17 @@ bool SetUpTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
   return true;
 }
 
+// The subject of the client's certificate under mutual TLS, else empty.
+std::string ClientSubject(const httplib::Request& request) {
+  if (request.ssl == nullptr) return "";
+  X509* cert = SSL_get_peer_certificate(const_cast<SSL*>(request.ssl));
+  if (cert == nullptr) return "";
+  char text[512];
+  X509_NAME_oneline(X509_get_subject_name(cert), text, sizeof text);
+  X509_free(cert);
+  return text;
+}
+
 // Only SO_REUSEADDR: cpp-httplib's default adds SO_REUSEPORT, which would
 // let a second retryd share the port silently instead of failing.
 void SetSocketOptions(int socket) {
@@ -115,12 +127,58 @@ void SetSocketOptions(int socket) {
 
 }  // namespace
 
+bool HostAllowed(absl::string_view host_header, absl::string_view listen_host,
+                 const std::vector<std::string>& allowed) {
+  absl::string_view host = host_header;
+  if (absl::StartsWith(host, "[")) {
+    const size_t close = host.find(']');
+    if (close == absl::string_view::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  if (host.empty()) return false;
+  absl::string_view listen = listen_host;
+  if (absl::StartsWith(listen, "[") && absl::EndsWith(listen, "]")) {
+    listen = listen.substr(1, listen.size() - 2);
+  }
+  const bool wildcard = listen.empty() || listen == "0.0.0.0" || listen == "::";
+  if (!wildcard && absl::EqualsIgnoreCase(host, listen)) return true;
+  for (absl::string_view loopback : {"localhost", "127.0.0.1", "::1"}) {
+    if (absl::EqualsIgnoreCase(host, loopback)) return true;
+  }
+  for (const std::string& a : allowed) {
+    if (absl::EqualsIgnoreCase(host, a)) return true;
+  }
+  return false;
+}
+
 HttpListener::HttpListener() = default;
 
 HttpListener::~HttpListener() { Stop(); }
 
 void HttpListener::Route(std::string path, Access access, Handler handler) {
-  routes_[std::move(path)] = RouteEntry{access, std::move(handler)};
+  RouteOptions options;
+  options.access = access;
+  Route(std::move(path), options,
+        [handler = std::move(handler)](const HttpRequest&) { return handler(); });
+}
+
+void HttpListener::Route(std::string path, RouteOptions options, RequestHandler handler) {
+  routes_[std::move(path)] = RouteEntry{options, std::move(handler)};
+}
+
+const HttpListener::RouteEntry* HttpListener::Find(const std::string& path) const {
+  if (auto exact = routes_.find(path); exact != routes_.end()) return &exact->second;
+  const RouteEntry* best = nullptr;
+  size_t best_length = 0;
+  for (const auto& [prefix, entry] : routes_) {
+    if (entry.options.prefix && absl::StartsWith(path, prefix) && prefix.size() > best_length) {
+      best = &entry;
+      best_length = prefix.size();
+    }
+  }
+  return best;
 }
 
 absl::Status HttpListener::Start(HttpListenerOptions options) {
@@ -161,39 +219,86 @@ absl::Status HttpListener::Start(HttpListenerOptions options) {
   server->set_read_timeout(kReadTimeoutSeconds, 0);
   server->set_write_timeout(kWriteTimeoutSeconds, 0);
   server->set_payload_max_length(kMaxPayloadBytes);
-  // Every request is answered here, before cpp-httplib's own routing: the
-  // routes are few and exact, and 404, 405 and 401 come out alike for all.
-  server->set_pre_routing_handler([this, auth = std::move(options.auth)](
-                                      const httplib::Request& request,
-                                      httplib::Response& response) {
-    auto route = routes_.find(request.path);
-    if (route == routes_.end()) {
-      response.status = 404;
-      response.set_content("not found\n", "text/plain; charset=utf-8");
-      return httplib::Server::HandlerResponse::Handled;
+  // Every request is checked here, before cpp-httplib's own routing: the
+  // routes are few, and 404, 405, 403 and 401 come out alike for all. GET
+  // and HEAD are answered here too; a POST goes on to the handler below,
+  // once cpp-httplib has read its body.
+  auto check = [this, auth = std::move(options.auth), listen_host = std::string(host_port.host),
+                allowed_hosts = std::move(options.allowed_hosts)](
+                   const httplib::Request& request,
+                   httplib::Response& response) -> const RouteEntry* {
+    const RouteEntry* route = Find(request.path);
+    auto refuse = [&](int status, absl::string_view text) {
+      response.status = status;
+      response.set_content(absl::StrCat(text, "\n"), "text/plain; charset=utf-8");
+      return nullptr;
+    };
+    if (route == nullptr) return refuse(404, "not found");
+    const bool post = request.method == "POST";
+    if (request.method != "GET" && request.method != "HEAD" &&
+        !(post && route->options.allow_post)) {
+      response.set_header("Allow", route->options.allow_post ? "GET, HEAD, POST" : "GET, HEAD");
+      return refuse(405, route->options.allow_post ? "method not allowed: use GET or POST"
+                                                   : "method not allowed: use GET");
     }
-    if (request.method != "GET" && request.method != "HEAD") {
-      response.status = 405;
-      response.set_header("Allow", "GET, HEAD");
-      response.set_content("method not allowed: use GET\n", "text/plain; charset=utf-8");
-      return httplib::Server::HandlerResponse::Handled;
+    if (route->options.check_host &&
+        !HostAllowed(request.get_header_value("Host"), listen_host, allowed_hosts)) {
+      return refuse(403,
+                    "Host not allowed: use the listen address, a loopback name, or one of "
+                    "http.allowed_hosts");
     }
+    if (!route->options.authenticate) return route;
     const std::string header = request.get_header_value("Authorization");
     std::optional<absl::string_view> authorization;
     if (request.has_header("Authorization")) authorization = header;
     if (absl::Status s =
-            auth.AuthenticateHeader(authorization, route->second.access,
+            auth.AuthenticateHeader(authorization, route->options.access,
                                     absl::StrCat(request.remote_addr, ":", request.remote_port));
         !s.ok()) {
-      response.status = 401;
       response.set_header("WWW-Authenticate", "Bearer");
-      response.set_content(absl::StrCat(s.message(), "\n"), "text/plain; charset=utf-8");
-      return httplib::Server::HandlerResponse::Handled;
+      return refuse(401, s.message());
     }
-    HttpResponse answer = route->second.handler();
+    return route;
+  };
+  auto serve = [](const RouteEntry& route, const httplib::Request& request,
+                  httplib::Response& response) {
+    HttpRequest in;
+    in.method = request.method;
+    in.path = request.path;
+    for (const auto& [name, value] : request.params) in.query[name] = value;
+    if (request.has_header("Authorization")) {
+      in.authorization = request.get_header_value("Authorization");
+    }
+    in.body = request.body;
+    in.peer = absl::StrCat(request.remote_addr, ":", request.remote_port);
+    in.client_subject = ClientSubject(request);
+    HttpResponse answer = route.handler(in);
     response.status = answer.status;
-    response.set_content(answer.body, answer.content_type);
-    return httplib::Server::HandlerResponse::Handled;
+    for (auto& [name, value] : answer.headers) response.set_header(name, value);
+    if (answer.stream == nullptr) {
+      response.set_content(answer.body, answer.content_type);
+      return;
+    }
+    response.set_chunked_content_provider(
+        answer.content_type, [stream = std::move(answer.stream)](size_t, httplib::DataSink& sink) {
+          stream([&sink](std::string_view piece) {
+            return sink.is_writable() && sink.write(piece.data(), piece.size());
+          });
+          sink.done();
+          return true;
+        });
+  };
+  server->set_pre_routing_handler(
+      [check, serve](const httplib::Request& request, httplib::Response& response) {
+        const RouteEntry* route = check(request, response);
+        if (route == nullptr) return httplib::Server::HandlerResponse::Handled;
+        if (request.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
+        serve(*route, request, response);
+        return httplib::Server::HandlerResponse::Handled;
+      });
+  // Only a POST the check above let through reaches this.
+  server->Post(".*", [this, serve](const httplib::Request& request, httplib::Response& response) {
+    if (const RouteEntry* route = Find(request.path)) serve(*route, request, response);
   });
 
   const int bound = port == 0 ? server->bind_to_any_port(host_port.host)

@@ -1,9 +1,13 @@
 // retryd's HTTP listener: one address, plain HTTP or HTTPS, serving a fixed
-// set of GET routes (today /metrics; the web console's later). It applies the
+// set of routes (/metrics; the console's pages and JSON API). It applies the
 // control API's security: the same TLS settings (mutual TLS included) and
 // the same bearer-token rule, each route declaring whether it only reads or
 // mutates (Access), as the RPCs do. Other paths answer 404, other methods
-// on a route 405, a refused token 401 with `WWW-Authenticate: Bearer`.
+// on a route 405, a refused token 401 with `WWW-Authenticate: Bearer`. A
+// route may ask for its Host header to be checked (RouteOptions::check_host):
+// then a request naming a host other than the listen address's, a loopback
+// name or one of `allowed_hosts` is refused with 403, before anything else.
+// No route sends CORS headers.
 //
 // It runs on cpp-httplib: one thread accepts, and a fixed pool of
 // `threads` serves connections, one connection per thread for as long as
@@ -31,7 +35,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -56,17 +63,54 @@ struct HttpListenerOptions {
   std::optional<TlsOptions> tls;
   BearerTokenAuth auth;
   int threads = kDefaultHttpThreads;  // >= 1.
+  // Hosts a check_host route answers to besides the address's host and the
+  // loopback names (HostAllowed).
+  std::vector<std::string> allowed_hosts;
+};
+
+// What a handler sees of a request.
+struct HttpRequest {
+  std::string method;  // GET, HEAD or POST.
+  std::string path;
+  std::map<std::string, std::string> query;  // The last value of each name.
+  std::optional<std::string> authorization;  // The Authorization header.
+  std::string body;
+  std::string peer;  // "10.0.0.7:51234".
+  // The client certificate's subject under mutual TLS, else empty.
+  std::string client_subject;
 };
 
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  // When set, the body is streamed instead of `body`: the listener calls it
+  // once on the connection's thread, and it calls `write` with each piece
+  // (false: the client has gone, so stop) and returns when the stream ends.
+  std::function<void(const std::function<bool(std::string_view)>& write)> stream;
 };
+
+struct RouteOptions {
+  Access access = Access::kReadOnly;
+  // Whether the bearer-token rule applies (false: anyone the TLS handshake
+  // admits, for pages that carry no data).
+  bool authenticate = true;
+  bool allow_post = false;  // POST besides GET and HEAD.
+  bool prefix = false;      // Matches every path that starts with it.
+  bool check_host = false;  // Refuse a Host header not allowed (HostAllowed).
+};
+
+// Whether `host_header` (a Host header: `name`, `name:port`, `[v6]:port`)
+// names the listen address's host `listen_host`, a loopback name
+// (localhost, 127.0.0.1, ::1) or one of `allowed` (case-insensitive).
+bool HostAllowed(absl::string_view host_header, absl::string_view listen_host,
+                 const std::vector<std::string>& allowed);
 
 class HttpListener {
  public:
   using Handler = std::function<HttpResponse()>;
+  using RequestHandler = std::function<HttpResponse(const HttpRequest&)>;
 
   HttpListener();
   ~HttpListener();  // Stop()s.
@@ -77,6 +121,9 @@ class HttpListener {
   // Serves GET `path` (exact match) with `handler`, for callers `access`
   // admits. Before Start().
   void Route(std::string path, Access access, Handler handler);
+  // Serves `path` (or, with options.prefix, every path under it) with
+  // `handler`. Before Start().
+  void Route(std::string path, RouteOptions options, RequestHandler handler);
 
   // Binds and starts serving. INVALID_ARGUMENT for a malformed address, a
   // unix: socket, or TLS material OpenSSL refuses (naming which);
@@ -96,9 +143,12 @@ class HttpListener {
 
  private:
   struct RouteEntry {
-    Access access;
-    Handler handler;
+    RouteOptions options;
+    RequestHandler handler;
   };
+  // The route serving `path`: an exact one, else the longest prefix one.
+  const RouteEntry* Find(const std::string& path) const;
+
   // Read by the pool's threads once started, when it no longer changes.
   std::map<std::string, RouteEntry> routes_;
 

@@ -196,6 +196,14 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
             "Records in one retry tier's topic whose outcome the retry group has not committed.",
             {{"tier", context.tier_topics[i]}}, static_cast<double>(sample.tier_backlog[i]));
   }
+  for (const engine::PartitionBacklog& p : sample.partition_backlog) {
+    if (p.tier < 0 || p.tier >= static_cast<int>(context.tier_topics.size())) continue;
+    f.Gauge("retryd_retry_partition_backlog",
+            "Records in one partition of a retry topic whose outcome the retry group has not "
+            "committed, as last measured.",
+            {{"topic", context.tier_topics[p.tier]}, {"partition", absl::StrCat(p.partition)}},
+            static_cast<double>(p.backlog));
+  }
   f.Gauge("retryd_parked_keys", "Key order: keys parked now.", {},
           static_cast<double>(sample.parked_keys.keys));
   f.Gauge("retryd_parked_records",

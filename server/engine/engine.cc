@@ -1,6 +1,7 @@
 #include "server/engine/api/engine.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -619,17 +620,34 @@ absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
 
 absl::StatusOr<std::vector<int64_t>> Engine::MeasureTierBacklogs(absl::Duration timeout) {
   const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();
-  absl::StatusOr<std::vector<int64_t>> each = retry_lag_->MeasureEach(timeout);
-  if (!each.ok()) return each.status();
+  absl::StatusOr<std::vector<std::map<int32_t, int64_t>>> partitions =
+      retry_lag_->MeasurePartitions(timeout);
+  if (!partitions.ok()) return partitions.status();
+  std::vector<int64_t> each;
+  std::vector<PartitionBacklog> by_partition;
   int64_t lag = 0;
-  for (int64_t l : *each) lag += l;
+  for (size_t tier = 0; tier < partitions->size(); ++tier) {
+    int64_t tier_lag = 0;
+    for (const auto& [partition, l] : (*partitions)[tier]) {
+      tier_lag += l;
+      by_partition.push_back({static_cast<int>(tier), partition, l});
+    }
+    each.push_back(tier_lag);
+    lag += tier_lag;
+  }
   measured_retry_backlog_.Store(ticket, lag);
   absl::MutexLock lock(&tier_backlog_mu_);
   if (ticket > tier_backlog_ticket_) {
     tier_backlog_ticket_ = ticket;
-    tier_backlog_ = *each;
+    tier_backlog_ = each;
+    partition_backlog_ = std::move(by_partition);
   }
   return each;
+}
+
+std::vector<PartitionBacklog> Engine::PartitionBacklogs() const {
+  absl::MutexLock lock(&tier_backlog_mu_);
+  return partition_backlog_;
 }
 
 std::vector<int64_t> Engine::TierBacklogs(

@@ -86,6 +86,7 @@ std::shared_ptr<const EngineSample> MetricsSampler::SampleOnce() {
   for (const auto& stats : running) add(stats);
   sample->retry_backlog = engine_.RetryBacklog(running);
   sample->tier_backlog = engine_.TierBacklogs(running);
+  sample->partition_backlog = engine_.PartitionBacklogs();
   for (const auto& stats : engine_.RecentlyStopped(kHistory)) add(stats);
   sample->totals = engine_.Totals();
   sample->parked_keys = engine_.ParkedKeys();

@@ -79,6 +79,8 @@ struct EngineSample {
   int64_t retry_backlog = 0;
   // Each retry tier's backlog (Engine::TierBacklogs), by tier index.
   std::vector<int64_t> tier_backlog;
+  // Each retry topic partition's backlog (Engine::PartitionBacklogs).
+  std::vector<PartitionBacklog> partition_backlog;
   // Engine::Totals(), read after the threads: every thread ever, those long
   // stopped included.
   EngineTotals totals;

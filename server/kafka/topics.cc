@@ -334,21 +334,33 @@ absl::StatusOr<std::map<int32_t, int64_t>> GroupLagProbe::CommittedOn(const std:
   return committed;
 }
 
-absl::StatusOr<std::vector<int64_t>> GroupLagProbe::MeasureEach(absl::Duration timeout) const {
+absl::StatusOr<std::vector<std::map<int32_t, int64_t>>> GroupLagProbe::MeasurePartitions(
+    absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
-  std::vector<int64_t> lags;
+  std::vector<std::map<int32_t, int64_t>> lags;
   for (const std::string& topic : topics_) {
     absl::StatusOr<std::map<int32_t, int64_t>> committed = CommittedOn(topic, deadline);
     if (!committed.ok()) return committed.status();
     absl::StatusOr<std::vector<Watermarks>> watermarks =
         QueryWatermarks(rk_.get(), topic, static_cast<int>(committed->size()), deadline);
     if (!watermarks.ok()) return watermarks.status();
-    int64_t lag = 0;
+    std::map<int32_t, int64_t>& each = lags.emplace_back();
     for (const auto& [partition, offset] : *committed) {
       const Watermarks& w = (*watermarks)[partition];
       const int64_t from = offset >= 0 ? std::max(offset, w.low) : w.low;
-      if (w.high > from) lag += w.high - from;
+      each[partition] = w.high > from ? w.high - from : 0;
     }
+  }
+  return lags;
+}
+
+absl::StatusOr<std::vector<int64_t>> GroupLagProbe::MeasureEach(absl::Duration timeout) const {
+  absl::StatusOr<std::vector<std::map<int32_t, int64_t>>> each = MeasurePartitions(timeout);
+  if (!each.ok()) return each.status();
+  std::vector<int64_t> lags;
+  for (const auto& partitions : *each) {
+    int64_t lag = 0;
+    for (const auto& [partition, l] : partitions) lag += l;
     lags.push_back(lag);
   }
   return lags;

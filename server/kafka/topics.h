@@ -80,6 +80,10 @@ class GroupLagProbe {
   absl::StatusOr<int64_t> Measure(absl::Duration timeout) const;
   // The lag on each topic, in the order given. Blocks up to `timeout`.
   absl::StatusOr<std::vector<int64_t>> MeasureEach(absl::Duration timeout) const;
+  // The lag on each partition of each topic: one map (partition -> lag) per
+  // topic, in the order given. Blocks up to `timeout`.
+  absl::StatusOr<std::vector<std::map<int32_t, int64_t>>> MeasurePartitions(
+      absl::Duration timeout) const;
 
   // The group's committed offset per partition of the first topic (-1
   // where it has none). Blocks up to `timeout`.

@@ -107,6 +107,13 @@ struct RetryThreadChangeResult {
 };
 
 // What ListInFlight found.
+// One retry topic partition's backlog (Engine::PartitionBacklogs).
+struct PartitionBacklog {
+  int tier = 0;  // Index in options().retry.tiers.
+  int32_t partition = 0;
+  int64_t backlog = 0;
+};
+
 struct InFlightList {
   std::vector<InFlightRecord> records;  // The oldest, oldest first.
   int64_t total = 0;                    // Held by the threads that answered.
@@ -268,6 +275,10 @@ class Engine {
   // `running` is Threads().
   std::vector<int64_t> TierBacklogs(const std::vector<std::shared_ptr<const ThreadStats>>& running)
       const ABSL_LOCKS_EXCLUDED(tier_backlog_mu_);
+  // Each retry topic partition's backlog as last measured by
+  // MeasureTierBacklogs (or MeasureRetryBacklog), by tier, then partition;
+  // empty before the first measurement.
+  std::vector<PartitionBacklog> PartitionBacklogs() const ABSL_LOCKS_EXCLUDED(tier_backlog_mu_);
 
   // Stats of the threads that run now, by id.
   std::vector<std::shared_ptr<const ThreadStats>> Threads() const;
@@ -449,6 +460,7 @@ class Engine {
   mutable absl::Mutex tier_backlog_mu_;
   LatestMeasurement::Ticket tier_backlog_ticket_ ABSL_GUARDED_BY(tier_backlog_mu_) = 0;
   std::vector<int64_t> tier_backlog_ ABSL_GUARDED_BY(tier_backlog_mu_);
+  std::vector<PartitionBacklog> partition_backlog_ ABSL_GUARDED_BY(tier_backlog_mu_);
   std::atomic<Ordering> ordering_;
   std::atomic<bool> input_paused_{false};
   DownstreamGate gate_;
