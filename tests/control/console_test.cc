@@ -21,6 +21,7 @@
 #include "server/control/console_gateway.h"
 #include "server/control/control_server.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
 
 namespace retryd::control {
@@ -356,6 +357,50 @@ TEST_F(ConsoleApiTest, PagesAreServedWithTheirPolicy) {
   r = http->Get("/api/v1/console", Bearer(kToken));
   ASSERT_TRUE(r);
   EXPECT_THAT(r->body, HasSubstr(R"("tokenRequiredForReads":true)"));
+  server.Stop();
+}
+
+TEST_F(ConsoleApiTest, MutualTlsIdentityIsEnoughToAct) {
+  const testing::TempDir dir;
+  const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
+  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
+  absl::StatusOr<ControlServerOptions> options =
+      testing::TlsServerOptions(certs->server, certs->client.cert, "127.0.0.1:0");
+  ASSERT_TRUE(options.ok()) << options.status();
+  options->console = true;
+  ControlServer server(*engine_->engine);
+  ASSERT_TRUE(server.Start(*options).ok());
+  auto https = [&](const std::optional<testing::CertFiles>& client) {
+    auto c = client.has_value()
+                 ? std::make_unique<httplib::SSLClient>("127.0.0.1", server.metrics_port(),
+                                                        client->cert, client->key)
+                 : std::make_unique<httplib::SSLClient>("127.0.0.1", server.metrics_port());
+    c->set_ca_cert_path(certs->server.cert.c_str());
+    c->enable_server_certificate_verification(true);
+    c->set_connection_timeout(5, 0);
+    c->set_read_timeout(30, 0);
+    return c;
+  };
+  // The client's certificate admits it: no token is configured, so it may act.
+  httplib::Result r =
+      https(certs->client)
+          ->Post("/api/v1/rpc/StartRetryThreads", R"({"count":1})", "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto started = FromJson<v1::StartRetryThreadsResponse>(r->body);
+  ASSERT_EQ(started.thread_ids_size(), 1);
+  r = https(certs->client)
+          ->Post("/api/v1/rpc/StopRetryThreads",
+                 absl::StrCat(R"({"threadIds":[)", started.thread_ids(0), "]}"),
+                 "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // Without one, or with a stranger's, the handshake fails: nothing runs.
+  for (const std::optional<testing::CertFiles>& client :
+       {std::optional<testing::CertFiles>(), std::optional<testing::CertFiles>(certs->stranger)}) {
+    r = https(client)->Post("/api/v1/rpc/StartRetryThreads", R"({"count":1})", "application/json");
+    EXPECT_FALSE(r && r->status == 200);
+  }
   server.Stop();
 }
 
