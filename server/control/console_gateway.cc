@@ -404,6 +404,13 @@ HttpResponse ConsoleGateway::Events(const HttpRequest& request) {
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return unavailable();
+    if (static_cast<int>(streams_.size()) >= options_.max_event_streams) {
+      return Error(static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED),
+                   absl::StrCat(streams_.size(),
+                                " event streams are open, the most the console serves at once; "
+                                "close a console page, or try again later"),
+                   "");
+    }
     streams_.insert(&stream->context);
   }
   v1::WatchMetricsRequest watch;

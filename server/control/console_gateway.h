@@ -44,6 +44,13 @@
 
 namespace retryd::control {
 
+// With the console on, the HTTP listener serves connections on this many
+// threads (each open event stream, or a browser's idle keep-alive
+// connection, holds one), and at most kDefaultConsoleEventStreams of them
+// stream events, so that scrapes and calls always find a thread.
+inline constexpr int kConsoleHttpThreads = 32;
+inline constexpr int kDefaultConsoleEventStreams = 16;
+
 // The metadata a forwarded call carries.
 inline constexpr char kConsoleSecretMetadata[] = "retryd-console-secret";
 inline constexpr char kConsolePeerMetadata[] = "retryd-console-peer";
@@ -76,6 +83,11 @@ struct ConsoleOptions {
   std::string secret;
   // The console's pages too, or the JSON API alone.
   bool pages = true;
+  // Event streams open at once at most; more answer 429
+  // (RESOURCE_EXHAUSTED). Each holds one of the HTTP listener's threads for
+  // its whole life, so this must stay below the listener's threads, which
+  // scrapes and the API's calls need too.
+  int max_event_streams = kDefaultConsoleEventStreams;
 };
 
 class ConsoleGateway {

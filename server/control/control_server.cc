@@ -8,6 +8,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -282,6 +283,7 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
       console_options.token_for_actions = auth.enabled();
       console_options.token_for_reads = auth.enabled() && options.read_only_requires_token;
       console_options.secret = NewConsoleSecret();
+      console_options.max_event_streams = options.console_max_event_streams;
       console = std::make_unique<ConsoleGateway>(std::move(console_options));
       console->Register(*http);
       console_secret = console->secret();
@@ -291,6 +293,11 @@ absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
     http_options.tls = options.tls;
     http_options.auth = auth;
     http_options.threads = options.http_threads;
+    if (options.console) {
+      http_options.threads =
+          std::max(http_options.threads,
+                   std::max(kConsoleHttpThreads, options.console_max_event_streams + 8));
+    }
     http_options.allowed_hosts = options.allowed_hosts;
     if (absl::Status s = http->Start(std::move(http_options)); !s.ok()) {
       sampler->Stop();

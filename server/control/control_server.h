@@ -98,6 +98,9 @@ struct ControlServerOptions {
   // beyond the address's and loopback's: allowed_hosts.
   bool console = false;
   bool console_read_only = false;
+  // With the console on, the listener has at least kConsoleHttpThreads
+  // threads, and this many event streams at most.
+  int console_max_event_streams = kDefaultConsoleEventStreams;
   std::vector<std::string> allowed_hosts;
 };
 

@@ -320,6 +320,69 @@ TEST_F(ConsoleApiTest, EventsStreamSnapshotsAndEndWhenTheServerStops) {
   reader.join();
 }
 
+TEST_F(ConsoleApiTest, EventStreamsAreCappedAndScrapesStillAnswer) {
+  ControlServer server(*engine_->engine);
+  ControlServerOptions options = ConsoleOptions();
+  options.console_max_event_streams = 2;
+  ASSERT_TRUE(server.Start(options).ok());
+  const int port = server.metrics_port();
+  // A stream that reads until `stop` is set, counting its events.
+  struct Stream {
+    std::atomic<int> events{0};
+    std::atomic<bool> stop{false};
+    std::atomic<bool> ended{false};
+    std::thread reader;
+  };
+  auto open = [port](Stream& s) {
+    s.reader = std::thread([port, &s] {
+      Http(port)->Get(
+          "/api/v1/events?interval_ms=100", [](const httplib::Response&) { return true; },
+          [&s](const char*, size_t) {
+            s.events.fetch_add(1);
+            return !s.stop.load();
+          });
+      s.ended.store(true);
+    });
+  };
+  Stream a, b;
+  open(a);
+  open(b);
+  ASSERT_TRUE(
+      WaitFor([&] { return a.events.load() > 0 && b.events.load() > 0; }, absl::Seconds(20)));
+  // A third is refused while both are open; a scrape and a call still answer.
+  httplib::Result r = Http(port)->Get("/api/v1/events");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_THAT(r->body, HasSubstr(R"("status":"RESOURCE_EXHAUSTED")"));
+  r = Http(port)->Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = Http(port)->Get("/api/v1/status");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Once one closes, a new one is served.
+  a.stop.store(true);
+  ASSERT_TRUE(WaitFor([&] { return a.ended.load(); }, absl::Seconds(20)));
+  bool served = WaitFor(
+      [&] {
+        int status = 0;
+        Http(port)->Get(
+            "/api/v1/events?interval_ms=100",
+            [&status](const httplib::Response& response) {
+              status = response.status;
+              return true;
+            },
+            [](const char*, size_t) { return false; });  // Served: done with it.
+        return status == 200;
+      },
+      absl::Seconds(20));
+  EXPECT_TRUE(served);
+  b.stop.store(true);
+  server.Stop();
+  a.reader.join();
+  b.reader.join();
+}
+
 TEST_F(ConsoleApiTest, PagesAreServedWithTheirPolicy) {
   ControlServer server(*engine_->engine);
   ControlServerOptions options = ConsoleOptions();
