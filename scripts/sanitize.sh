@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build-asan}"
 
-bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+SETUP_BROWSER_TOOLS=0 bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 # halt_on_error: a UBSan finding fails the test rather than scrolling by.

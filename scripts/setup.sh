@@ -9,6 +9,8 @@
 #   SETUP_TEST_PACKAGES  if 0, leave out TEST_PACKAGES (the Dockerfile, which
 #                        builds no tests)
 #   BUILD_TARGETS        targets to build, space-separated (default: all)
+#   SETUP_BROWSER_TOOLS  if 0, leave out the browser test's npm packages (builds
+#                        that never run the `browser` label)
 #
 # Idempotent: apt is touched only when a package is missing, so a second run is
 # fast and works offline. Installing needs root; as another user the script
@@ -150,14 +152,24 @@ say "build done: $BUILD_DIR"
 # ---- test tools from npm ---------------------------------------------------------
 # playwright-core at the version tests/console/package-lock.json pins, for the
 # browser test; never its own browser download (it drives /usr/bin/chromium).
-if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" ]]; then
+# Builds that never run the `browser` label (the sanitizers', the
+# thread-safety one) set SETUP_BROWSER_TOOLS=0.
+if [[ "${SETUP_TEST_PACKAGES:-1}" != "0" && "${SETUP_BROWSER_TOOLS:-1}" != "0" ]]; then
   tools="$BUILD_DIR/console-tools"
   lock="$ROOT/tests/console/package-lock.json"
   if ! cmp -s "$lock" "$tools/package-lock.json" || [[ ! -d "$tools/node_modules/playwright-core" ]]; then
     say "installing the browser test's npm packages into $tools"
-    rm -rf "$tools" && mkdir -p "$tools"
-    cp "$ROOT/tests/console/package.json" "$lock" "$tools/"
-    (cd "$tools" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts) \
-      || die "npm ci of tests/console's packages failed"
+    installed=0
+    for attempt in 1 2 3; do
+      rm -rf "$tools" && mkdir -p "$tools"
+      cp "$ROOT/tests/console/package.json" "$lock" "$tools/"
+      if (cd "$tools" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts); then
+        installed=1
+        break
+      fi
+      say "npm ci failed (attempt $attempt of 3)"
+      sleep $((attempt * 5))
+    done
+    ((installed)) || die "npm ci of tests/console's packages failed 3 times"
   fi
 fi

@@ -16,7 +16,7 @@ export BUILD_DIR="${TSA_BUILD_DIR:-$ROOT/build-tsa}"
 say() { printf 'thread_safety.sh: %s\n' "$*"; }
 
 # The analysis does not depend on optimisation: a Debug build is quicker.
-bash "$ROOT/scripts/setup.sh" \
+SETUP_BROWSER_TOOLS=0 bash "$ROOT/scripts/setup.sh" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
   -DRETRYD_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug

@@ -19,7 +19,7 @@ export BUILD_DIR="${BUILD_DIR:-$ROOT/build-tsan}"
 # CMakeLists.txt adds the flags a TSan build against Debian's uninstrumented
 # libraries needs; tests/CMakeLists.txt links tests/tsan/ into the tests.
 BUILD_TARGETS="tests_unit tests_integration" \
-  bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+  SETUP_BROWSER_TOOLS=0 bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
 
 # -LE: a test of those labels that also carries `kafka` (a real broker) or
 # `browser` runs in the plain suite only.
