@@ -89,6 +89,14 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i) {
   return n;
 }
 
+void Write(std::FILE* stream, const std::string& line) {
+  absl::MutexLock lock(&OutputMutex());
+  std::fwrite(line.data(), 1, line.size(), stream);
+  if (stream == stdout) std::fflush(stream);
+}
+
+}  // namespace
+
 // `s` as a JSON string, quotes included: control characters, quotes and
 // backslashes escaped, a byte that is not part of well-formed UTF-8
 // replaced by U+FFFD.
@@ -126,14 +134,6 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   }
   out->push_back('"');
 }
-
-void Write(std::FILE* stream, const std::string& line) {
-  absl::MutexLock lock(&OutputMutex());
-  std::fwrite(line.data(), 1, line.size(), stream);
-  if (stream == stdout) std::fflush(stream);
-}
-
-}  // namespace
 
 void SetMinLogLevel(LogLevel level) { min_level.store(static_cast<int>(level)); }
 

@@ -50,6 +50,11 @@ void LogLineFor(LogLevel level, absl::string_view component, absl::string_view m
 // format both streams hold only objects. Thread-safe; flushes.
 void PrintLine(absl::string_view message);
 
+// Appends `s` as a JSON string, quotes included: control characters,
+// quotes and backslashes escaped, a byte that is not part of well-formed
+// UTF-8 replaced by U+FFFD. Pure.
+void AppendJsonString(std::string* out, absl::string_view s);
+
 // One line as LogLine writes it in `format`, newline included. Pure.
 std::string FormatLogLine(LogFormat format, absl::Time time, LogLevel level,
                           absl::string_view component, absl::string_view thread,

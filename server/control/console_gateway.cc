@@ -20,6 +20,7 @@
 #include "google/rpc/status.pb.h"
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/common/grpc_code_names.h"
+#include "server/common/logging.h"
 #include "server/console/console_assets.h"
 #include "server/control/auth.h"
 
@@ -52,33 +53,9 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 std::string JsonQuote(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  AppendJsonString(&out, text);
+  return out;
 }
 
 absl::string_view CodeName(int grpc_code) {
@@ -149,7 +126,7 @@ std::unique_ptr<google::protobuf::Message> NewMessage(
   return std::unique_ptr<google::protobuf::Message>(prototype->New());
 }
 
-// The query parameter `name` as a number in [min, max], else `fallback`.
+// The query parameter `name` as a number; nullopt when absent or not one.
 std::optional<int64_t> QueryNumber(const HttpRequest& request, const std::string& name) {
   auto it = request.query.find(name);
   int64_t value = 0;

@@ -36,10 +36,7 @@ using ::testing::HasSubstr;
 constexpr char kToken[] = "console-token-1";
 
 std::unique_ptr<httplib::Client> Http(int port) {
-  auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
-  client->set_connection_timeout(5, 0);
-  client->set_read_timeout(30, 0);
-  return client;
+  return testing::HttpClient(port, /*read_timeout_s=*/30);
 }
 
 template <typename Message>

@@ -46,6 +46,13 @@ std::unique_ptr<EngineUnderTest> StartEngineUnderTest(const std::string& name, i
   return out;
 }
 
+std::unique_ptr<httplib::Client> HttpClient(int port, int read_timeout_s) {
+  auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
+  client->set_connection_timeout(5, 0);
+  client->set_read_timeout(read_timeout_s, 0);
+  return client;
+}
+
 std::shared_ptr<grpc::Channel> Channel(const std::string& target,
                                        std::shared_ptr<grpc::ChannelCredentials> credentials) {
   return grpc::CreateChannel(target, std::move(credentials));

@@ -7,6 +7,7 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <memory>
@@ -73,6 +74,10 @@ class SharedEngineTest : public ::testing::Test {
 
   static inline EngineUnderTest* engine_ = nullptr;
 };
+
+// A plain HTTP client of 127.0.0.1:`port` (the HTTP listener): 5 s to
+// connect, `read_timeout_s` for an answer.
+std::unique_ptr<httplib::Client> HttpClient(int port, int read_timeout_s = 10);
 
 std::shared_ptr<grpc::Channel> Channel(
     const std::string& target,

@@ -290,12 +290,7 @@ TEST(MetricsUnitTest, OperatingGuideListsEveryFamily) {
 
 // ---- the listener, on an engine on the mock cluster -------------------------------
 
-std::unique_ptr<httplib::Client> Http(int port) {
-  auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
-  client->set_connection_timeout(5, 0);
-  client->set_read_timeout(10, 0);
-  return client;
-}
+std::unique_ptr<httplib::Client> Http(int port) { return testing::HttpClient(port); }
 
 constexpr char kMetricsServerTopics[] = "metrics-server";
 
