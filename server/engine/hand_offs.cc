@@ -95,6 +95,7 @@ void HandOffMailbox::Done(std::unique_ptr<EmittedHandOff> emitted) {
   emitted->hand_off.sent_back = ByteCharge();
   absl::MutexLock lock(&done_mu);
   done.push_back(std::move(emitted));
+  any_done.store(true, std::memory_order_relaxed);
 }
 
 void EmittedHandOff::Delivered(std::unique_ptr<kafka::Delivery> self, absl::Status status,
@@ -294,7 +295,15 @@ void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
   }
   // The delivery owns the hand-off, so its value outlives the delivery
   // report: Kafka reads it in place rather than holding a copy.
-  auto emitted = std::make_unique<EmittedHandOff>(mailbox_, std::move(hand_off));
+  std::unique_ptr<EmittedHandOff> emitted;
+  if (spare_.empty()) {
+    emitted = std::make_unique<EmittedHandOff>(mailbox_, std::move(hand_off));
+  } else {
+    emitted = std::move(spare_.back());
+    spare_.pop_back();
+    emitted->mailbox = mailbox_;
+    emitted->hand_off = std::move(hand_off);
+  }
   HandOff& h = emitted->hand_off;
   // Views into `h`, which stays where it is from here on.
   const OutputHeaders more_headers(h);
@@ -312,11 +321,22 @@ void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
   if (!status.ok()) OnFailed(mailbox_, std::move(h), status);
 }
 
-void HandOffs::FreeDone() {
+void HandOffs::FreeDone(RecordBuffers& buffers) {
+  if (!mailbox_->any_done.load(std::memory_order_relaxed)) return;
   {
     absl::MutexLock lock(&mailbox_->done_mu);
+    mailbox_->any_done.store(false, std::memory_order_relaxed);
     if (mailbox_->done.empty()) return;
     freeing_.swap(mailbox_->done);
+  }
+  for (std::unique_ptr<EmittedHandOff>& emitted : freeing_) {
+    buffers.Recycle(emitted->hand_off.record);
+    buffers.Recycle(emitted->hand_off.origin.original_topic);
+    if (spare_.size() >= kMaxSpare) continue;
+    // Emptied now: nothing it refers to (its partition's tracker, a parked
+    // key, a request) outlives the hand-off.
+    emitted->hand_off = HandOff();
+    spare_.push_back(std::move(emitted));
   }
   freeing_.clear();
 }

@@ -178,7 +178,7 @@ bool Worker::Housekeep(absl::Duration commit_interval) {
   ServeRequests(/*serving=*/true);
   if (HandOffsBroken()) return false;
   hand_offs_.DrainRedo(/*force=*/false, InOrder());
-  hand_offs_.FreeDone();
+  hand_offs_.FreeDone(buffers_);
   if (role_ == ThreadRole::kPrimary && KeyOrder()) {
     if (absl::Now() >= next_learn_ && partitions_.any_keys_unknown()) LearnParkedKeys();
     if (absl::Now() >= next_sweep_) SweepParkedKeys();
@@ -260,18 +260,19 @@ void Worker::Shutdown(bool failed) {
 }
 
 absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
-  absl::StatusOr<std::optional<Record>> polled = consumer_->Poll(wait);
+  // Each record is read into buffers of records already done with, where
+  // there are some (RecordBuffers).
+  buffers_.Prepare(read_);
+  absl::StatusOr<bool> polled = consumer_->Poll(wait, read_);
   if (!polled.ok()) return polled.status();
-  if (!polled->has_value()) return 0;
+  if (!*polled) return 0;
   int taken = 0;
   const absl::Time deadline = absl::Now() + kMaxRound;
   // Records come in runs of one partition: its name is copied once a run.
   TopicPartition tp;
   while (true) {
-    if (const Record& r = **polled; r.partition != tp.partition || r.topic != tp.topic) {
-      tp = r.tp();
-    }
-    HandleConsumed(tp, std::move(**polled));
+    if (read_.partition != tp.partition || read_.topic != tp.topic) tp = read_.tp();
+    HandleConsumed(tp, std::move(read_));
     ++taken;
     // Back to the loop's housekeeping as soon as it has something to do
     // that a record can bring about: a pause (back-pressure, a partition's
@@ -283,9 +284,13 @@ absl::StatusOr<int> Worker::PollBatch(absl::Duration wait) {
         absl::Now() >= deadline) {
       break;
     }
-    polled = consumer_->Poll(absl::ZeroDuration());
+    // Out of buffers: the hand-offs acknowledged while this batch (or the
+    // wait before it) went on have some.
+    if (buffers_.buffers() == 0 || hand_offs_.spare() == 0) hand_offs_.FreeDone(buffers_);
+    buffers_.Prepare(read_);
+    polled = consumer_->Poll(absl::ZeroDuration(), read_);
     if (!polled.ok()) return polled.status();
-    if (!polled->has_value()) break;
+    if (!*polled) break;
   }
   return taken;
 }

@@ -70,6 +70,7 @@
 #include "server/engine/ordering/key_parking.h"
 #include "server/engine/partitions.h"
 #include "server/engine/rebalance_checkpoint.h"
+#include "server/engine/record_buffers.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/engine/worker_context.h"
 #include "server/kafka/consumer.h"
@@ -330,6 +331,10 @@ class Worker : public kafka::ConsumerListener {
   // builds.
   ThreadOwner thread_owner_;
   std::unique_ptr<kafka::Consumer> consumer_;
+  // The buffers of records whose hand-offs are done (HandOffs::FreeDone),
+  // for the records read next; and the record Poll() reads into.
+  RecordBuffers buffers_;
+  Record read_;
   Backoff backoff_;
   DueScheduler scheduler_;
   // Each assigned partition's state, and the records that wait for one.

@@ -199,13 +199,16 @@ void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void*
   self->listener_->OnCommitFailed(failed);
 }
 
-absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
+absl::StatusOr<bool> Consumer::Poll(absl::Duration timeout, Record& record) {
   rd_kafka_message_t* m =
       rd_kafka_consumer_poll(rk_.get(), static_cast<int>(absl::ToInt64Milliseconds(timeout)));
-  if (m == nullptr) return std::nullopt;
+  if (m == nullptr) return false;
   std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(
       m, rd_kafka_message_destroy);
-  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return ToRecord(m);
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ToRecord(m, record);
+    return true;
+  }
   char errstr[512];
   if (rd_kafka_fatal_error(rk_.get(), errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::InternalError(absl::StrCat("fatal consumer error: ", errstr));
@@ -224,7 +227,7 @@ absl::StatusOr<std::optional<Record>> Consumer::Poll(absl::Duration timeout) {
       LogWarning(rd_kafka_name(rk_.get()), ": ", rd_kafka_message_errstr(m));
       break;
   }
-  return std::nullopt;
+  return false;
 }
 
 absl::Status Consumer::Commit(const CommitOffsets& offsets, bool async) {

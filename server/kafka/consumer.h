@@ -73,10 +73,12 @@ class Consumer {
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;
 
-  // Waits up to `timeout` for the next record; nullopt if none came.
+  // Waits up to `timeout` for the next record and reads it into `record`
+  // (every field set), writing over the buffers `record` holds rather than
+  // allocating new ones; false if none came (`record` then unspecified).
   // Listener callbacks run inside. Errors are only fatal ones; transient
   // broker trouble is logged and retried by librdkafka.
-  absl::StatusOr<std::optional<Record>> Poll(absl::Duration timeout);
+  absl::StatusOr<bool> Poll(absl::Duration timeout, Record& record);
 
   // Commits `offsets` (the next offset to read, per partition, with its
   // metadata).

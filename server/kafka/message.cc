@@ -1,28 +1,56 @@
 #include "server/kafka/message.h"
 
-namespace retryd::kafka {
+#include <cstddef>
 
-Record ToRecord(const rd_kafka_message_t* m) {
-  Record r;
-  r.topic = rd_kafka_topic_name(m->rkt);
+namespace retryd::kafka {
+namespace {
+
+// `to` gets `size` bytes at `data`, or null if `data` is; a buffer it
+// already holds is written over rather than allocated again.
+void AssignBytes(std::optional<std::string>& to, const void* data, size_t size) {
+  if (data == nullptr) {
+    to.reset();
+  } else if (to.has_value()) {
+    to->assign(static_cast<const char*>(data), size);
+  } else {
+    to.emplace(static_cast<const char*>(data), size);
+  }
+}
+
+}  // namespace
+
+void ToRecord(const rd_kafka_message_t* m, Record& r) {
+  r.topic.assign(rd_kafka_topic_name(m->rkt));
   r.partition = m->partition;
   r.offset = m->offset;
   r.timestamp_ms = rd_kafka_message_timestamp(m, nullptr);
-  if (m->key != nullptr) r.key.emplace(static_cast<const char*>(m->key), m->key_len);
-  if (m->payload != nullptr) r.value.emplace(static_cast<const char*>(m->payload), m->len);
+  AssignBytes(r.key, m->key, m->key_len);
+  AssignBytes(r.value, m->payload, m->len);
+  size_t count = 0;
   rd_kafka_headers_t* headers = nullptr;
   if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
     const char* name;
     const void* value;
     size_t size;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      Header h{name, std::nullopt};
-      if (value != nullptr) h.value.emplace(static_cast<const char*>(value), size);
-      r.headers.push_back(std::move(h));
+    for (; rd_kafka_header_get_all(headers, count, &name, &value, &size) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++count) {
+      if (count < r.headers.size()) {
+        Header& h = r.headers[count];
+        h.key.assign(name);
+        AssignBytes(h.value, value, size);
+      } else {
+        Header& h = r.headers.emplace_back(Header{name, std::nullopt});
+        AssignBytes(h.value, value, size);
+      }
     }
   }
+  r.headers.erase(r.headers.begin() + static_cast<std::ptrdiff_t>(count), r.headers.end());
+}
+
+Record ToRecord(const rd_kafka_message_t* m) {
+  Record r;
+  ToRecord(m, r);
   return r;
 }
 

@@ -218,6 +218,106 @@ TEST(EngineTest, NullAndEmptyFieldsSurviveBothPaths) {
   }
 }
 
+// A worker reads each record into the buffers of records it is done with
+// (RecordBuffers). A round of large records with many headers goes through
+// first; the records after it, smaller, with fewer headers or null fields,
+// are read into its buffers and must come out exactly as they were written:
+// nothing of a record before shows through.
+TEST(EngineTest, RecordsReadIntoReusedBuffersCarryNothingOfTheRecordsBefore) {
+  const testing::TestTopics topics = CreateTopics("reuse", /*partitions=*/1);
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 1;
+  std::unique_ptr<engine::Engine> engine =
+      StartEngine(options, std::make_unique<FailOnceByHeader>());
+  ASSERT_NE(engine, nullptr);
+
+  auto user_headers = [](const Headers& headers) {
+    Headers user;
+    for (const Header& h : headers) {
+      if (!absl::StartsWith(h.key, "retryd-")) user.push_back(h);
+    }
+    return user;
+  };
+  std::map<std::string, OutgoingRecord> written;  // By "case".
+  auto write_round = [&](int round, int count, auto shape) {
+    std::vector<OutgoingRecord> records;
+    for (int i = 0; i < count; ++i) {
+      OutgoingRecord r;
+      r.topic = topics.input;
+      r.partition = 0;
+      r.headers = {{"case", absl::StrCat(round, "-", i)}};
+      shape(i, r);
+      written[r.headers[0].value.value()] = r;
+      records.push_back(std::move(r));
+    }
+    testing::ProduceRecords(records);
+  };
+  std::map<std::string, Record> output;  // By "case".
+  auto await_output = [&]() {
+    return WaitFor(
+        [&] {
+          for (Record& r : ReadAll(topics.output)) output[HeaderValue(r, "case")] = std::move(r);
+          return output.size() == written.size();
+        },
+        absl::Seconds(60));
+  };
+
+  write_round(0, 300, [](int i, OutgoingRecord& r) {
+    r.key = std::string(200, static_cast<char>('a' + i % 26));
+    r.value = std::string(2000, static_cast<char>('A' + i % 26));
+    for (int h = 0; h < 6; ++h) {
+      r.headers.push_back({absl::StrCat("wide-header-name-", h), std::string(100, 'h')});
+    }
+  });
+  // Round 0's hand-offs are acknowledged: their buffers are there for round 1.
+  ASSERT_TRUE(await_output()) << output.size() << " of " << written.size();
+  // In rounds, each read once the one before is out: whatever a round
+  // leaves behind, the next one is read into.
+  for (int round = 1; round <= 5; ++round) {
+    write_round(round, 60, [](int i, OutgoingRecord& r) {
+      switch (i % 6) {
+        case 0:
+          r.key = "k";
+          r.value = "short";
+          break;
+        case 1:
+          r.key = std::nullopt;
+          r.value = std::string(40, 'x');
+          break;
+        case 2:
+          r.key = std::string(30, 'y');
+          r.value = std::nullopt;
+          break;
+        case 3:
+          r.key = "";
+          r.value = "";
+          r.headers.push_back({"h-null", std::nullopt});
+          break;
+        case 4:
+          r.key = std::string(20, 'z');
+          r.value = std::string(3000, 'w');
+          r.headers.push_back({"fail-once", std::nullopt});
+          break;
+        default:
+          r.key = absl::StrCat("key-", i);
+          r.value = absl::StrCat("value-", i);
+          break;
+      }
+    });
+    ASSERT_TRUE(await_output()) << output.size() << " of " << written.size();
+  }
+  engine->Stop();
+  EXPECT_TRUE(ReadAll(topics.dlq).empty());
+
+  for (const auto& [name, w] : written) {
+    SCOPED_TRACE(name);
+    const Record& r = output.at(name);
+    EXPECT_EQ(r.key, w.key);
+    EXPECT_EQ(r.value, w.value);
+    EXPECT_EQ(user_headers(r.headers), w.headers);
+  }
+}
+
 TEST(EngineTest, ExhaustedAndMalformedRetryRecordsAreDeadLettered) {
   const testing::TestTopics topics = CreateTopics("doomed");
   ProduceKeys(topics.input, {"doomed-1", "doomed-2", "ok-1"});

@@ -18,7 +18,9 @@
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/api/engine.h"
+#include "server/engine/hand_offs.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/record_buffers.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 #include "server/processors/simulate.h"
@@ -91,6 +93,80 @@ std::vector<std::string> Keys(const std::vector<Record>& records) {
   std::vector<std::string> keys;
   for (const Record& r : records) keys.push_back(r.key.value_or("<null>"));
   return keys;
+}
+
+// A hand-off Kafka acknowledged comes back to its worker (FreeDone): the
+// object is kept for the next Emit, and its record's buffers for the next
+// record read. What a reused hand-off sends carries nothing of the one before.
+TEST(HandOffTest, AHandOffDoneWithIsUsedAgainAndItsBuffersKeptForTheNextRead) {
+  const testing::TestTopics topics = CreateTopics("spare", /*partitions=*/1);
+  const engine::EngineOptions options = TestEngineOptions(topics);
+  kafka::ProducerOptions producer_options;
+  producer_options.bootstrap_servers = BootstrapServers();
+  producer_options.properties = ClientProperties();
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
+      kafka::Producer::Create(producer_options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  engine::KeyParking parking;
+  auto mailbox = std::make_shared<engine::HandOffMailbox>(1, engine::ThreadRole::kPrimary,
+                                                          /*resume_below=*/100, &parking);
+  engine::HandOffs hand_offs(options, **producer, mailbox);
+  engine::RecordBuffers buffers;
+  auto tracker = std::make_shared<engine::CompletionTracker>();
+
+  auto emit = [&](int64_t offset, std::optional<std::string> key, std::string value,
+                  Headers headers) {
+    ASSERT_TRUE(tracker->Begin(offset));
+    engine::HandOff h;
+    h.kind = engine::HandOffKind::kOutput;
+    h.tracker = tracker;
+    h.offset = offset;
+    h.origin.original_topic = topics.input;
+    h.origin.original_offset = offset;
+    h.origin.attempt = 1;
+    h.record.topic = topics.output;
+    h.record.partition = 0;
+    h.record.key = std::move(key);
+    h.record.value = std::move(value);
+    h.record.headers = std::move(headers);
+    hand_offs.Emit(std::move(h), /*in_order=*/false);
+  };
+  // Acknowledged, and back with this "worker" (the report passes the hand-off
+  // back after it has counted it acknowledged).
+  auto back = [&](size_t spare) {
+    return WaitFor(
+        [&] {
+          hand_offs.FreeDone(buffers);
+          return mailbox->in_flight.load() == 0 && hand_offs.spare() == spare;
+        },
+        absl::Seconds(30));
+  };
+
+  emit(0, std::string(40, 'k'), std::string(500, 'a'), {{"first", "1"}, {"second", "2"}});
+  EXPECT_EQ(hand_offs.spare(), 0u);
+  ASSERT_TRUE(back(1));
+  EXPECT_EQ(buffers.buffers(), 3u);  // The key, the value and the header list.
+
+  // The next read gets them; the next Emit the object.
+  Record read;
+  buffers.Prepare(read);
+  ASSERT_TRUE(read.value.has_value());
+  EXPECT_GE(read.value->capacity(), 40u);
+  EXPECT_EQ(buffers.buffers(), 0u);
+  emit(1, std::nullopt, "b", {});
+  EXPECT_EQ(hand_offs.spare(), 0u);
+  ASSERT_TRUE(back(1));
+  EXPECT_EQ(tracker->CommitOffset(), 2);
+  (*producer)->Close(absl::Seconds(10));
+
+  std::vector<Record> out = ReadAll(topics.output);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].key, std::nullopt);
+  EXPECT_EQ(out[1].value, "b");
+  EXPECT_EQ(HeaderValue(out[1], std::string(engine::kOriginalOffsetHeader)), "1");
+  for (const Header& h : out[1].headers) {
+    EXPECT_TRUE(absl::StartsWith(h.key, "retryd-")) << h.key << " is the record's before";
+  }
 }
 
 TEST(HandOffTest, RecordTooLargeToProduceIsDeadLetteredCutToFit) {
