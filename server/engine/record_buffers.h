@@ -1,6 +1,6 @@
 // The buffers of records a worker is done with, kept to read its next
-// records into. A record's key, value and header list, once its hand-off is
-// acknowledged, take the next record read from Kafka rather than being freed
+// records into. A record's topic name, key, value and header list, once its
+// hand-off is acknowledged, take the next record read from Kafka rather than being freed
 // on one side and allocated again on the other: on the fast path (read,
 // processed, produced, acknowledged) a record then costs retryd no
 // allocation of its own for its bytes.
