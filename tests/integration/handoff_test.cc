@@ -239,6 +239,8 @@ TEST(HandOffTest, DeletedOutputTopicFailsTheThreadWithoutCommittingPastIt) {
   engine::EngineOptions options = TestEngineOptions(topics);
   options.retry.threads = 0;
   options.kafka_properties["message.timeout.ms"] = "3000";
+  // The producer learns of the topic's error from a periodic refresh.
+  options.kafka_properties["topic.metadata.refresh.interval.ms"] = "1000";
   std::unique_ptr<engine::Engine> engine = StartEngine(options, std::make_unique<AcceptAll>());
   ASSERT_NE(engine, nullptr);
   std::vector<std::string> before, after;
