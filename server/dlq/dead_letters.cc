@@ -36,6 +36,16 @@ const std::string* LastHeader(const Headers& headers, std::string_view key) {
   return found;
 }
 
+// The original timestamp's type a dead letter's retryd headers give; the
+// default for its timestamp when they give none (or none Kafka names).
+TimestampType OriginalTimestampType(const Headers& headers, int64_t timestamp_ms) {
+  std::optional<TimestampType> type;
+  if (const std::string* name = LastHeader(headers, engine::kOriginalTimestampTypeHeader)) {
+    type = engine::TimestampTypeFromName(*name);
+  }
+  return type.value_or(engine::DefaultTimestampType(timestamp_ms));
+}
+
 constexpr absl::string_view kTokenVersion = "c1";
 
 // DeadLetter.dialect of a record retryd wrote.
@@ -277,6 +287,9 @@ OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
       m.original_partition = decoded.original_partition();
       m.original_offset = decoded.original_offset();
       m.original_timestamp_ms = decoded.original_timestamp_unix_ms();
+      // Not in DeadLetter: read again from the record (an older retryd's
+      // has none, and gets the default).
+      m.original_timestamp_type = OriginalTimestampType(lineage_free, m.original_timestamp_ms);
       m.error = decoded.error();
       m.first_error = decoded.first_error();
       m.error_reason = decoded.error_reason();

@@ -140,6 +140,7 @@ RetryMetadata OriginOf(const HeldRecord& held) {
   m.original_partition = held.record.partition;
   m.original_offset = held.record.offset;
   m.original_timestamp_ms = held.record.timestamp_ms;
+  m.original_timestamp_type = held.record.timestamp_type;
   m.error = held.last_error;
   m.first_error = held.first_error;
   m.error_reason = held.last_error_reason;
@@ -228,6 +229,7 @@ HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& erro
   h.origin.original_partition = record.partition;
   h.origin.original_offset = record.offset;
   h.origin.original_timestamp_ms = record.timestamp_ms;
+  h.origin.original_timestamp_type = record.timestamp_type;
   h.origin.error = error;
   return h;
 }
@@ -237,6 +239,10 @@ HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const DeadLetterStamp& stamp, std::span<const DeadLetterDialect> dialects,
                          std::string_view group) {
   const size_t refused_size = RecordWireSize(hand_off.record);
+  // Its timestamp (a dead letter's, with the Streams dialect on) may be
+  // what the topic refused: a fitted form is stamped by the producer, which
+  // changes the record even where its size stays.
+  const bool restamped = hand_off.record.timestamp_ms > 0;
   if (hand_off.unfitted == nullptr) {
     // The first refusal: the record to fit is the dead-letter record the
     // source deserves, with the refusal added to why it got there.
@@ -266,7 +272,9 @@ HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
   hand_off.record = FitDeadLetter(*hand_off.unfitted, max_message_bytes);
   // Under the client's limit already, yet refused (the broker's limit is
   // lower): only the smallest form can help.
-  if (hand_off.fit < 2 && RecordWireSize(hand_off.record) >= refused_size) hand_off.fit = 2;
+  if (hand_off.fit < 2 && !restamped && RecordWireSize(hand_off.record) >= refused_size) {
+    hand_off.fit = 2;
+  }
   if (hand_off.fit >= 2) {
     hand_off.record = FitDeadLetter(*hand_off.unfitted, kMinimalDeadLetterBytes);
   }
@@ -279,6 +287,7 @@ void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dia
   if (dialects.empty()) return;
   hand_off.record.headers =
       WithDialectHeaders(hand_off.record.headers, dialects, hand_off.origin, group);
+  hand_off.record.timestamp_ms = DeadLetterTimestampMs(dialects, hand_off.origin);
 }
 
 HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,

@@ -213,16 +213,20 @@ HandOff MalformedDeadLetterHandOff(const Record& record, const std::string& erro
 // of `why`, in the next smaller form: under `max_message_bytes`, and then
 // the smallest form. `stamp` is used when it is first fitted, and so are
 // `dialects`: their headers (for consumer group `group`) describe it, and
-// are kept as its retryd headers are.
+// are kept as its retryd headers are. Every form is stamped by the
+// producer: a record refused with a timestamp of its own (the Streams
+// dialect's) may have been refused for it, and is first sent again in the
+// larger form, whatever its size.
 HandOff FittedDeadLetter(HandOff hand_off, const std::string& why,
                          const std::string& dead_letter_topic, size_t max_message_bytes,
                          const DeadLetterStamp& stamp,
                          std::span<const DeadLetterDialect> dialects = {},
                          std::string_view group = {});
 // Adds to a dead-letter hand-off's record the headers of `dialects`
-// describing its origin, for consumer group `group` (WithDialectHeaders):
-// done for each dead-letter record as it is emitted, but for a fitted one,
-// which has them already.
+// describing its origin, for consumer group `group` (WithDialectHeaders),
+// and gives it the timestamp they call for (DeadLetterTimestampMs): done
+// for each dead-letter record as it is emitted, but for a fitted one, which
+// has them already.
 void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dialects,
                        std::string_view group);
 

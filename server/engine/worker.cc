@@ -370,6 +370,7 @@ void Worker::HandleRetryRecord(const TopicPartition& tp,
   held.record.partition = meta->original_partition;
   held.record.offset = meta->original_offset;
   held.record.timestamp_ms = meta->original_timestamp_ms;
+  held.record.timestamp_type = meta->original_timestamp_type;
   held.record.key = std::move(record.key);
   held.record.value = std::move(record.value);
   held.record.headers = StripRetrydHeaders(record.headers);

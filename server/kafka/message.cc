@@ -17,13 +17,27 @@ void AssignBytes(std::optional<std::string>& to, const void* data, size_t size) 
   }
 }
 
+TimestampType TimestampTypeOf(rd_kafka_timestamp_type_t type) {
+  switch (type) {
+    case RD_KAFKA_TIMESTAMP_CREATE_TIME:
+      return TimestampType::kCreateTime;
+    case RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME:
+      return TimestampType::kLogAppendTime;
+    case RD_KAFKA_TIMESTAMP_NOT_AVAILABLE:
+      break;
+  }
+  return TimestampType::kNone;
+}
+
 }  // namespace
 
 void ToRecord(const rd_kafka_message_t* m, Record& r) {
   r.topic.assign(rd_kafka_topic_name(m->rkt));
   r.partition = m->partition;
   r.offset = m->offset;
-  r.timestamp_ms = rd_kafka_message_timestamp(m, nullptr);
+  rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+  r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
+  r.timestamp_type = TimestampTypeOf(type);
   AssignBytes(r.key, m->key, m->key_len);
   AssignBytes(r.value, m->payload, m->len);
   size_t count = 0;

@@ -8,8 +8,8 @@
 
 namespace retryd::kafka {
 
-// Copies topic, coordinates, key, value and headers; null key, value and
-// header values stay null.
+// Copies topic, coordinates, timestamp and its type, key, value and headers;
+// null key, value and header values stay null.
 Record ToRecord(const rd_kafka_message_t* m);
 // The same into `r`, every field of which it sets: buffers `r` already holds
 // (its strings, its header list and theirs) are written over, not allocated

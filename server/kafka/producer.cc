@@ -2,6 +2,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -40,7 +41,10 @@ absl::Status KafkaError(rd_kafka_resp_err_t err, absl::string_view what) {
       return absl::CancelledError(message);
     // This record, as it is, can never be written: too large for the
     // client's message.max.bytes (local) or the broker's limits, or refused
-    // by the broker's record validation. Sending it again cannot help.
+    // by the broker's record validation (a timestamp given, older or newer
+    // than the topic's message.timestamp.before.max.ms or after.max.ms
+    // allow, included). Sending it again cannot help.
+    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
@@ -193,6 +197,7 @@ absl::Status Producer::Enqueue(const OutgoingRecord& record,
       rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()), RD_KAFKA_V_PARTITION(partition),
       RD_KAFKA_V_MSGFLAGS(value_flags), RD_KAFKA_V_KEY(key, key_size),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_TIMESTAMP(std::max<int64_t>(record.timestamp_ms, 0)),
       RD_KAFKA_V_OPAQUE(delivery.get()), RD_KAFKA_V_END);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);

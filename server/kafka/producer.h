@@ -39,7 +39,8 @@ struct ProducerOptions {
 // caller knows what it can do:
 //   INVALID_ARGUMENT   this record, as it is, can never be produced (larger
 //                      than message.max.bytes or the broker's limit, refused
-//                      by the broker's record validation): change it.
+//                      by the broker's record validation, its timestamp
+//                      out of the topic's bounds): change it.
 //   NOT_FOUND          the topic or partition does not exist, after
 //   PERMISSION_DENIED  librdkafka's own retries; or producing to it is not
 //                      authorized. Not about this record: every record to

@@ -34,12 +34,18 @@ struct TopicPartition {
   }
 };
 
+// What a record's timestamp is, as Kafka's TimestampType says: set by its
+// producer (CreateTime) or by the broker when it appended it (LogAppendTime,
+// the topic's message.timestamp.type); none for a record without one.
+enum class TimestampType { kNone, kCreateTime, kLogAppendTime };
+
 // A record consumed from Kafka.
 struct Record {
   std::string topic;
   int32_t partition = 0;
   int64_t offset = -1;
   int64_t timestamp_ms = -1;  // -1: the broker gave none.
+  TimestampType timestamp_type = TimestampType::kNone;
   std::optional<std::string> key;
   std::optional<std::string> value;
   Headers headers;
@@ -51,6 +57,11 @@ struct Record {
 struct OutgoingRecord {
   std::string topic;
   int32_t partition = -1;
+  // The record's CreateTime in ms since the epoch; <= 0: the producer's
+  // clock when it is produced (librdkafka reads 0 so, which makes the epoch
+  // itself one ms that cannot be given). A topic whose
+  // message.timestamp.type is LogAppendTime replaces it either way.
+  int64_t timestamp_ms = -1;
   std::optional<std::string> key;
   std::optional<std::string> value;
   Headers headers;

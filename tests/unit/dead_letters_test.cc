@@ -22,6 +22,7 @@ engine::RetryMetadata Meta() {
   m.original_partition = 2;
   m.original_offset = 41;
   m.original_timestamp_ms = 1'699'999'999'000;
+  m.original_timestamp_type = TimestampType::kLogAppendTime;
   m.error = "UNAVAILABLE: card declined";
   m.first_error = "DEADLINE_EXCEEDED: slow";
   m.error_reason = "shop.example/FRAUD";
@@ -334,6 +335,8 @@ TEST(RedriveRecordTest, ToTheOriginWithTheAttemptsItUsedGoesThroughTheRetryTopic
   EXPECT_EQ(m->original_topic, "orders");
   EXPECT_EQ(m->original_offset, 41);
   EXPECT_EQ(m->first_error, "DEADLINE_EXCEEDED: slow");
+  // Not in DeadLetter, read again from the record.
+  EXPECT_EQ(m->original_timestamp_type, TimestampType::kLogAppendTime);
   EXPECT_EQ(HeaderOf(out, "retryd-redrive-count"), "2");
   // The lineage appears once.
   EXPECT_EQ(std::count_if(out.headers.begin(), out.headers.end(),

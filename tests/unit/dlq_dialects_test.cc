@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/engine/hand_offs.h"
@@ -23,6 +24,7 @@ RetryMetadata Meta() {
   m.original_partition = 3;
   m.original_offset = 258;                      // 0x0102
   m.original_timestamp_ms = 1'700'000'000'000;  // 0x0000018BCFE56800
+  m.original_timestamp_type = TimestampType::kCreateTime;
   m.error = "UNAVAILABLE: card declined";
   return m;
 }
@@ -32,6 +34,18 @@ std::vector<std::pair<std::string, std::string>> Pairs(const Headers& headers) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const Header& h : headers) out.emplace_back(h.key, h.value.value_or("<null>"));
   return out;
+}
+
+// A record of orders/2@41, timestamped 900, as its primary thread holds it.
+HeldRecord Held() {
+  HeldRecord held;
+  held.source = {"orders", 2};
+  held.record.topic = "orders";
+  held.record.partition = 2;
+  held.record.offset = 41;
+  held.record.timestamp_ms = 900;
+  held.record.timestamp_type = TimestampType::kCreateTime;
+  return held;
 }
 
 constexpr char kTrace[] =
@@ -56,11 +70,95 @@ TEST(DlqDialectsTest, SpringAsDeadLetterPublishingRecovererWritesThem) {
 TEST(DlqDialectsTest, SpringWithoutTimestampOrGroup) {
   RetryMetadata m = Meta();
   m.original_timestamp_ms = -1;
+  m.original_timestamp_type = TimestampType::kNone;
   const Headers h = DialectHeaders(DeadLetterDialect::kSpring, m, "");
   ASSERT_EQ(h.size(), 9u);  // No consumer group.
   EXPECT_EQ(h[7].key, "kafka_dlt-original-timestamp");
   EXPECT_EQ(*h[7].value, std::string(8, '\xFF'));  // Java's -1L.
   EXPECT_EQ(*h[8].value, "NoTimestampType");
+}
+
+// Spring writes the consumer record's timestampType(); retryd keeps the one
+// librdkafka gave it through the retry topic (retryd-original-timestamp-type).
+TEST(DlqDialectsTest, SpringNamesTheOriginalTimestampType) {
+  RetryMetadata m = Meta();
+  m.original_timestamp_type = TimestampType::kLogAppendTime;
+  Headers h = DialectHeaders(DeadLetterDialect::kSpring, m, "shop");
+  EXPECT_EQ(*h[8].value, "LogAppendTime");
+  absl::StatusOr<RetryMetadata> read = ParseDialectHeaders(h, DeadLetterDialect::kSpring, -1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->original_timestamp_type, TimestampType::kLogAppendTime);
+  // One Kafka does not name reads as the default for its timestamp.
+  h[8].value = "Sometime";
+  read = ParseDialectHeaders(h, DeadLetterDialect::kSpring, -1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->original_timestamp_type, TimestampType::kCreateTime);
+}
+
+// A record read from a LogAppendTime topic, failed, retried and
+// dead-lettered by a retry thread: the type rides through the retry topic.
+TEST(DlqDialectsTest, LogAppendTimeSurvivesTheRetryTopic) {
+  HeldRecord held = Held();
+  held.record.timestamp_type = TimestampType::kLogAppendTime;
+  held.last_error = "UNAVAILABLE";
+  const HandOff retry = RetryHandOff(std::move(held), HandOffKind::kRetry, "orders.retry");
+  absl::StatusOr<RetryMetadata> read = ParseRetryHeaders(retry.record.headers);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->original_timestamp_type, TimestampType::kLogAppendTime);
+
+  // What a retry thread makes of it (Worker::HandleRetryRecord).
+  HeldRecord again;
+  again.source = {"orders.retry", 0};
+  again.attempt = read->attempt;
+  again.first_failure_ms = read->first_failure_ms;
+  again.record.topic = read->original_topic;
+  again.record.partition = read->original_partition;
+  again.record.offset = read->original_offset;
+  again.record.timestamp_ms = read->original_timestamp_ms;
+  again.record.timestamp_type = read->original_timestamp_type;
+  HandOff dead = DeadLetterHandOff(ThreadRole::kRetry, again, "still UNAVAILABLE", "orders.dlq",
+                                   {5000, "thread-2"});
+  const std::vector<DeadLetterDialect> spring = {DeadLetterDialect::kSpring};
+  AddDialectHeaders(dead, spring, "shop");
+  EXPECT_THAT(Pairs(dead.record.headers),
+              ::testing::Contains(Pair("kafka_dlt-original-timestamp-type", "LogAppendTime")));
+  EXPECT_THAT(Pairs(dead.record.headers),
+              ::testing::Contains(Pair("retryd-original-timestamp-type", "LogAppendTime")));
+}
+
+// ExceptionHandlerUtils (kafka-streams 4.2) builds the dead letter with the
+// failed record's timestamp; Spring leaves it to the producer, as retryd's
+// own dead letters do. Streams on, its timestamp wins.
+TEST(DlqDialectsTest, StreamsGivesTheDeadLetterTheOriginalTimestamp) {
+  using D = DeadLetterDialect;
+  const RetryMetadata m = Meta();
+  EXPECT_EQ(DeadLetterTimestampMs({}, m), -1);
+  EXPECT_EQ(DeadLetterTimestampMs(std::vector<D>{D::kSpring, D::kKip1191}, m), -1);
+  EXPECT_EQ(DeadLetterTimestampMs(std::vector<D>{D::kStreams}, m), 1'700'000'000'000);
+  EXPECT_EQ(DeadLetterTimestampMs(std::vector<D>{D::kSpring, D::kStreams}, m), 1'700'000'000'000);
+  RetryMetadata none = m;
+  none.original_timestamp_ms = -1;
+  EXPECT_EQ(DeadLetterTimestampMs(std::vector<D>{D::kStreams}, none), -1);
+
+  HeldRecord held = Held();
+  held.record.value = std::string(2000, 'v');
+  HandOff dead = DeadLetterHandOff(ThreadRole::kPrimary, held, "bad", "orders.dlq", {5000, "t"});
+  EXPECT_EQ(dead.record.timestamp_ms, -1) << "retryd alone: the producer stamps it";
+  AddDialectHeaders(dead, std::vector<D>{D::kSpring}, "shop");
+  EXPECT_EQ(dead.record.timestamp_ms, -1);
+  AddDialectHeaders(dead, std::vector<D>{D::kSpring, D::kStreams}, "shop");
+  EXPECT_EQ(dead.record.timestamp_ms, 900);
+
+  // Refused (by a dead-letter topic whose message.timestamp.before.max.ms
+  // the old timestamp breaks, say): sent again stamped by the producer, whole
+  // (not the smallest form, as a record refused as it was and no larger
+  // than the limit would be).
+  const HandOff fitted =
+      FittedDeadLetter(std::move(dead), "Broker: Invalid timestamp", "orders.dlq", 50000,
+                       {9000, "thread-7"}, std::vector<D>{D::kSpring, D::kStreams}, "shop");
+  EXPECT_EQ(fitted.fit, 1);
+  EXPECT_EQ(fitted.record.timestamp_ms, -1);
+  EXPECT_EQ(fitted.record.value, held.record.value);
 }
 
 TEST(DlqDialectsTest, StreamsAsExceptionHandlerUtilsWritesThem) {
@@ -150,13 +248,8 @@ TEST(DlqDialectsTest, DetectedInOrderSpringStreamsKip1191) {
 // Every dead-letter path's record carries the dialects.
 TEST(DlqDialectsTest, DeadLetterHandOffsCarryThem) {
   const std::vector<DeadLetterDialect> spring = {DeadLetterDialect::kSpring};
-  HeldRecord held;
-  held.source = {"orders", 2};
+  HeldRecord held = Held();
   held.attempt = 3;
-  held.record.topic = "orders";
-  held.record.partition = 2;
-  held.record.offset = 41;
-  held.record.timestamp_ms = 900;
   HandOff dead = DeadLetterHandOff(ThreadRole::kPrimary, held, "permanent failure: bad",
                                    "orders.dlq", {5000, "thread-1"});
   AddDialectHeaders(dead, spring, "shop");

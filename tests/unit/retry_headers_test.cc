@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,7 @@ RetryMetadata SampleMetadata() {
   m.original_partition = 7;
   m.original_offset = 123456789;
   m.original_timestamp_ms = 1699999999999;
+  m.original_timestamp_type = TimestampType::kLogAppendTime;
   m.error = "timeout talking to billing";
   m.first_error = "connection reset by billing";
   m.error_reason = "billing.example.com/QUOTA_EXCEEDED";
@@ -98,6 +100,7 @@ TEST(RetryHeadersTest, HeaderNames) {
   EXPECT_EQ(kOriginalPartitionHeader, "retryd-original-partition");
   EXPECT_EQ(kOriginalOffsetHeader, "retryd-original-offset");
   EXPECT_EQ(kOriginalTimestampMsHeader, "retryd-original-timestamp-ms");
+  EXPECT_EQ(kOriginalTimestampTypeHeader, "retryd-original-timestamp-type");
   EXPECT_EQ(kErrorHeader, "retryd-error");
   EXPECT_EQ(kFirstErrorHeader, "retryd-first-error");
   EXPECT_EQ(kErrorReasonHeader, "retryd-error-reason");
@@ -105,7 +108,7 @@ TEST(RetryHeadersTest, HeaderNames) {
   EXPECT_EQ(kDeadLetteredByHeader, "retryd-dead-lettered-by");
 }
 
-TEST(RetryHeadersTest, WritesTenHeadersAfterTheOriginals) {
+TEST(RetryHeadersTest, WritesElevenHeadersAfterTheOriginals) {
   const Headers original = {{"trace-id", "abc"}, {"bin", kBinary}};
   const Headers out = WithRetryHeaders(original, SampleMetadata());
   EXPECT_THAT(out,
@@ -116,6 +119,7 @@ TEST(RetryHeadersTest, WritesTenHeadersAfterTheOriginals) {
                           Header{"retryd-original-partition", "7"},
                           Header{"retryd-original-offset", "123456789"},
                           Header{"retryd-original-timestamp-ms", "1699999999999"},
+                          Header{"retryd-original-timestamp-type", "LogAppendTime"},
                           Header{"retryd-error", "timeout talking to billing"},
                           Header{"retryd-first-error", "connection reset by billing"},
                           Header{"retryd-error-reason", "billing.example.com/QUOTA_EXCEEDED"}));
@@ -166,7 +170,7 @@ TEST(RetryHeadersTest, RoundTripKeepsOriginalHeadersByteForByte) {
   const RetryMetadata m = SampleMetadata();
   const Headers out = WithRetryHeaders(original, m);
 
-  ASSERT_EQ(out.size(), original.size() + 10);
+  ASSERT_EQ(out.size(), original.size() + 11);
   EXPECT_TRUE(std::equal(original.begin(), original.end(), out.begin()));
   EXPECT_EQ(StripRetrydHeaders(out), original);
 
@@ -195,7 +199,7 @@ TEST(RetryHeadersTest, OldRetrydHeadersAreReplacedNotDuplicated) {
   EXPECT_EQ(std::count_if(trip2.begin(), trip2.end(),
                           [](const Header& h) { return h.key == "retryd-attempt"; }),
             1);
-  EXPECT_EQ(trip2.size(), 2u + 10u);
+  EXPECT_EQ(trip2.size(), 2u + 11u);
   absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(trip2);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->attempt, 3);
@@ -258,17 +262,55 @@ TEST(RetryHeadersTest, MissingErrorHeaderReadsAsEmpty) {
   EXPECT_EQ(parsed->attempt, 3);
 }
 
-// A record written before retryd-first-error and retryd-error-reason
-// existed still parses: both read as empty.
+// A record written before retryd-original-timestamp-type,
+// retryd-first-error and retryd-error-reason existed still parses: the
+// errors read as empty, the type as CreateTime (a timestamp, as all an
+// older retryd ever said of one).
 TEST(RetryHeadersTest, RecordOfAnOlderWriterParsesWithEmptyFirstErrorAndReason) {
-  Headers older = Without(Without(ValidHeaders(), kFirstErrorHeader), kErrorReasonHeader);
+  Headers older = Without(Without(Without(ValidHeaders(), kFirstErrorHeader), kErrorReasonHeader),
+                          kOriginalTimestampTypeHeader);
   ASSERT_EQ(older.size(), 8u);
   absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(older);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   RetryMetadata expected = SampleMetadata();
+  expected.original_timestamp_type = TimestampType::kCreateTime;
   expected.first_error = "";
   expected.error_reason = "";
   EXPECT_EQ(*parsed, expected);
+}
+
+// Without a timestamp an older record's type is none, not CreateTime.
+TEST(RetryHeadersTest, MissingTimestampTypeDefaultsByTheTimestamp) {
+  Headers older = Without(ValidHeaders(), kOriginalTimestampTypeHeader);
+  older = WithValue(older, kOriginalTimestampMsHeader, "-1");
+  absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(older);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->original_timestamp_type, TimestampType::kNone);
+  EXPECT_EQ(DefaultTimestampType(0), TimestampType::kCreateTime);
+}
+
+TEST(RetryHeadersTest, TimestampTypeIsOneOfKafkasNames) {
+  for (auto [type, name] : {std::pair{TimestampType::kCreateTime, "CreateTime"},
+                            std::pair{TimestampType::kLogAppendTime, "LogAppendTime"},
+                            std::pair{TimestampType::kNone, "NoTimestampType"}}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(TimestampTypeName(type), name);
+    EXPECT_EQ(TimestampTypeFromName(name), type);
+    RetryMetadata m = SampleMetadata();
+    m.original_timestamp_type = type;
+    absl::StatusOr<RetryMetadata> parsed = ParseRetryHeaders(WithRetryHeaders({}, m));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, m);
+  }
+  // Kafka's enum constant is not its name; case counts, as in Java's.
+  for (const char* bad : {"LOG_APPEND_TIME", "logappendtime", "1", ""}) {
+    ExpectInvalid(WithValue(ValidHeaders(), kOriginalTimestampTypeHeader, bad),
+                  absl::StrCat("header retryd-original-timestamp-type is not CreateTime, "
+                               "LogAppendTime or NoTimestampType: \"",
+                               bad, "\""));
+  }
+  ExpectInvalid(WithValue(ValidHeaders(), kOriginalTimestampTypeHeader, std::nullopt),
+                "header retryd-original-timestamp-type has a null value");
 }
 
 TEST(RetryHeadersTest, EmptyHeadersReportTheFirstMissingHeader) {

@@ -176,6 +176,14 @@ absl::StatusOr<RetryMetadata> ParseSpring(const Headers& headers) {
     if (*n < -1) return OutOfRange(spring::kOriginalTimestamp, *n, ">= -1");
     m.original_timestamp_ms = *n;
   }
+  m.original_timestamp_type = DefaultTimestampType(m.original_timestamp_ms);
+  // Read leniently: nothing retryd does with another tool's dead letter
+  // depends on the type, so a value Kafka does not name keeps the default
+  // rather than failing the record.
+  absl::StatusOr<const std::string*> type = Value(headers, spring::kOriginalTimestampType, false);
+  if (type.ok() && *type != nullptr) {
+    m.original_timestamp_type = TimestampTypeFromName(**type).value_or(m.original_timestamp_type);
+  }
   m.error = Error(headers, spring::kExceptionMessage, spring::kExceptionFqcn);
   return m;
 }
@@ -190,6 +198,7 @@ absl::StatusOr<RetryMetadata> ParseStreams(const Headers& headers, int64_t recor
   }
   // Kafka Streams gives the dead-letter record the failed record's timestamp.
   m.original_timestamp_ms = std::max<int64_t>(record_timestamp_ms, -1);
+  m.original_timestamp_type = DefaultTimestampType(m.original_timestamp_ms);
   m.error = Error(headers, streams::kMessage, streams::kException);
   return m;
 }
@@ -266,10 +275,10 @@ Headers DialectHeaders(DeadLetterDialect dialect, const RetryMetadata& m, std::s
       Add(out, spring::kOriginalPartition, BigEndian<int32_t>(m.original_partition));
       Add(out, spring::kOriginalOffset, BigEndian<int64_t>(m.original_offset));
       Add(out, spring::kOriginalTimestamp, BigEndian<int64_t>(m.original_timestamp_ms));
-      // Kafka's TimestampType names; a consumer cannot tell CreateTime from
-      // LogAppendTime through librdkafka's record as retryd keeps it.
+      // Kafka's TimestampType name, as the consumer was told it (and kept
+      // through the retry topic in retryd-original-timestamp-type).
       Add(out, spring::kOriginalTimestampType,
-          m.original_timestamp_ms >= 0 ? "CreateTime" : "NoTimestampType");
+          std::string(TimestampTypeName(m.original_timestamp_type)));
       if (!group.empty()) Add(out, spring::kOriginalConsumerGroup, std::string(group));
       break;
     case DeadLetterDialect::kStreams:
@@ -315,6 +324,12 @@ Headers WithDialectHeaders(const Headers& headers, std::span<const DeadLetterDia
   out.insert(out.end(), std::make_move_iterator(added.begin()),
              std::make_move_iterator(added.end()));
   return out;
+}
+
+int64_t DeadLetterTimestampMs(std::span<const DeadLetterDialect> dialects, const RetryMetadata& m) {
+  const bool streams =
+      std::find(dialects.begin(), dialects.end(), DeadLetterDialect::kStreams) != dialects.end();
+  return streams && m.original_timestamp_ms >= 0 ? m.original_timestamp_ms : -1;
 }
 
 std::optional<DeadLetterDialect> DetectDialect(const Headers& headers) {

@@ -6,8 +6,10 @@
 //  - kSpring: Spring Kafka's DeadLetterPublishingRecoverer (spring-kafka
 //    4.1.1, KafkaHeaders and DeadLetterRecordManager): kafka_dlt-* headers;
 //    partition, offset and timestamp as big-endian binary integers.
-//  - kStreams: Kafka Streams' dead-letter queue (KIP-1034, Apache Kafka 4.1,
-//    ExceptionHandlerUtils): __streams.errors.* headers, all UTF-8 text.
+//  - kStreams: Kafka Streams' dead-letter queue (KIP-1034, Apache Kafka 4.2,
+//    ExceptionHandlerUtils): __streams.errors.* headers, all UTF-8 text, and
+//    the failed record's timestamp as the dead-letter record's
+//    (DeadLetterTimestampMs).
 //  - kKip1191: share groups' dead-letter queues (KIP-1191, experimental:
 //    the KIP page's revision of 2026-06-09): __dlq.errors.* headers, all
 //    UTF-8 text.
@@ -92,6 +94,15 @@ Headers DialectHeaders(DeadLetterDialect dialect, const RetryMetadata& m, std::s
 Headers WithDialectHeaders(const Headers& headers, std::span<const DeadLetterDialect> dialects,
                            const RetryMetadata& m, std::string_view group);
 
+// The Kafka timestamp a dead-letter record described by `m` gets with
+// `dialects` on: the original record's when Streams is among them (its
+// writer gives the dead letter the failed record's timestamp, and its
+// readers, retryd's included, take it for the original's), whichever others
+// are on too; otherwise, or for a record without a timestamp, -1: the
+// producer's clock, as Spring's writer (which leaves it unset) and retryd's
+// own dead letters have it.
+int64_t DeadLetterTimestampMs(std::span<const DeadLetterDialect> dialects, const RetryMetadata& m);
+
 // The first dialect, in the order Spring, Streams, KIP-1191, whose
 // original-topic header `headers` has; none if it has none.
 std::optional<DeadLetterDialect> DetectDialect(const Headers& headers);
@@ -99,9 +110,11 @@ std::optional<DeadLetterDialect> DetectDialect(const Headers& headers);
 // What `dialect`'s headers say of a dead-letter record: the original
 // topic, partition, offset and timestamp (-1: not known), the error (the
 // exception's message, else its class) and the attempts (0: not known);
-// the other fields are left as RetryMetadata's defaults. Each header is
-// read from its last copy, as the dialect's own readers do. Streams puts
-// the original timestamp in the dead-letter record's: `record_timestamp_ms`.
+// and the original timestamp's type (Spring's header, else
+// DefaultTimestampType()); the other fields are left as RetryMetadata's
+// defaults. Each header is read from its last copy, as the dialect's own
+// readers do. Streams puts the original timestamp in the dead-letter
+// record's: `record_timestamp_ms`.
 // Failures are InvalidArgument errors naming the header, e.g.
 //   missing header kafka_dlt-original-offset
 //   header kafka_dlt-original-partition is not a 4-byte big-endian integer: 2 bytes

@@ -91,20 +91,23 @@ absl::Status ValidateTopic(absl::string_view name, absl::string_view topic) {
 
 // The headers ParseRetryHeaders reads, in the order it checks them, so the
 // error reported for a record with several problems is always the same one.
-constexpr std::array<std::string_view, 10> kParsedHeaders = {kAttemptHeader,
+constexpr std::array<std::string_view, 11> kParsedHeaders = {kAttemptHeader,
                                                              kDueMsHeader,
                                                              kFirstFailureMsHeader,
                                                              kOriginalTopicHeader,
                                                              kOriginalPartitionHeader,
                                                              kOriginalOffsetHeader,
                                                              kOriginalTimestampMsHeader,
+                                                             kOriginalTimestampTypeHeader,
                                                              kErrorHeader,
                                                              kFirstErrorHeader,
                                                              kErrorReasonHeader};
 
-// Those a record may lack: they read as empty.
+// Those a record may lack, written by an older retryd: the errors read as
+// empty, the timestamp type as DefaultTimestampType().
 bool Optional(std::string_view name) {
-  return name == kErrorHeader || name == kFirstErrorHeader || name == kErrorReasonHeader;
+  return name == kOriginalTimestampTypeHeader || name == kErrorHeader ||
+         name == kFirstErrorHeader || name == kErrorReasonHeader;
 }
 
 }  // namespace
@@ -134,6 +137,7 @@ Headers WithRetryHeaders(const Headers& original, const RetryMetadata& m) {
   add(kOriginalPartitionHeader, absl::StrCat(m.original_partition));
   add(kOriginalOffsetHeader, absl::StrCat(m.original_offset));
   add(kOriginalTimestampMsHeader, absl::StrCat(m.original_timestamp_ms));
+  add(kOriginalTimestampTypeHeader, std::string(TimestampTypeName(m.original_timestamp_type)));
   add(kErrorHeader, TruncateUtf8(m.error, kMaxErrorBytes));
   add(kFirstErrorHeader, TruncateUtf8(m.first_error, kMaxErrorBytes));
   add(kErrorReasonHeader, TruncateUtf8(m.error_reason, kMaxErrorReasonBytes));
@@ -216,10 +220,45 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   if (!n.ok()) return n.status();
   m.original_timestamp_ms = *n;
 
-  m.error = std::string(value[7]);
-  m.first_error = std::string(value[8]);
-  m.error_reason = std::string(value[9]);
+  if (count[7] == 0) {
+    m.original_timestamp_type = DefaultTimestampType(m.original_timestamp_ms);
+  } else if (std::optional<TimestampType> type =
+                 TimestampTypeFromName({value[7].data(), value[7].size()})) {
+    m.original_timestamp_type = *type;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header ", Av(kOriginalTimestampTypeHeader),
+                     " is not CreateTime, LogAppendTime or NoTimestampType: ", Quote(value[7])));
+  }
+
+  m.error = std::string(value[8]);
+  m.first_error = std::string(value[9]);
+  m.error_reason = std::string(value[10]);
   return m;
+}
+
+std::string_view TimestampTypeName(TimestampType type) {
+  switch (type) {
+    case TimestampType::kCreateTime:
+      return "CreateTime";
+    case TimestampType::kLogAppendTime:
+      return "LogAppendTime";
+    case TimestampType::kNone:
+      break;
+  }
+  return "NoTimestampType";
+}
+
+std::optional<TimestampType> TimestampTypeFromName(std::string_view name) {
+  for (TimestampType t :
+       {TimestampType::kNone, TimestampType::kCreateTime, TimestampType::kLogAppendTime}) {
+    if (TimestampTypeName(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+TimestampType DefaultTimestampType(int64_t timestamp_ms) {
+  return timestamp_ms >= 0 ? TimestampType::kCreateTime : TimestampType::kNone;
 }
 
 absl::StatusOr<int64_t> ParseDecimalHeader(std::string_view name, std::string_view value,
@@ -288,6 +327,7 @@ OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes
   OutgoingRecord out;
   out.topic = dead_letter.topic;
   out.partition = dead_letter.partition;
+  out.timestamp_ms = dead_letter.timestamp_ms;
   Headers original;
   size_t used =
       kRecordFramingBytes + kTruncatedHeader.size() + kTruncatedHeaderBytes + kHeaderFramingBytes;

@@ -2,13 +2,13 @@
 // topic, and the functions that write, read and remove them.
 //
 // A record on the retry topic is the original record (key, value and the
-// original headers byte for byte) plus the ten headers below, all written
-// as decimal text except the topic and error strings. Reading is strict: a
-// record whose retry headers are missing or malformed is rejected with a
-// message naming the header, so the caller can dead-letter it instead of
-// retrying it with made-up state. The last two (first error, error reason)
-// came later: a record without them, written by an older retryd, still
-// parses, with both empty.
+// original headers byte for byte) plus the eleven headers below, all written
+// as decimal text except the topic, timestamp type and error strings.
+// Reading is strict: a record whose retry headers are missing or malformed
+// is rejected with a message naming the header, so the caller can
+// dead-letter it instead of retrying it with made-up state. The timestamp
+// type, first error and error reason came later: a record without them,
+// written by an older retryd, still parses (see ParseRetryHeaders).
 //
 // A dead-letter record carries the same headers, describing the attempts
 // made, plus two saying when and by which thread it was dead-lettered
@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,9 @@ inline constexpr std::string_view kOriginalTopicHeader = "retryd-original-topic"
 inline constexpr std::string_view kOriginalPartitionHeader = "retryd-original-partition";
 inline constexpr std::string_view kOriginalOffsetHeader = "retryd-original-offset";
 inline constexpr std::string_view kOriginalTimestampMsHeader = "retryd-original-timestamp-ms";
+// The original timestamp's type, by Kafka's TimestampType names:
+// "CreateTime", "LogAppendTime" or "NoTimestampType".
+inline constexpr std::string_view kOriginalTimestampTypeHeader = "retryd-original-timestamp-type";
 inline constexpr std::string_view kErrorHeader = "retryd-error";
 // The retryd-error of the record's first failure.
 inline constexpr std::string_view kFirstErrorHeader = "retryd-first-error";
@@ -84,7 +88,9 @@ struct RetryMetadata {
   int32_t original_partition = 0;
   int64_t original_offset = 0;
   int64_t original_timestamp_ms = -1;  // -1: the broker gave none.
-  std::string error;                   // Why the last attempt failed.
+  // What set original_timestamp_ms (Record::timestamp_type).
+  TimestampType original_timestamp_type = TimestampType::kNone;
+  std::string error;  // Why the last attempt failed.
   // Why the first attempt failed; empty when not known (a record written by
   // an older retryd, or restored from in-order commit metadata).
   std::string first_error;
@@ -109,7 +115,17 @@ std::string DeadLetteredBy(std::string_view instance, int thread_id);
 // others keep their order and bytes, null values included.
 Headers StripRetrydHeaders(const Headers& headers);
 
-// Returns StripRetrydHeaders(original) followed by the ten retryd headers
+// Kafka's TimestampType name of `type` ("CreateTime", "LogAppendTime",
+// "NoTimestampType"), and back (none for any other string).
+std::string_view TimestampTypeName(TimestampType type);
+std::optional<TimestampType> TimestampTypeFromName(std::string_view name);
+
+// The type a timestamp read without one is taken to have: CreateTime for a
+// timestamp (Kafka's default, and what retryd wrote in Spring's header
+// before it kept the type), none for -1.
+TimestampType DefaultTimestampType(int64_t timestamp_ms);
+
+// Returns StripRetrydHeaders(original) followed by the eleven retryd headers
 // describing `m`, in the order declared above (empty strings written as
 // empty values). The errors are cut to kMaxErrorBytes and the reason to
 // kMaxErrorReasonBytes with TruncateUtf8(). Stripping first means retry
@@ -122,13 +138,16 @@ Headers WithRetryHeaders(const Headers& original, const RetryMetadata& m);
 Headers WithDeadLetterHeaders(const Headers& original, const RetryMetadata& m,
                               const DeadLetterStamp& stamp);
 
-// Parses the retryd headers of `headers`. Every header but retryd-error,
-// retryd-first-error and retryd-error-reason is required (a missing one of
-// those reads as empty); each may appear once and must not be null. Integers are plain decimal: an
-// optional '-' and digits, no '+', no whitespace. Ranges: attempt in [1, kMaxAttempt]; due_ms,
+// Parses the retryd headers of `headers`. Every header but
+// retryd-original-timestamp-type, retryd-error, retryd-first-error and
+// retryd-error-reason is required (a missing error reads as empty, a missing
+// type as DefaultTimestampType(original_timestamp_ms)); each may appear once
+// and must not be null. Integers are plain decimal: an optional '-' and
+// digits, no '+', no whitespace. Ranges: attempt in [1, kMaxAttempt]; due_ms,
 // first_failure_ms and original_offset >= 0; original_partition in
 // [0, INT32_MAX]; original_timestamp_ms >= -1; original_topic a valid Kafka
-// topic name (1..249 characters of [A-Za-z0-9._-], not "." or "..").
+// topic name (1..249 characters of [A-Za-z0-9._-], not "." or "..");
+// original_timestamp_type one of TimestampTypeName()'s three.
 // Other "retryd-" headers are ignored, so a newer writer may add some.
 // When several things are wrong, the one reported is fixed: presence,
 // duplicates and nulls are checked for all headers (in the order declared
