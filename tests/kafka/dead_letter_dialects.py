@@ -21,7 +21,26 @@ Checked:
   * writing: a retryd configured with dead_letter_dialects [SPRING,
     STREAMS] dead-letters a poison record with retryd's headers, then
     Spring's, then Streams', each compared byte for byte with what the
-    record's coordinates, its error and the group give.
+    record's coordinates, its error and the group give;
+  * the dead letter's own timestamp: with Streams on, the failed record's,
+    as Kafka Streams 4.2's ExceptionHandlerUtils gives it (the poison
+    record is an hour old, so the time of dead-lettering would not pass);
+    its retryd-dead-lettered-ms still says when;
+  * a timestamp the dead-letter topic refuses: its
+    message.timestamp.before.max.ms is 2 hours, and a 3-hour-old poison
+    record's dead letter (INVALID_TIMESTAMP) is written again as one cut
+    to fit, stamped when written, its 40 KiB value whole (not the 16 KiB
+    form), rather than sent again for ever;
+  * LogAppendTime: a record of an input topic with
+    message.timestamp.type=LogAppendTime fails twice, so it goes through the
+    retry topic (which carries retryd-original-timestamp-type) and a retry
+    thread dead-letters it: kafka_dlt-original-timestamp-type says
+    LogAppendTime, as Spring's DeadLetterRecordManager writes it from the
+    consumer record's timestampType();
+  * without Streams: the same retryd restarted with Spring's dialect alone
+    dead-letters an hour-old record stamped when it was dead-lettered, as
+    Spring's writer (which leaves the timestamp to its producer) and
+    retryd's own dead letters have it.
 
 Exit status 0 passed, 1 failed, 77 skipped (no cluster).
 """
@@ -29,6 +48,7 @@ Exit status 0 passed, 1 failed, 77 skipped (no cluster).
 import os
 import struct
 import sys
+import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +61,8 @@ SPRING = 20
 SUCCEEDED = 2  # OperationState.
 SPRING_GROUP = b"spring-app"
 BASE_MS = 1_700_000_000_000
+HOUR_MS = 3_600_000
+CREATE_TIME, LOG_APPEND_TIME = 0, 1  # kafka-python's ConsumerRecord.timestamp_type.
 
 
 def spring_headers(i, topic):
@@ -140,19 +162,35 @@ def header_list(record):
     return [(k, v) for k, v in record.headers]
 
 
-def check_written(cluster, names, retryd, say):
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def produce(cluster, names, topic, key, timestamp_ms=None, value=b"p"):
+    """Sends `key` to partition 1 of `names.topic[topic]`; what was sent and
+    the record as a consumer reads it back (its timestamp and type)."""
     producer = cluster.producer()
-    sent = producer.send(names.topic["input"], key=b"poison-1", value=b"p", partition=1).get(30)
+    sent = producer.send(names.topic[topic], key=key, value=value, partition=1,
+                         timestamp_ms=timestamp_ms).get(30)
     producer.flush()
     producer.close()
-    source = [r for r in read(cluster, names.topic["input"]) if r.key == b"poison-1"][0]
+    return sent, [r for r in read(cluster, names.topic[topic]) if r.key == key][0]
 
+
+def dead_letter(cluster, names, key, retryd):
     def dead():
-        found = [r for r in read(cluster, names.topic["dlq"]) if r.key == b"poison-1"]
+        found = [r for r in read(cluster, names.topic["dlq"]) if r.key == key]
         return found[0] if found else None
 
-    record = real_kafka.wait_until(dead, 60, "the poison record dead-lettered",
-                                   check=retryd.check)
+    return real_kafka.wait_until(dead, 60, f"{key!r} dead-lettered", check=retryd.check)
+
+
+def check_written(cluster, names, retryd, say):
+    # An hour old: stamped when it was dead-lettered, the dead letter would
+    # be an hour younger.
+    sending_ms = now_ms()
+    sent, source = produce(cluster, names, "input", b"poison-1", sending_ms - HOUR_MS)
+    record = dead_letter(cluster, names, b"poison-1", retryd)
     headers = header_list(record)
     keys = [k for k, _ in headers]
     error = dict(headers)["retryd-error"]
@@ -188,17 +226,104 @@ def check_written(cluster, names, retryd, say):
                       f"{want_spring + want_streams}")
     say(f"write: a poison record dead-lettered with {len(retryds)} retryd headers, then "
         f"Spring's {len(want_spring)} and Streams' {len(want_streams)}, byte for byte")
+    dead_lettered_ms = int(dict(headers)["retryd-dead-lettered-ms"])
+    if (record.timestamp, record.timestamp_type) != (source.timestamp, CREATE_TIME) or \
+            dead_lettered_ms < sending_ms:
+        raise Failure(f"the dead letter's timestamp is {record.timestamp} (type "
+                      f"{record.timestamp_type}), retryd-dead-lettered-ms {dead_lettered_ms}; "
+                      f"wanted the poison record's, {source.timestamp} (CreateTime), as Kafka "
+                      f"Streams gives it, and dead-lettered at {sending_ms} or later")
+    say(f"timestamp: with Streams on, the dead letter has the failed record's "
+        f"({(dead_lettered_ms - record.timestamp) / 1000:.0f} s before it was dead-lettered)")
+
+
+def check_refused_timestamp(cluster, names, retryd, say):
+    sending_ms = now_ms()
+    # Larger than the smallest form (16 KiB), which a refusal of its size
+    # alone would have it cut to.
+    value = bytes(range(256)) * 160
+    _, source = produce(cluster, names, "input", b"poison-old", sending_ms - 3 * HOUR_MS, value)
+    record = dead_letter(cluster, names, b"poison-old", retryd)
+    headers = dict(header_list(record))
+    error = headers.get("retryd-error", b"")
+    if record.timestamp < sending_ms or record.value != value or \
+            b"dead-letter record refused by Kafka" not in error or \
+            headers.get("retryd-truncated") is None or \
+            headers.get("kafka_dlt-original-timestamp") != struct.pack(">q", source.timestamp):
+        raise Failure(f"a dead letter whose original timestamp the DLQ refuses: timestamp "
+                      f"{record.timestamp} (wanted {sending_ms} or later), value of "
+                      f"{len(record.value or b'')} bytes (wanted {len(value)}), headers {headers}")
+    say(f"refused timestamp: written again stamped when written, its {len(value)}-byte value "
+        f"whole ({error.decode()!r})")
+
+
+def check_log_append_time(cluster, names, retryd, say):
+    sent, source = produce(cluster, names, "appended", b"tired-1")
+    if source.timestamp_type != LOG_APPEND_TIME:
+        raise Failure(f"the broker gave {names.topic['appended']}'s record timestamp type "
+                      f"{source.timestamp_type}, not LogAppendTime: the test cannot judge")
+    record = dead_letter(cluster, names, b"tired-1", retryd)
+    headers = dict(header_list(record))
+    retried = [r for r in read(cluster, names.topic["retry"]) if r.key == b"tired-1"]
+    want = {
+        "retryd-attempt": b"2",  # The retry thread's attempt.
+        "retryd-original-timestamp-ms": str(source.timestamp).encode(),
+        "retryd-original-timestamp-type": b"LogAppendTime",
+        "kafka_dlt-original-topic": names.topic["appended"].encode(),
+        "kafka_dlt-original-offset": struct.pack(">q", sent.offset),
+        "kafka_dlt-original-timestamp": struct.pack(">q", source.timestamp),
+        "kafka_dlt-original-timestamp-type": b"LogAppendTime",
+    }
+    got = {k: headers.get(k) for k in want}
+    through_retry = len(retried) == 1 and \
+        dict(header_list(retried[0])).get("retryd-original-timestamp-type") == b"LogAppendTime"
+    if got != want or not through_retry or record.timestamp != source.timestamp:
+        raise Failure(f"a LogAppendTime record dead-lettered by a retry thread: {got}, "
+                      f"timestamp {record.timestamp}; through the retry topic as "
+                      f"{[header_list(r) for r in retried]}\nwanted {want}, timestamp "
+                      f"{source.timestamp}")
+    say("LogAppendTime: kept through the retry topic, a retry thread's dead letter says "
+        "kafka_dlt-original-timestamp-type LogAppendTime")
+
+
+def check_without_streams(cluster, names, retryd, config, say):
+    """`retryd` restarted with Spring's dialect alone: the dead letter is
+    stamped when it was dead-lettered."""
+    with open(config) as f:
+        text = f.read()
+    with open(config, "w") as f:
+        f.write(text.replace(STREAMS_ON, "dead_letter_dialects: [DEAD_LETTER_DIALECT_SPRING]"))
+    retryd.start()
+    retryd.wait_assigned()
+    sending_ms = now_ms()
+    _, source = produce(cluster, names, "input", b"poison-2", sending_ms - HOUR_MS)
+    record = dead_letter(cluster, names, b"poison-2", retryd)
+    headers = dict(header_list(record))
+    if record.timestamp < sending_ms or "__streams.errors.topic" in headers or \
+            headers.get("kafka_dlt-original-timestamp") != struct.pack(">q", source.timestamp):
+        raise Failure(f"with Spring's dialect alone the dead letter's timestamp is "
+                      f"{record.timestamp}, wanted {sending_ms} or later (the source's is "
+                      f"{source.timestamp}); headers {headers}")
+    say("without Streams: the dead letter stamped when it was dead-lettered, the original "
+        "timestamp in Spring's header")
+
+
+STREAMS_ON = "dead_letter_dialects: [DEAD_LETTER_DIALECT_SPRING, DEAD_LETTER_DIALECT_STREAMS]"
 
 
 def run(args, work, say):
     messages = message_classes(args.proto_dir, work)
     cluster = real_kafka.Cluster()
-    names = real_kafka.TestNames(cluster, "dlq-dialects", ["input", "retry", "output", "dlq"],
-                                 PARTITIONS, groups=["g"])
+    names = real_kafka.TestNames(
+        cluster, "dlq-dialects", ["input", "appended", "retry", "output", "dlq"], PARTITIONS,
+        groups=["g"], configs_of={
+            "appended": {"message.timestamp.type": "LogAppendTime"},
+            "dlq": {"message.timestamp.before.max.ms": str(2 * HOUR_MS)}})
     with names:
         config = os.path.join(work, "retryd.textproto")
         real_kafka.retryd_config(config, cluster, names, work, f"""
-dead_letter_dialects: [DEAD_LETTER_DIALECT_SPRING, DEAD_LETTER_DIALECT_STREAMS]
+{STREAMS_ON}
+input_topics: "{names.topic['appended']}"
 retry {{
   topic: "{names.topic['retry']}"
   threads: 1
@@ -209,6 +334,7 @@ processor {{
   simulate {{
     seed: {args.seed}
     rule {{ key_prefix: "poison-" permanent: true }}
+    rule {{ key_prefix: "tired-" fail_attempts: 100 }}
   }}
 }}""")
         producer = cluster.producer()
@@ -226,6 +352,10 @@ processor {{
             check_listed(control, names.topic["input"], say)
             check_redrive(control, cluster, names, retryd, say)
             check_written(cluster, names, retryd, say)
+            check_refused_timestamp(cluster, names, retryd, say)
+            check_log_append_time(cluster, names, retryd, say)
+            retryd.stop_gracefully()
+            check_without_streams(cluster, names, retryd, config, say)
             retryd.stop_gracefully()
         finally:
             retryd.cleanup()

@@ -182,9 +182,11 @@ class TestNames:
     partitions and the cluster's replication factor, deleted (with the groups)
     by delete(). Use as a context manager."""
 
-    def __init__(self, cluster, test, topics, partitions, groups=(), partitions_of=None):
+    def __init__(self, cluster, test, topics, partitions, groups=(), partitions_of=None,
+                 configs_of=None):
         """`partitions` for every topic, but those `partitions_of` names
-        ({topic: count})."""
+        ({topic: count}); `configs_of` gives topics configs of their own from
+        their creation on ({topic: {config: value}})."""
         self.cluster = cluster
         prefix = f"retryd-test-{test}-{os.getpid()}-{secrets.token_hex(3)}"
         self.topic = {name: f"{prefix}-{name}" for name in topics}
@@ -192,6 +194,7 @@ class TestNames:
         self.partitions = partitions
         self.count = {self.topic[name]: (partitions_of or {}).get(name, partitions)
                       for name in topics}
+        self.configs = {self.topic[name]: (configs_of or {}).get(name, {}) for name in topics}
 
     def partitions_of(self, name):
         """The partition count of the topic named `name` in `topics`."""
@@ -200,7 +203,8 @@ class TestNames:
     def __enter__(self):
         rf = self.cluster.replication_factor()
         self.cluster.admin.create_topics(
-            [NewTopic(t, n, rf) for t, n in self.count.items()], timeout_ms=30000)
+            [NewTopic(t, n, rf, topic_configs=self.configs[t]) for t, n in self.count.items()],
+            timeout_ms=30000)
         self.wait_for_leaders(30)
         return self
 
