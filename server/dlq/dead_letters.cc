@@ -310,4 +310,25 @@ OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
   return out;
 }
 
+std::optional<std::pair<int32_t, int64_t>> RedrivenFrom(const Record& record,
+                                                        const std::string& dlq_topic) {
+  const std::string* v = LastHeader(record.headers, kRedrivenFromHeader);
+  if (v == nullptr) return std::nullopt;
+  // "<topic>/<partition>@<offset>", as RedriveRecord writes it.
+  const absl::string_view value(*v);
+  const size_t at = value.rfind('@');
+  const size_t slash = value.rfind('/', at);
+  if (at == absl::string_view::npos || slash == absl::string_view::npos ||
+      value.substr(0, slash) != dlq_topic) {
+    return std::nullopt;
+  }
+  int32_t partition = 0;
+  int64_t offset = 0;
+  if (!absl::SimpleAtoi(value.substr(slash + 1, at - slash - 1), &partition) ||
+      !absl::SimpleAtoi(value.substr(at + 1), &offset)) {
+    return std::nullopt;
+  }
+  return std::make_pair(partition, offset);
+}
+
 }  // namespace retryd::dlq

@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -88,6 +90,12 @@ struct RedriveTarget {
 OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
                              const RedriveTarget& target, const std::string& dlq_topic,
                              int64_t now_ms);
+
+// The dead letter (partition, offset) of `dlq_topic` that `record` was
+// redriven from, by its last retryd-redriven-from header; none if it has
+// none or names another topic.
+std::optional<std::pair<int32_t, int64_t>> RedrivenFrom(const Record& record,
+                                                        const std::string& dlq_topic);
 
 }  // namespace retryd::dlq
 

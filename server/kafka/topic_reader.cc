@@ -158,6 +158,25 @@ absl::StatusOr<std::vector<OffsetRange>> TopicOffsetRanges(
   return out;
 }
 
+absl::StatusOr<std::map<int32_t, int64_t>> TopicOffsetsSince(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+    const std::string& topic, absl::Time time, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<HandlePtr> rk = NewReader(bootstrap_servers, properties);
+  if (!rk.ok()) return rk.status();
+  absl::StatusOr<std::vector<Watermarks>> watermarks = TopicWatermarks(rk->get(), topic, deadline);
+  if (!watermarks.ok()) return watermarks.status();
+  const int partitions = static_cast<int>(watermarks->size());
+  absl::StatusOr<std::vector<int64_t>> offsets =
+      ListOffsets(rk->get(), topic, partitions, absl::ToUnixMillis(time), deadline);
+  if (!offsets.ok()) return offsets.status();
+  std::map<int32_t, int64_t> out;
+  for (int p = 0; p < partitions; ++p) {
+    out[p] = (*offsets)[p] < 0 ? (*watermarks)[p].high : (*offsets)[p];
+  }
+  return out;
+}
+
 PartitionReader::PartitionReader(HandlePtr rk, std::string topic, std::map<int32_t, int64_t> ends)
     : rk_(std::move(rk)), topic_(std::move(topic)), ends_(std::move(ends)) {}
 

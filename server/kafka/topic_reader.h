@@ -51,6 +51,14 @@ absl::StatusOr<std::vector<OffsetRange>> TopicOffsetRanges(
     const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
     const std::string& topic, absl::Duration timeout);
 
+// Per partition of `topic`, by partition: the first offset whose record's
+// timestamp is at or after `time`, or the high watermark where no record's
+// is. Where to start reading what was written since `time`. Blocks up to
+// `timeout`.
+absl::StatusOr<std::map<int32_t, int64_t>> TopicOffsetsSince(
+    const std::string& bootstrap_servers, const std::map<std::string, std::string>& properties,
+    const std::string& topic, absl::Time time, absl::Duration timeout);
+
 // Reads chosen partitions of a topic, each over a range of its own, without
 // joining a group, one record at a time: a caller may stop anywhere and
 // knows how far each partition was read.

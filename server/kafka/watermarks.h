@@ -31,6 +31,14 @@ struct Watermarks {
 absl::StatusOr<std::vector<Watermarks>> QueryWatermarks(rd_kafka_t* rk, const std::string& topic,
                                                         int partitions, absl::Time deadline);
 
+// One ListOffsets request for partitions 0..partitions-1 of `topic`, by
+// partition: for `timestamp` (Unix ms) the first offset whose timestamp is
+// at or after it (-1 where none is), for RD_KAFKA_OFFSET_BEGINNING or
+// RD_KAFKA_OFFSET_END a watermark. Errors as QueryWatermarks's.
+absl::StatusOr<std::vector<int64_t>> ListOffsets(rd_kafka_t* rk, const std::string& topic,
+                                                 int partitions, int64_t timestamp,
+                                                 absl::Time deadline);
+
 }  // namespace retryd::kafka
 
 #endif  // RETRYD_SERVER_KAFKA_WATERMARKS_H_

@@ -357,5 +357,19 @@ TEST(RedriveRecordTest, ToAnotherTopicKeepsOrStripsTheRetryState) {
   EXPECT_EQ(HeaderOf(stripped, "retryd-redrive-count"), "1");
 }
 
+TEST(RedriveRecordTest, RedrivenFromReadsBackWhereItCameFrom) {
+  const Record dead = DeadLetter();
+  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const OutgoingRecord out = RedriveRecord(dead, d, {"audit", false, "r"}, "orders.dlq", 1);
+  Record landed;
+  landed.topic = out.topic;
+  landed.headers = out.headers;
+  EXPECT_EQ(RedrivenFrom(landed, "orders.dlq"), std::make_pair(int32_t{1}, int64_t{99}));
+  EXPECT_EQ(RedrivenFrom(landed, "orders"), std::nullopt);    // Another topic's.
+  EXPECT_EQ(RedrivenFrom(dead, "orders.dlq"), std::nullopt);  // Never redriven.
+  landed.headers = {{"retryd-redriven-from", "orders.dlq/x@7"}};
+  EXPECT_EQ(RedrivenFrom(landed, "orders.dlq"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace retryd::dlq
