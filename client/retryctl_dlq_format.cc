@@ -100,6 +100,7 @@ std::string FormatRedriveProgress(const v1::RedriveProgress& progress) {
   absl::StrAppend(&out, ", matched ", progress.matched(),
                   progress.dry_run() ? ", would redrive " : ", redriven ", progress.redriven(),
                   ", skipped ", progress.skipped());
+  if (progress.sent_twice() > 0) absl::StrAppend(&out, ", sent twice ", progress.sent_twice());
   if (!progress.dry_run()) absl::StrAppendFormat(&out, ", %.1f/s", progress.rate_per_s());
   if (progress.eta_ms() >= 0) absl::StrAppend(&out, ", ETA ", FormatElapsed(progress.eta_ms()));
   if (progress.resumed()) out.append(" (resumed)");

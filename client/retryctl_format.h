@@ -96,7 +96,8 @@ std::string FormatDeadLettersFooter(int64_t shown, int64_t scanned, const std::s
                                     bool more);
 // A redrive's counts on one line: "scanned 1200 of 5000, matched 300,
 // redriven 250, skipped 2, 98.5/s, ETA 40.0s" ("dry run: ..., would
-// redrive 250" for a dry run).
+// redrive 250" for a dry run; ", sent twice 8" after "skipped" when a
+// resumed redrive sent records the target held already).
 std::string FormatRedriveProgress(const v1::RedriveProgress& progress);
 // A redrive that ended: its counts and where it went ("; to ORIGIN").
 std::string FormatRedriveOutcome(const v1::RedriveResult& result);

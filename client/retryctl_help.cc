@@ -357,8 +357,8 @@ constexpr std::string_view kOperationHelp =
 
 Work that takes long (a drain, a redrive) runs in retryd as an operation:
 an id, a kind, a state (RUNNING, then SUCCEEDED, FAILED or CANCELLED), a
-progress line (a redrive's: scanned, matched, redriven, skipped, rate,
-ETA), and when it ended, its result or its error (a redrive's dry run: its
+progress line (a redrive's: scanned, matched, redriven, skipped, sent
+twice after a resume, rate, ETA), and when it ended, its result or its error (a redrive's dry run: its
 counts per partition and per reason). retryd keeps the running ones and the
 last 100 that ended, for an hour; an id is valid only on the retryd that
 made it.
@@ -556,8 +556,8 @@ answer the Admin API.
   --max-redrives N   skip (and count) a record redriven N times already,
                      1..1000000 (default 3): nothing loops forever
   --wait             follow it until it ends, a line whenever its progress
-                     changes (scanned, matched, redriven, skipped, rate,
-                     ETA); a dry run's counts as tables at the end. Exit 0
+                     changes (scanned, matched, redriven, skipped, sent
+                     twice after a resume, rate, ETA); a dry run's counts as tables at the end. Exit 0
                      if it SUCCEEDED, else 64 + the code of its error
                      (CANCELLED 65). Ctrl-C stops following (exit 130); the
                      redrive goes on

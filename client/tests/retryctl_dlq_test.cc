@@ -355,6 +355,8 @@ TEST(RetryctlDlqRedriveTest, WaitShowsProgressAndEndsWithTheResult) {
   v1::RedriveResult& result = *done.mutable_redrive();
   *result.mutable_progress() = Progress(5000, 400, 398);
   result.mutable_progress()->set_eta_ms(-1);
+  result.mutable_progress()->set_sent_twice(7);
+  result.mutable_progress()->set_resumed(true);
   result.set_target("ORIGIN");
   fake.set_operation_updates({first, same, second, done}, /*then_end=*/true);
 
@@ -369,7 +371,7 @@ TEST(RetryctlDlqRedriveTest, WaitShowsProgressAndEndsWithTheResult) {
   EXPECT_THAT(lines[2], HasSubstr(": scanned 5000 of 5000, matched 400, redriven 398"));
   EXPECT_EQ(lines[3],
             "SUCCEEDED after 14.0s: scanned 5000 of 5000, matched 400, redriven 398, skipped 2, "
-            "98.5/s; to ORIGIN");
+            "sent twice 7, 98.5/s (resumed); to ORIGIN");
   EXPECT_EQ(fake.last_request<v1::WatchOperationRequest>("WatchOperation").id(), "op-r2");
 }
 

@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "server/common/error_reason.h"
 #include "server/common/log_throttle.h"
 #include "server/common/logging.h"
+#include "server/control/redrive_pacer.h"
 #include "server/dlq/dead_letters.h"
 #include "server/kafka/group_tools.h"
 #include "server/kafka/producer.h"
@@ -44,9 +46,15 @@ constexpr absl::Duration kKafkaTimeout = absl::Seconds(10);
 constexpr absl::Duration kScanTimeout = absl::Seconds(3);
 // How often unfinished redrives are looked for.
 constexpr absl::Duration kResumeScanInterval = absl::Seconds(10);
-// A redrive pauses for a commit's flush; it makes up that much time, at
-// most this much, sending faster than its rate.
-constexpr absl::Duration kCatchUp = absl::Milliseconds(250);
+// A redrive's burst: it may send this much of its rate's worth at once,
+// after a pause (a commit's flush), beyond its rate in any window.
+constexpr absl::Duration kBurst = absl::Milliseconds(250);
+// A resumed redrive looks in its targets for what was sent after its last
+// commit from this long before that commit: the clocks of the retryd that
+// committed and of the brokers that stamped the records may differ.
+constexpr absl::Duration kClockSlack = absl::Minutes(1);
+// Reading a target for what was sent before a resume, at most.
+constexpr absl::Duration kLookBackTimeout = absl::Seconds(60);
 // A redrive's flush when it ends or commits.
 constexpr absl::Duration kFlushTimeout = absl::Seconds(30);
 
@@ -99,8 +107,11 @@ std::string Target(const v1::RedriveSpec& spec) {
 // whoever reads its progress.
 class RedriveRun {
  public:
+  // `carried`: per partition, the counts of its last commit (a resumed
+  // redrive's; empty for a new one).
   RedriveRun(const DeadLetterToolsOptions& options, v1::RedriveSpec spec,
-             std::map<int32_t, int64_t> starts, std::map<int32_t, int64_t> ends, bool resumed,
+             std::map<int32_t, int64_t> starts, std::map<int32_t, int64_t> ends,
+             const std::map<int32_t, v1::RedriveCheckpoint>& carried, bool resumed,
              std::string caller, std::shared_ptr<const std::atomic<bool>> stopping)
       : options_(options),
         spec_(std::move(spec)),
@@ -112,19 +123,39 @@ class RedriveRun {
         rate_(spec_.request().rate_per_s() == 0 ? kDefaultRate : spec_.request().rate_per_s()),
         max_redrives_(spec_.request().max_redrives() == 0 ? kDefaultMaxRedrives
                                                           : spec_.request().max_redrives()),
-        group_(RedriveGroupPrefix(options_.group_id) + spec_.operation_id()) {
+        group_(RedriveGroupPrefix(options_.group_id) + spec_.operation_id()),
+        pacer_(rate_, rate_ * absl::ToDoubleSeconds(kBurst)) {
+    absl::Time committed = absl::InfiniteFuture();
     for (const auto& [p, end] : ends_) {
       const auto start = starts_.find(p);
-      total_ += std::max<int64_t>(0, end - (start == starts_.end() ? end : start->second));
+      const int64_t left =
+          std::max<int64_t>(0, end - (start == starts_.end() ? end : start->second));
+      const auto c = carried.find(p);
+      const v1::RedriveCheckpoint before = c == carried.end() ? v1::RedriveCheckpoint() : c->second;
+      // The range is what was scanned before the resume and what is left.
+      total_ += before.scanned() + left;
+      carried_.set_scanned(carried_.scanned() + before.scanned());
+      carried_.set_matched(carried_.matched() + before.matched());
+      carried_.set_redriven(carried_.redriven() + before.redriven());
+      carried_.set_skipped(carried_.skipped() + before.skipped());
+      carried_.set_sent_twice(carried_.sent_twice() + before.sent_twice());
+      if (left > 0) {
+        committed = std::min(committed, absl::FromUnixMillis(before.commit_time_unix_ms() > 0
+                                                                 ? before.commit_time_unix_ms()
+                                                                 : spec_.create_time_unix_ms()));
+      }
+      counts_[p] = before;
     }
+    look_back_from_ = committed - kClockSlack;
   }
 
   void Progress(v1::OperationProgress& out) const ABSL_LOCKS_EXCLUDED(mu_) {
     v1::RedriveProgress* p = out.mutable_redrive();
-    p->set_scanned(scanned_.load());
-    p->set_matched(matched_.load());
-    p->set_redriven(redriven_.load());
-    p->set_skipped(skipped_.load());
+    p->set_scanned(carried_.scanned() + scanned_.load());
+    p->set_matched(carried_.matched() + matched_.load());
+    p->set_redriven(carried_.redriven() + redriven_.load());
+    p->set_skipped(carried_.skipped() + skipped_.load());
+    p->set_sent_twice(carried_.sent_twice() + sent_twice_.load());
     p->set_total(total_);
     p->set_dry_run(spec_.request().dry_run());
     p->set_resumed(resumed_);
@@ -149,7 +180,8 @@ class RedriveRun {
         absl::StrCat(spec_.request().dry_run() ? "dry run: " : "", p->scanned(), " of ", total_,
                      " dead letters scanned, ", p->matched(), " matched, ", p->redriven(),
                      spec_.request().dry_run() ? " would be redriven, " : " redriven, ",
-                     p->skipped(), " skipped by the loop guard"));
+                     p->skipped(), " skipped by the loop guard",
+                     resumed_ ? absl::StrCat(", ", p->sent_twice(), " sent twice") : ""));
   }
 
   absl::Status Run(engine::Cancellation& cancel, v1::Operation& result) {
@@ -205,11 +237,12 @@ class RedriveRun {
     r->set_target(Target(spec_));
     if (!spec_.request().dry_run()) r->set_group(group_);
     absl::MutexLock lock(&mu_);
-    for (const auto& [partition, counts] : by_partition_) {
+    for (const auto& [partition, counts] : counts_) {
+      if (counts.matched() == 0) continue;
       v1::RedriveCount* c = r->add_by_partition();
       c->set_key(absl::StrCat(partition));
-      c->set_matched(counts.first);
-      c->set_skipped(counts.second);
+      c->set_matched(counts.matched());
+      c->set_skipped(counts.skipped());
     }
     for (const auto& [reason, counts] : by_reason_) {
       v1::RedriveCount* c = r->add_by_reason();
@@ -237,12 +270,12 @@ class RedriveRun {
       }
     }
     absl::MutexLock lock(&mu_);
-    auto& part = by_partition_[dead.partition()];
+    v1::RedriveCheckpoint& part = counts_[dead.partition()];
     auto& why = by_reason_[dead.error_reason()];
-    ++part.first;
+    part.set_matched(part.matched() + 1);
     ++why.first;
     if (skip) {
-      ++part.second;
+      part.set_skipped(part.skipped() + 1);
       ++why.second;
     }
     return skip;
@@ -260,7 +293,7 @@ class RedriveRun {
       if (absl::IsDeadlineExceeded(next.status())) continue;
       if (!next.ok()) return next.status();
       if (!next->has_value()) return absl::OkStatus();
-      scanned_.fetch_add(1);
+      CountScanned((*next)->partition);
       const v1::DeadLetter dead = dlq::DecodeDeadLetter(**next, 0);
       if (!dlq::Matches(spec_.request().filter(), dead)) continue;
       if (!Count(dead)) redriven_.fetch_add(1);
@@ -269,19 +302,108 @@ class RedriveRun {
     return absl::OkStatus();
   }
 
-  // Waits until `t`; false if cancelled first.
-  bool WaitUntil(absl::Time t, engine::Cancellation& cancel) {
-    absl::MutexLock lock(&wait_mu_);
-    return !wait_mu_.AwaitWithDeadline(
-               absl::Condition(
-                   +[](engine::Cancellation* c) { return c->cancelled(); }, &cancel),
-               t) &&
-           !cancel.cancelled();
+  // The commit metadata of `partition`: the spec, its end and its counts.
+  std::string Metadata(int32_t partition) const ABSL_LOCKS_EXCLUDED(mu_) {
+    v1::RedriveSpec spec = spec_;
+    spec.set_end_offset(ends_.at(partition));
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto c = counts_.find(partition); c != counts_.end()) {
+        *spec.mutable_checkpoint() = c->second;
+      }
+    }
+    spec.mutable_checkpoint()->set_commit_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+    return SpecJson(spec);
+  }
+
+  void CountScanned(int32_t partition) ABSL_LOCKS_EXCLUDED(mu_) {
+    scanned_.fetch_add(1);
+    absl::MutexLock lock(&mu_);
+    v1::RedriveCheckpoint& part = counts_[partition];
+    part.set_scanned(part.scanned() + 1);
+  }
+
+  // Waits until the pacer lets a record go and takes its token; false if
+  // cancelled first.
+  bool AwaitSend(engine::Cancellation& cancel) ABSL_LOCKS_EXCLUDED(pace_mu_) {
+    absl::MutexLock lock(&pace_mu_);
+    while (!cancel.cancelled()) {
+      const absl::Time now = absl::Now();
+      const absl::Time at = pacer_.NextSend(now);
+      if (at <= now) {
+        pacer_.Sent(now);
+        return true;
+      }
+      // Until then, or until an acknowledgement gives a token back.
+      const int64_t seen = acknowledged_;
+      auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pace_mu_) {
+        return cancel.cancelled() || acknowledged_ != seen;
+      };
+      pace_mu_.AwaitWithDeadline(absl::Condition(&woken), at);
+    }
+    return false;
+  }
+
+  // A delivery report of a record of dead-letter partition `partition`;
+  // `again`: how many copies of it the target held from before the resume.
+  void Delivered(int32_t partition, int64_t again, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(pace_mu_, mu_) {
+    {
+      absl::MutexLock lock(&pace_mu_);
+      pacer_.Acknowledged(absl::Now());
+      ++acknowledged_;
+    }
+    if (!status.ok()) return;
+    redriven_.fetch_add(1);
+    sent_twice_.fetch_add(again);
+    absl::MutexLock lock(&mu_);
+    v1::RedriveCheckpoint& part = counts_[partition];
+    part.set_redriven(part.redriven() + 1);
+    part.set_sent_twice(part.sent_twice() + again);
+  }
+
+  // Readies `producer` for the first record to `topic`: fetches its
+  // metadata, so that the record does not wait for it in the producer; in a
+  // resumed redrive, looks there for the records sent after the last commit.
+  void FirstTo(const std::string& topic, kafka::Producer& producer) {
+    if (absl::Status s = producer.PrepareTopics({topic}, kKafkaTimeout); !s.ok()) {
+      LogWarning("redrive ", spec_.operation_id(), ": metadata of ", topic, ": ", s.ToString());
+    }
+    if (!resumed_) return;
+    absl::StatusOr<std::map<int32_t, int64_t>> from =
+        kafka::TopicOffsetsSince(options_.bootstrap_servers, options_.kafka_properties, topic,
+                                 look_back_from_, kKafkaTimeout);
+    size_t found = 0;
+    absl::Status read =
+        from.ok() ? kafka::ScanTopic(options_.bootstrap_servers, options_.kafka_properties, topic,
+                                     *from, kLookBackTimeout,
+                                     [&](const Record& record) {
+                                       std::optional<std::pair<int32_t, int64_t>> origin =
+                                           dlq::RedrivenFrom(record, spec_.dead_letter_topic());
+                                       if (!origin.has_value()) return;
+                                       const auto start = starts_.find(origin->first);
+                                       const auto end = ends_.find(origin->first);
+                                       if (start == starts_.end() || end == ends_.end() ||
+                                           origin->second < start->second ||
+                                           origin->second >= end->second) {
+                                         return;
+                                       }
+                                       ++sent_before_[*origin];
+                                       ++found;
+                                     })
+                  : from.status();
+    if (!read.ok()) {
+      LogWarning("redrive ", spec_.operation_id(), ": cannot tell what ", topic,
+                 " holds from before the resume (sent_twice counts none of it): ", read.ToString());
+      return;
+    }
+    LogInfo("redrive ", spec_.operation_id(), ": ", topic, " holds ", found,
+            " records sent after the last commit, before the resume: they are sent again");
   }
 
   absl::Status RunLive(engine::Cancellation& cancel) {
     engine::Cancellation::Subscription wake = cancel.OnCancel([this] {
-      absl::MutexLock lock(&wait_mu_);  // Wakes WaitUntil to look again.
+      absl::MutexLock lock(&pace_mu_);  // Wakes AwaitSend to look again.
     });
     kafka::ProducerOptions producer_options;
     producer_options.bootstrap_servers = options_.bootstrap_servers;
@@ -295,19 +417,12 @@ class RedriveRun {
                                      spec_.dead_letter_topic(), "retryd-redrive");
     if (!consumer.ok()) return consumer.status();
 
-    std::map<int32_t, std::string> metadata;
-    for (const auto& [p, end] : ends_) {
-      v1::RedriveSpec spec = spec_;
-      spec.set_end_offset(end);
-      metadata[p] = SpecJson(spec);
-    }
     std::map<int32_t, int64_t>
         positions;  // Next offset, for partitions read since the last commit.
     std::map<int32_t, bool> done;
     absl::Mutex error_mu;
-    absl::Status produce_error;  // The first delivery failure.
-    const absl::Duration interval = absl::Seconds(1) / static_cast<double>(rate_);
-    absl::Time next_send = absl::Now();
+    absl::Status produce_error;     // The first delivery failure.
+    std::set<std::string> targets;  // Those a record was sent to.
     absl::Time last_commit = absl::Now();
     bool assigned = false;
     bool finished = false;
@@ -321,8 +436,10 @@ class RedriveRun {
         absl::MutexLock lock(&error_mu);
         if (!produce_error.ok()) return produce_error;
       }
+      // Each partition's counts go with its position: all of its records
+      // before it are counted, and, flushed, acknowledged.
       std::vector<kafka::CommittedOffset> offsets;
-      for (const auto& [p, next] : positions) offsets.push_back({p, next, metadata[p]});
+      for (const auto& [p, next] : positions) offsets.push_back({p, next, Metadata(p)});
       if (absl::Status s = (*consumer)->Commit(offsets); !s.ok()) return s;
       positions.clear();
       last_commit = absl::Now();
@@ -354,24 +471,25 @@ class RedriveRun {
         if (end == ends_.end() || record.offset >= end->second) {
           end_partition(p);
         } else if (!done[p]) {
-          scanned_.fetch_add(1);
+          CountScanned(p);
           const v1::DeadLetter dead = dlq::DecodeDeadLetter(record, 0);
           if (dlq::Matches(spec_.request().filter(), dead) && !Count(dead)) {
-            if (absl::Now() < next_send && !WaitUntil(next_send, cancel)) break;
-            // Time lost in a commit's flush is made up, a quarter second's
-            // worth at most: no window holds more than the rate plus that.
-            next_send = std::max(next_send, absl::Now() - kCatchUp) + interval;
             OutgoingRecord out =
                 dlq::RedriveRecord(record, dead,
                                    {spec_.request().target_topic(),
                                     spec_.request().reset_attempts(), options_.retry_topic},
                                    spec_.dead_letter_topic(), absl::ToUnixMillis(absl::Now()));
-            absl::Status produced =
-                (*producer)->Produce(out, [this, &error_mu, &produce_error](absl::Status s) {
-                  if (s.ok()) {
-                    redriven_.fetch_add(1);
-                    return;
-                  }
+            if (targets.insert(out.topic).second) FirstTo(out.topic, **producer);
+            if (!AwaitSend(cancel)) break;
+            int64_t again = 0;
+            if (auto it = sent_before_.find({p, record.offset}); it != sent_before_.end()) {
+              again = it->second;
+              sent_before_.erase(it);
+            }
+            absl::Status produced = (*producer)->Produce(
+                out, [this, p, again, &error_mu, &produce_error](absl::Status s) {
+                  Delivered(p, again, s);
+                  if (s.ok()) return;
                   absl::MutexLock lock(&error_mu);
                   if (produce_error.ok()) produce_error = s;
                 });
@@ -449,16 +567,27 @@ class RedriveRun {
   const uint32_t rate_;
   const uint32_t max_redrives_;
   const std::string group_;
-  int64_t total_ = 0;
+  int64_t total_ = 0;              // Set by the constructor.
+  v1::RedriveCheckpoint carried_;  // Set by the constructor: the counts before a resume.
+  absl::Time look_back_from_;      // Set by the constructor: see FirstTo().
   absl::Time started_;
+  // This run's counts (carried_ not included).
   std::atomic<int64_t> scanned_{0};
   std::atomic<int64_t> matched_{0};
   std::atomic<int64_t> redriven_{0};
   std::atomic<int64_t> skipped_{0};
+  std::atomic<int64_t> sent_twice_{0};
   LogThrottle skip_log_{absl::Seconds(1)};
-  absl::Mutex wait_mu_;     // Guards nothing: WaitUntil's wait and its wake-up.
-  mutable absl::Mutex mu_;  // Guards the fields below.
-  std::map<int32_t, std::pair<int64_t, int64_t>> by_partition_ ABSL_GUARDED_BY(mu_);
+  // Used by the run's thread alone: the records (dead-letter partition,
+  // offset) a target held from before a resume and not yet sent again, with
+  // how many copies it held.
+  std::map<std::pair<int32_t, int64_t>, int64_t> sent_before_;
+  absl::Mutex pace_mu_;  // Guards the two fields below; AwaitSend waits on it.
+  RedrivePacer pacer_ ABSL_GUARDED_BY(pace_mu_);
+  int64_t acknowledged_ ABSL_GUARDED_BY(pace_mu_) = 0;  // Delivery reports so far.
+  mutable absl::Mutex mu_;                              // Guards the fields below.
+  // Per partition, the whole redrive's counts (carried_'s included).
+  std::map<int32_t, v1::RedriveCheckpoint> counts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::pair<int64_t, int64_t>> by_reason_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<absl::Time, int64_t>> samples_ ABSL_GUARDED_BY(mu_);
 };
@@ -726,13 +855,20 @@ absl::StatusOr<v1::Operation> DeadLetterTools::StartRedrive(const v1::StartRedri
   {
     v1::RedriveSpec widest = spec;
     widest.set_end_offset(std::numeric_limits<int64_t>::max());
+    v1::RedriveCheckpoint& counts = *widest.mutable_checkpoint();
+    counts.set_scanned(std::numeric_limits<int64_t>::max());
+    counts.set_matched(std::numeric_limits<int64_t>::max());
+    counts.set_redriven(std::numeric_limits<int64_t>::max());
+    counts.set_skipped(std::numeric_limits<int64_t>::max());
+    counts.set_sent_twice(std::numeric_limits<int64_t>::max());
+    counts.set_commit_time_unix_ms(std::numeric_limits<int64_t>::max());
     if (const size_t size = SpecJson(widest).size(); size > kMaxSpecBytes) {
       return InvalidField(absl::StrCat("filter: the redrive's spec takes ", size,
                                        " bytes as commit metadata, more than ", kMaxSpecBytes,
                                        "; use a shorter filter"));
     }
   }
-  if (request.dry_run()) return Launch(spec, starts, ends, /*resumed=*/false, caller);
+  if (request.dry_run()) return Launch(spec, starts, ends, {}, /*resumed=*/false, caller);
 
   // One start at a time on this retryd, without holding a lock across the
   // Kafka calls: a second call meanwhile is refused as it would be once the
@@ -765,14 +901,15 @@ absl::StatusOr<v1::Operation> DeadLetterTools::StartRedrive(const v1::StartRedri
       !s.ok()) {
     return s;
   }
-  return Launch(spec, starts, ends, /*resumed=*/false, caller);
+  return Launch(spec, starts, ends, {}, /*resumed=*/false, caller);
 }
 
-absl::StatusOr<v1::Operation> DeadLetterTools::Launch(const v1::RedriveSpec& spec,
-                                                      const std::map<int32_t, int64_t>& starts,
-                                                      const std::map<int32_t, int64_t>& ends,
-                                                      bool resumed, const std::string& caller) {
-  auto run = std::make_shared<RedriveRun>(options_, spec, starts, ends, resumed, caller, stopping_);
+absl::StatusOr<v1::Operation> DeadLetterTools::Launch(
+    const v1::RedriveSpec& spec, const std::map<int32_t, int64_t>& starts,
+    const std::map<int32_t, int64_t>& ends, const std::map<int32_t, v1::RedriveCheckpoint>& carried,
+    bool resumed, const std::string& caller) {
+  auto run = std::make_shared<RedriveRun>(options_, spec, starts, ends, carried, resumed, caller,
+                                          stopping_);
   LogInfo("control: redrive ", spec.operation_id(), " of ", spec.dead_letter_topic(),
           resumed ? " resumed" : " started", " (", caller, ", filter ",
           DescribeFilter(spec.request().filter()), ", target ", Target(spec), ", rate ",
@@ -838,19 +975,21 @@ absl::Status DeadLetterTools::ScanForUnfinished(const kafka::GroupAdmin& admin) 
     std::optional<v1::RedriveSpec> spec;
     std::map<int32_t, int64_t> starts;
     std::map<int32_t, int64_t> ends;
+    std::map<int32_t, v1::RedriveCheckpoint> carried;
     for (const kafka::CommittedOffset& o : *offsets) {
       std::optional<v1::RedriveSpec> s = ParseSpec(o.metadata);
       if (o.offset < 0 || !s.has_value()) continue;
       spec = s;
       starts[o.partition] = o.offset;
       ends[o.partition] = s->end_offset();
+      carried[o.partition] = s->checkpoint();
     }
     if (!spec.has_value() || spec->dead_letter_topic() != options_.dead_letter_topic ||
         spec->operation_id() != id) {
       continue;
     }
     absl::StatusOr<v1::Operation> op =
-        Launch(*spec, starts, ends, /*resumed=*/true, "resumed: its group had no member");
+        Launch(*spec, starts, ends, carried, /*resumed=*/true, "resumed: its group had no member");
     if (!op.ok() && !absl::IsAlreadyExists(op.status())) {
       LogWarning("dead-letter tools: cannot resume redrive ", id, ": ", op.status().ToString());
     }

@@ -9,10 +9,12 @@
 //    "<group_id>.dlq-tools", committed without joining it;
 //  - a redrive joins consumer group "<group_id>.ops.<operation id>", whose
 //    committed offsets are its position and whose commit metadata holds its
-//    spec (v1::RedriveSpec). The group exists while the redrive is
-//    unfinished: it is deleted when the redrive ends (succeeded, failed or
-//    cancelled), and kept when retryd stops or dies, so that the next start
-//    (ResumeUnfinished) carries on where it was. While it exists, another
+//    spec (v1::RedriveSpec) and, per partition, its counts up to the
+//    committed offset, which a resumed redrive carries on from. The group
+//    exists while the redrive is unfinished: it is deleted when the redrive
+//    ends (succeeded, failed or cancelled), and kept when retryd stops or
+//    dies, so that the next start (ResumeUnfinished) carries on where it
+//    was, counts and all. While it exists, another
 //    redrive of the same dead-letter topic is refused (REDRIVE_RUNNING), on
 //    any retryd of the cluster.
 //
@@ -97,11 +99,13 @@ class DeadLetterTools {
 
  private:
   // Starts the redrive `spec` (its group written, unless a dry run) as an
-  // operation; `ends` per partition.
+  // operation; `starts` and `ends` per partition, with the counts
+  // `carried` from before a resume.
   absl::StatusOr<v1::Operation> Launch(const v1::RedriveSpec& spec,
                                        const std::map<int32_t, int64_t>& starts,
-                                       const std::map<int32_t, int64_t>& ends, bool resumed,
-                                       const std::string& caller);
+                                       const std::map<int32_t, int64_t>& ends,
+                                       const std::map<int32_t, v1::RedriveCheckpoint>& carried,
+                                       bool resumed, const std::string& caller);
   // The purge marks (-1 where none) of partitions 0..partitions-1.
   absl::StatusOr<std::map<int32_t, int64_t>> PurgeMarks(int partitions,
                                                         absl::Duration timeout) const;

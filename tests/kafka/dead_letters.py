@@ -18,13 +18,22 @@ poison records it consumed. Checked:
     CreateTime holds more than 1.1 x 100 x 10 plus one burst (a quarter
     second of the rate); a second redrive meanwhile is FAILED_PRECONDITION
     REDRIVE_RUNNING;
+  * the pace where records land: redrives at 40/s and 20/s to topics
+    stamped by the broker (LogAppendTime), as a consumer sees them arrive:
+    no 1 s window from the first record holds more than the rate plus a
+    quarter second's burst, no 2 s window more than twice the rate plus it
+    (the token bucket's bound: a record unacknowledged holds back a token,
+    so no wait in the producer turns into a burst);
   * a cancelled redrive (reason FRAUD, 200/s): CancelOperation returns with
     the operation ended CANCELLED, its redriven count equal to the records
     in its target, all of them FRAUD, and nothing arrives there after;
-  * SIGKILL of retryd mid-redrive (200/s): the next start resumes it under
-    its id; every record reaches the target at least once, duplicates at
-    most the rate times the commit interval (1 s), plus a second's worth for
-    the flush before a commit;
+  * SIGKILL of retryd mid-redrive (reason FRAUD, 200/s): the next start
+    resumes it under its id; every record reaches the target at least once,
+    duplicates at most the rate times the commit interval (1 s), plus a
+    second's worth for the flush before a commit; the ended operation and
+    its audit line count the whole redrive (total and scanned the whole
+    range, matched and redriven every FRAUD record once), and its
+    sent_twice equals the duplicates in the target;
   * the loop guard: poison records retryd dead-letters are redriven to
     their origin three times (the first without reset_attempts, so through
     the retry topic with one more attempt), purging the older copies each
@@ -268,6 +277,46 @@ def rated_redrive(tools, cluster, names, retryd, say):
         raise Failure(f"the ended redrive left its group: {groups}")
 
 
+def busiest(times, window_ms):
+    """The most of `times` (sorted, ms) in any window [t, t + window_ms)."""
+    worst, j = 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - window_ms:
+            j += 1
+        worst = max(worst, i - j + 1)
+    return worst
+
+
+def paced_redrive(tools, cluster, names, retryd, topic_name, rate, filter_fields, say):
+    """A redrive at `rate` to a topic the broker stamps: judged by when its
+    records landed, as a consumer sees them arrive."""
+    topic = names.topic[topic_name]
+    op = tools.redrive(target_topic=topic, rate_per_s=rate, reset_attempts=True,
+                       filter=filter_fields)
+    op = tools.wait_ended(op.id, 120, retryd.check)
+    if op.state != SUCCEEDED:
+        raise Failure(f"the redrive at {rate}/s ended {op}")
+    records = read_target(cluster, names, topic_name)
+    if len(records) != op.redrive.progress.redriven or not records:
+        raise Failure(f"target holds {len(records)}, the redrive says "
+                      f"{op.redrive.progress.redriven}")
+    if any(r.timestamp_type != 1 for r in records):
+        raise Failure("the target's records are not stamped by the broker (LogAppendTime)")
+    times = sorted(r.timestamp for r in records)
+    burst = rate / 4
+    one, two = busiest(times, 1000), busiest(times, 2000)
+    first_quarter = sum(1 for t in times if t < times[0] + 250)
+    say(f"pace at {rate}/s: {len(times)} records over {(times[-1] - times[0]) / 1000:.1f} s "
+        f"(LogAppendTime); busiest 1 s window {one} (limit {rate + burst:.0f}), busiest 2 s "
+        f"window {two} (limit {2 * rate + burst:.0f}); first 250 ms {first_quarter}")
+    # The bound is exact (see RedrivePacer); one record of slack for the
+    # broker's and retryd's clocks rounding to the millisecond.
+    if one > rate + burst + 1 or two > 2 * rate + burst + 1:
+        raise Failure(f"at {rate}/s a 1 s window holds {one}, a 2 s window {two}: more than the "
+                      f"rate plus a quarter second's burst ({rate + burst:.0f}, "
+                      f"{2 * rate + burst:.0f})")
+
+
 def cancelled_redrive(tools, cluster, names, retryd, say):
     op = tools.redrive(target_topic=names.topic["redriven2"], rate_per_s=FAST_RATE,
                        filter=dict(reason="FRAUD"))
@@ -289,8 +338,11 @@ def cancelled_redrive(tools, cluster, names, retryd, say):
         f"target holds exactly {count}, all FRAUD, and nothing after")
 
 
-def killed_redrive(tools, cluster, names, retryd, config_messages, say):
-    op = tools.redrive(target_topic=names.topic["redriven3"], rate_per_s=FAST_RATE)
+def killed_redrive(tools, cluster, names, retryd, seeded, config_messages, say):
+    in_range = sum(dlq_ends(cluster, names).values())
+    fraud = {s.key for s in seeded if s.reason.endswith("/FRAUD")}
+    op = tools.redrive(target_topic=names.topic["redriven3"], rate_per_s=FAST_RATE,
+                       filter=dict(reason="FRAUD"))
     real_kafka.wait_until(lambda: tools.get(op.id).progress.redrive.redriven > 300, 30,
                           "the redrive under way", check=retryd.check)
     at_kill = tools.get(op.id).progress.redrive.redriven
@@ -311,12 +363,27 @@ def killed_redrive(tools, cluster, names, retryd, config_messages, say):
     keys = collections.Counter(r.key.decode() for r in records)
     duplicates = sum(n - 1 for n in keys.values())
     bound = FAST_RATE * COMMIT_INTERVAL_S + FAST_RATE
-    say(f"SIGKILL at {at_kill} redriven: resumed as {op.id}; {len(keys)} of {SEEDED} keys in "
-        f"the target, {duplicates} duplicates (bound {bound:.0f})")
-    if len(keys) != SEEDED:
-        raise Failure(f"{SEEDED - len(keys)} records never redriven after the kill")
+    p = ended.redrive.progress
+    say(f"SIGKILL at {at_kill} redriven: resumed as {op.id}; {len(keys)} of {len(fraud)} keys "
+        f"in the target, {duplicates} duplicates (bound {bound:.0f}); the operation says "
+        f"{p.scanned} of {p.total} scanned (range {in_range}), {p.matched} matched, "
+        f"{p.redriven} redriven, {p.sent_twice} sent twice")
+    if set(keys) != fraud:
+        raise Failure(f"{len(fraud - set(keys))} records never redriven after the kill, "
+                      f"{len(set(keys) - fraud)} not FRAUD")
     if duplicates > bound:
         raise Failure(f"{duplicates} duplicates, more than {bound:.0f}")
+    wanted = (in_range, in_range, len(fraud), len(fraud), 0, duplicates)
+    got = (p.total, p.scanned, p.matched, p.redriven, p.skipped, p.sent_twice)
+    if got != wanted:
+        raise Failure(f"the resumed redrive reports (total, scanned, matched, redriven, skipped, "
+                      f"sent_twice) {got}; the range, the FRAUD records and the duplicates in "
+                      f"the target are {wanted}")
+    audit = (f"ended SUCCEEDED: {in_range} of {in_range} dead letters scanned, {len(fraud)} "
+             f"matched, {len(fraud)} redriven, 0 skipped by the loop guard, {duplicates} sent "
+             f"twice")
+    if audit.encode() not in retryd.log_text():
+        raise Failure(f"no audit line saying {audit!r}")
     return control
 
 
@@ -410,7 +477,10 @@ def run(args, work, say):
     cluster = real_kafka.Cluster()
     names = real_kafka.TestNames(
         cluster, "dead-letters",
-        ["input", "retry", "output", "dlq", "redriven", "redriven2", "redriven3"], PARTITIONS,
+        ["input", "retry", "output", "dlq", "redriven", "redriven2", "redriven3", "paced40",
+         "paced20"], PARTITIONS,
+        configs_of={name: {"message.timestamp.type": "LogAppendTime"}
+                    for name in ("paced40", "paced20")},
         groups=["g"])
     with names:
         config = os.path.join(work, "retryd.textproto")
@@ -444,8 +514,13 @@ processor {{
             check_filters(tools, seeded, names.topic["input"], say)
             dry_run(tools, cluster, names, retryd, say)
             rated_redrive(tools, cluster, names, retryd, say)
+            # 200 and 100 records: 5 s each.
+            paced_redrive(tools, cluster, names, retryd, "paced40", 40, dict(key_prefix=b"vip"),
+                          say)
+            paced_redrive(tools, cluster, names, retryd, "paced20", 20,
+                          dict(key_prefix=b"vip", partitions=[0, 1]), say)
             cancelled_redrive(tools, cluster, names, retryd, say)
-            killed_redrive(tools, cluster, names, retryd, messages, say)
+            killed_redrive(tools, cluster, names, retryd, seeded, messages, say)
             retryd.wait_assigned()
             loop_guard(tools, cluster, names, retryd, say)
             purge_hides(tools, cluster, names, say)
