@@ -45,10 +45,11 @@ struct Record {
   int32_t partition = 0;
   int64_t offset = -1;
   int64_t timestamp_ms = -1;  // -1: the broker gave none.
-  TimestampType timestamp_type = TimestampType::kNone;
   std::optional<std::string> key;
   std::optional<std::string> value;
   Headers headers;
+  // How the broker stamped timestamp_ms.
+  TimestampType timestamp_type = TimestampType::kNone;
 
   TopicPartition tp() const { return {topic, partition}; }
 };
@@ -57,14 +58,14 @@ struct Record {
 struct OutgoingRecord {
   std::string topic;
   int32_t partition = -1;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  Headers headers;
   // The record's CreateTime in ms since the epoch; <= 0: the producer's
   // clock when it is produced (librdkafka reads 0 so, which makes the epoch
   // itself one ms that cannot be given). A topic whose
   // message.timestamp.type is LogAppendTime replaces it either way.
   int64_t timestamp_ms = -1;
-  std::optional<std::string> key;
-  std::optional<std::string> value;
-  Headers headers;
 };
 
 }  // namespace retryd
