@@ -166,25 +166,66 @@
   }
 
   // ---- messages ---------------------------------------------------------
-  function message(kind, text) {
-    const box = $('messages');
+  // Each section says what became of its own actions, in a box of its own in
+  // the page's flow (never over the content): the latest first, at most
+  // MSG_CAP, the same message again counted rather than repeated. A success
+  // goes after MSG_OK_MS; an error stays until dismissed.
+  const MSG_CAP = 3;
+  const MSG_OK_MS = 10000;
+  function message(kind, text, area) {
+    const box = $(area || 'messages');
+    const now = new Date().toLocaleTimeString('en-GB');
+    const first = box.firstElementChild;
+    if (first && first.dataset.kind === kind && first.dataset.text === text) {
+      const n = num(first.dataset.count) + 1;
+      first.dataset.count = String(n);
+      first.querySelector('.msg-count').textContent = '×' + n;
+      first.querySelector('.msg-time').textContent = now;
+      if (kind !== 'error') expireLater(first);
+      return;
+    }
     const m = el('div', 'msg msg-' + kind);
-    m.appendChild(el('span', 'msg-time', new Date().toLocaleTimeString('en-GB')));
+    m.dataset.kind = kind;
+    m.dataset.text = text;
+    m.dataset.count = '1';
+    m.appendChild(el('span', 'msg-time', now));
     m.appendChild(el('span', 'msg-text', text));
+    m.appendChild(el('span', 'msg-count'));
     const x = el('button', 'msg-close', '×');
     x.type = 'button';
     x.title = 'dismiss';
-    x.addEventListener('click', () => m.remove());
+    x.setAttribute('aria-label', 'dismiss');
+    x.addEventListener('click', () => dropMessage(m));
     m.appendChild(x);
     box.prepend(m);
-    while (box.children.length > 8) box.lastChild.remove();
+    if (kind !== 'error') expireLater(m);
+    // Over the cap, the oldest success goes first, then the oldest error.
+    while (box.children.length > MSG_CAP) {
+      const oldestFirst = Array.from(box.children).reverse();
+      dropMessage(oldestFirst.find((c) => c !== m && c.dataset.kind !== 'error') || oldestFirst[0]);
+    }
+  }
+  function expireLater(m) {
+    clearTimeout(m.expiry);
+    m.expiry = setTimeout(() => dropMessage(m), MSG_OK_MS);
+  }
+  function dropMessage(m) {
+    clearTimeout(m.expiry);
+    m.remove();
   }
   function errorText(e) {
     if (e && e.rpc) {
       const r = e.rpc;
-      return [r.status || ('HTTP ' + e.http), r.reason, r.message].filter(Boolean).join(' · ');
+      const text = r.status === 'UNAUTHENTICATED' || e.http === 401 ? tokenAdvice(r.message) : r.message;
+      return [r.status || ('HTTP ' + e.http), r.reason, text].filter(Boolean).join(' · ');
     }
     return (e && e.message) || String(e);
+  }
+  // The service's refusal tells a program to send an authorization header;
+  // on the page the token goes into the token field.
+  function tokenAdvice(text) {
+    const what = String(text || '').replace(/;?\s*send the (metadata|header) .*$/, '');
+    return what + (token ? ': check the token in the token field' : '; paste the token into the token field');
   }
 
   // ---- HTTP -------------------------------------------------------------
@@ -277,7 +318,7 @@
   async function pollStatus() {
     clearTimeout(statusTimer);
     if (!readsAllowed()) {
-      statusErr = 'paste the token to read';
+      statusErr = 'paste the token into the token field to read';
       statusHttp = 401;
       statusOk = false;
       renderConn();
@@ -308,7 +349,7 @@
     } catch (e) {
       statusOk = false;
       statusHttp = e.http || 0;
-      statusErr = errorText(e) + (e.http === 401 ? ' (paste the token)' : '');
+      statusErr = errorText(e);
       prevTotals = null;
     }
     renderConn();
@@ -569,6 +610,9 @@
           sum.dlq += d('deadLettered');
           pushHist(threadHist, id, { t, v: r }, THREAD_WINDOW_MS);
           th._rate = r;
+          th._processed = Math.max(0, num(th.processed) - num(p.processed));
+          th._interval = t - num(prevSnap.timeUnixMs);
+          if (th._processed > 0) th._busySince = p._processed > 0 ? p._busySince : num(prevSnap.timeUnixMs);
         }
         addMainPoint(Object.assign({ t }, sum));
       }
@@ -627,6 +671,10 @@
 
   // ---- threads table ---------------------------------------------------
   const rowsById = new Map();
+  // The sampled states a thread that processed records over the interval is
+  // shown running in: running itself, and those of a thread with nothing to
+  // do at that moment.
+  const BUSY_STATES = new Set(['THREAD_STATE_RUNNING', 'THREAD_STATE_IDLE', 'THREAD_STATE_WAITING_BACKOFF']);
   function renderThreads() {
     const useSnap = streamLive() || !status;
     const metrics = new Map(((snap && snap.threads) || []).map((x) => [num(x.threadId), x]));
@@ -663,10 +711,25 @@
       const m = metrics.get(id) || {};
       const inf = infos.get(id) || {};
       const role = m.role || inf.role;
-      const state = (useSnap ? m.state : inf.state) || m.state || inf.state;
+      const sampled = (useSnap ? m.state : inf.state) || m.state || inf.state;
       tr.dataset.role = role || '';
-      const inState = useSnap && m.timeInStateMs !== undefined ? num(m.timeInStateMs)
+      let inState = useSnap && m.timeInStateMs !== undefined ? num(m.timeInStateMs)
         : (num(inf.stateSinceUnixMs) ? Date.now() - num(inf.stateSinceUnixMs) : NaN);
+      // The sample catches one moment: a thread that relays a steady trickle
+      // waits in its poll most of the time and is sampled "idle" though it
+      // processes records every second. What it did over the interval says
+      // more: one that processed records since the previous sample, and is
+      // not held up now (paused, stopping, ...), is shown running, for as
+      // long as it has processed records in every interval.
+      let state = sampled;
+      let stateTitle = '';
+      if (useSnap && m._processed > 0 && BUSY_STATES.has(sampled)) {
+        state = 'THREAD_STATE_RUNNING';
+        const busy = num(snap && snap.timeUnixMs) - num(m._busySince);
+        inState = sampled === 'THREAD_STATE_RUNNING' ? Math.max(inState, busy) : busy;
+        stateTitle = `${fmtInt(m._processed)} record${m._processed === 1 ? '' : 's'} processed in the last ${fmtDur(m._interval)}` +
+          (sampled === state ? '' : `; at the sample: ${enumName(sampled, 'THREAD_STATE_')} for ${fmtDur(m.timeInStateMs)}`);
+      }
       const cells = [
         id,
         enumName(role, 'THREAD_ROLE_'),
@@ -684,6 +747,7 @@
         if (td.textContent !== v) td.textContent = v;
       }
       tr.children[3].className = 'state state-' + String(state || '').replace('THREAD_STATE_', '').toLowerCase();
+      tr.children[3].title = stateTitle;
       tr.title = m.lastError ? 'last error: ' + m.lastError : '';
       drawSpark(tr.lastChild.firstChild, threadHist.get(id) || []);
     }
@@ -846,71 +910,178 @@
   }
 
   // ---- stuck records -------------------------------------------------------
+  // A row per record, kept by the record's input coordinates across
+  // refreshes: a refresh updates the rows rather than replacing them. While a
+  // "dead-letter now" waits for its second click, a refresh neither adds,
+  // removes nor moves a row (the second click must land where the first
+  // did); a record that left the list meanwhile is shown as no longer held.
+  // Age and due time count on between refreshes, on the server's clock (the
+  // list says when it was made), not the browser's.
+  const stuckRows = new Map();  // "topic/partition@offset" -> {tr, btn, rec, listMs, gotMs, gone}
   let inflightBusy = false;
+  let inflightAgain = false;
+  let inflightLoads = 0;
   async function loadInFlight() {
-    if (inflightBusy || !readsAllowed()) return;
+    if (!readsAllowed()) return;
+    if (inflightBusy) {
+      inflightAgain = true;
+      return;
+    }
     inflightBusy = true;
     const limit = Math.max(1, Math.min(10000, num($('inflight-limit').value) || 100));
     try {
       const r = await request('GET', 'inflight?limit=' + limit);
       const recs = r.records || [];
-      const now = Date.now();
-      setRows($('inflight-rows'), recs.map((x) => {
-        const due = num(x.dueUnixMs);
-        const btn = el('button', 'action danger small', 'dead-letter now');
-        btn.type = 'button';
-        btn.hidden = btn.disabled = !!consoleInfo.readOnly;
-        btn.addEventListener('click', () => confirmThen(btn, () => deadLetterNow(x, btn)));
-        const err = x.lastError || '';
-        return row([
-          { text: x.hasKey ? showBytes(x.key, 64) : '(null)', cls: 'mono' },
-          enumName(x.state, 'IN_FLIGHT_STATE_'),
-          { cls: 'num', text: x.attempt },
-          { cls: 'num', text: fmtDur(x.ageMs) },
-          { cls: 'num', text: due ? fmtDur(due - now) : '–' },
-          { text: err.length > 120 ? err.slice(0, 120) + '…' : err, title: err, cls: 'err' },
-          { cls: 'num', text: x.threadId },
-          { text: `${x.topic}/${x.partition}@${x.offset}`, cls: 'mono' },
-          btn,
-        ]);
-      }), 'nothing in flight', 9);
+      const heldBack = renderInFlight(recs, Date.now());
       const un = r.unansweredThreadIds || [];
-      $('inflight-summary').textContent = `${fmtInt(r.total)} held, ${recs.length} shown` +
+      $('inflight-summary').textContent = `${fmtInt(r.total)} held, ${recs.length} listed` +
+        (heldBack ? ` · the table waits for the second click of a dead-letter (${heldBack} changes held back)` : '') +
         (un.length ? ` · threads not answering: ${un.join(', ')}` : '');
     } catch (e) {
       $('inflight-summary').textContent = 'could not list: ' + errorText(e);
     } finally {
       inflightBusy = false;
+      $('inflight-rows').dataset.loads = String(++inflightLoads);
+      if (inflightAgain) {
+        inflightAgain = false;
+        loadInFlight();
+      }
     }
   }
-  async function deadLetterNow(x, btn) {
-    btn.disabled = true;
+  const stuckKey = (x) => `${x.topic}/${x.partition}@${x.offset}`;
+  const armedRow = () => Array.from(stuckRows.values()).some((r) => r.btn.dataset.armed);
+  // Shows `recs`, the list as it arrived at `gotMs`; returns how many rows
+  // it left out or kept because one is armed.
+  function renderInFlight(recs, gotMs) {
+    const frozen = armedRow();
+    const listed = new Map();
+    for (const x of recs) if (!listed.has(stuckKey(x))) listed.set(stuckKey(x), x);
+    let heldBack = 0;
+    for (const [key, x] of listed) {
+      let r = stuckRows.get(key);
+      if (!r) {
+        if (frozen) {
+          heldBack++;
+          continue;
+        }
+        r = newStuckRow();
+        stuckRows.set(key, r);
+      }
+      r.rec = x;
+      r.gotMs = gotMs;
+      r.listMs = num(x.sinceUnixMs) ? num(x.sinceUnixMs) + num(x.ageMs) : gotMs;
+      r.gone = false;
+      fillStuckRow(r);
+    }
+    for (const [key, r] of stuckRows) {
+      if (listed.has(key)) continue;
+      if (frozen) {
+        heldBack++;
+        if (!r.gone) {
+          r.gone = true;
+          disarm(r.btn);
+          fillStuckRow(r);
+        }
+      } else {
+        stuckRows.delete(key);
+      }
+    }
+    if (!frozen) {
+      const rows = Array.from(listed.keys(), (key) => stuckRows.get(key).tr);
+      setRows($('inflight-rows'), rows, 'nothing in flight', 9);
+    }
+    return heldBack;
+  }
+  function newStuckRow() {
+    const tr = el('tr');
+    for (let i = 0; i < 8; i++) tr.appendChild(el('td'));
+    for (const i of [2, 3, 4, 6]) tr.children[i].className = 'num';
+    tr.children[0].className = tr.children[7].className = 'mono';
+    tr.children[5].className = 'err';
+    const btn = el('button', 'action danger small', 'dead-letter now');
+    btn.type = 'button';
+    btn.hidden = btn.disabled = !!consoleInfo.readOnly;
+    const td = el('td');
+    td.appendChild(btn);
+    tr.appendChild(td);
+    const r = { tr, btn, rec: null, listMs: 0, gotMs: 0, gone: false };
+    btn.addEventListener('click', () => confirmThen(btn, () => deadLetterNow(r)));
+    return r;
+  }
+  function fillStuckRow(r) {
+    const x = r.rec;
+    const c = r.tr.children;
+    const err = x.lastError || '';
+    r.tr.dataset.record = stuckKey(x);
+    c[0].textContent = x.hasKey ? showBytes(x.key, 64) : '(null)';
+    c[1].textContent = r.gone ? 'no longer held' : enumName(x.state, 'IN_FLIGHT_STATE_');
+    c[2].textContent = String(x.attempt);
+    c[5].textContent = err.length > 120 ? err.slice(0, 120) + '…' : err;
+    c[5].title = err;
+    c[6].textContent = String(x.threadId);
+    c[7].textContent = stuckKey(x);
+    r.tr.classList.toggle('gone', r.gone);
+    r.tr.title = r.gone ? 'not in the latest list: finished, or moved on' : '';
+    if (r.gone) r.btn.disabled = true;
+    tickStuckRow(r);
+  }
+  // The age and due cells, as of now.
+  function tickStuckRow(r) {
+    const x = r.rec;
+    const since = Date.now() - r.gotMs;
+    const c = r.tr.children;
+    c[3].textContent = fmtDur(num(x.ageMs) + since);
+    const due = num(x.dueUnixMs);
+    if (!due || r.gone) {
+      c[4].textContent = '–';
+      delete r.tr.dataset.dueInMs;
+      return;
+    }
+    const dueIn = due - (r.listMs + since);
+    c[4].textContent = fmtDue(dueIn);
+    r.tr.dataset.dueInMs = String(Math.round(dueIn));
+  }
+  // A due time less than a second past reads "due now": the list is a moment
+  // old when it is shown.
+  function fmtDue(ms) {
+    if (ms > 0) return 'in ' + fmtDur(ms);
+    if (ms > -1000) return 'due now';
+    return 'overdue ' + fmtDur(-ms);
+  }
+  async function deadLetterNow(r) {
+    const x = r.rec;
+    const what = stuckKey(x);
+    r.btn.disabled = true;
     try {
-      const r = await rpc('DeadLetterRecord', { topic: x.topic, partition: x.partition, offset: x.offset, requestId: uuid() });
-      message('ok', `dead-lettered ${x.topic}/${x.partition}@${x.offset} (thread ${r.threadId})`);
+      const res = await rpc('DeadLetterRecord', { topic: x.topic, partition: x.partition, offset: x.offset, requestId: uuid() });
+      message('ok', `dead-lettered ${what} (thread ${res.threadId})`, 'msg-stuck');
       loadInFlight();
     } catch (e) {
-      message('error', `DeadLetterRecord ${x.topic}/${x.partition}@${x.offset}: ${errorText(e)}`);
-      btn.disabled = false;
+      message('error', `DeadLetterRecord ${what}: ${errorText(e)}`, 'msg-stuck');
+      r.btn.disabled = !!consoleInfo.readOnly || r.gone;
+      loadInFlight();
     }
   }
-  // A destructive button asks for a second click within 4 s.
+  // A destructive button asks for a second click within CONFIRM_MS. The
+  // arming lives on the button, which a refresh keeps.
+  const CONFIRM_MS = 4000;
   function confirmThen(btn, fn) {
     if (btn.dataset.armed) {
-      delete btn.dataset.armed;
-      btn.textContent = btn.dataset.label;
+      disarm(btn);
       fn();
       return;
     }
     btn.dataset.armed = '1';
     btn.dataset.label = btn.textContent;
     btn.textContent = 'sure? click again';
-    setTimeout(() => {
-      if (btn.dataset.armed) {
-        delete btn.dataset.armed;
-        btn.textContent = btn.dataset.label;
-      }
-    }, 4000);
+    clearTimeout(btn.armTimer);
+    btn.armTimer = setTimeout(() => disarm(btn), CONFIRM_MS);
+  }
+  function disarm(btn) {
+    clearTimeout(btn.armTimer);
+    if (!btn.dataset.armed) return;
+    delete btn.dataset.armed;
+    btn.textContent = btn.dataset.label;
   }
 
   // ---- dead letters ----------------------------------------------------------
@@ -941,7 +1112,7 @@
     try {
       q = next ? dlFilter : readFilter();
     } catch (e) {
-      message('error', e.message);
+      message('error', e.message, 'msg-dead-letters');
       return;
     }
     dlFilter = q;
@@ -955,7 +1126,7 @@
       $('dl-summary').textContent = `${r.topic}: ${recs.length} shown, ${fmtInt(r.scanned)} scanned` + (dlNext ? ', more pages' : ', end of list');
     } catch (e) {
       $('dl-summary').textContent = '';
-      message('error', 'ListDeadLetters: ' + errorText(e));
+      message('error', 'ListDeadLetters: ' + errorText(e), 'msg-dead-letters');
     }
   }
   function deadLetterRow(d) {
@@ -993,7 +1164,7 @@
     try {
       q = readFilter();
     } catch (e) {
-      message('error', e.message);
+      message('error', e.message, 'msg-dead-letters');
       return;
     }
     const f = new FormData($('redrive-form'));
@@ -1008,10 +1179,10 @@
     };
     try {
       const op = await rpc('StartRedrive', req);
-      message('ok', `redrive ${op.id} started${req.dryRun ? ' (dry run)' : ''}`);
+      message('ok', `redrive ${op.id} started${req.dryRun ? ' (dry run)' : ''}`, 'msg-dead-letters');
       watchOp(op);
     } catch (e) {
-      message('error', 'StartRedrive: ' + errorText(e));
+      message('error', 'StartRedrive: ' + errorText(e), 'msg-dead-letters');
     }
   }
   function watchOp(op) {
@@ -1084,10 +1255,10 @@
     if (!opId) return;
     try {
       const op = await rpc('CancelOperation', { id: opId, requestId: uuid() });
-      message('ok', `cancel asked of ${op.id}: ${enumName(op.state, 'OPERATION_STATE_')}`);
+      message('ok', `cancel asked of ${op.id}: ${enumName(op.state, 'OPERATION_STATE_')}`, 'msg-dead-letters');
       renderOp(op);
     } catch (e) {
-      message('error', 'CancelOperation: ' + errorText(e));
+      message('error', 'CancelOperation: ' + errorText(e), 'msg-dead-letters');
     }
   }
   async function resumeWatch() {
@@ -1106,10 +1277,10 @@
     btn.disabled = true;
     try {
       const r = await rpc(method, Object.assign({ requestId: uuid() }, body));
-      message('ok', describe(r));
+      message('ok', describe(r), 'msg-actions');
       setTimeout(pollStatusOnce, 200);
     } catch (e) {
-      message('error', `${method}: ${errorText(e)}`);
+      message('error', `${method}: ${errorText(e)}`, 'msg-actions');
     } finally {
       btn.disabled = !!consoleInfo.readOnly;
     }
@@ -1216,6 +1387,9 @@
     setInterval(() => {
       if ($('inflight-auto').checked) loadInFlight();
     }, 5000);
+    setInterval(() => {
+      for (const r of stuckRows.values()) tickStuckRow(r);
+    }, 1000);
     // A stream that stops sending without ending says so.
     setInterval(() => {
       if (!streamLive() && snap) {
