@@ -2,13 +2,17 @@
 //
 //   RETRYD_CONSOLE_URL=http://127.0.0.1:PORT node tests/console/console_test.mjs
 //
-// Optional: RETRYD_CONSOLE_TOKEN (typed into the page's token field and sent
-// by this script's own requests), RETRYD_CONSOLE_NODE_MODULES (the directory
+// Optional: RETRYD_CONSOLE_TOKEN (the control token: the page is first used
+// without it, then it is typed into the page's token field, and this
+// script's own requests send it), RETRYD_CONSOLE_NODE_MODULES (the directory
 // holding node_modules/playwright-core; default: this script's directory),
-// RETRYD_CONSOLE_SCREENSHOT (a PNG path).
+// RETRYD_CONSOLE_SCREENSHOT (a PNG path), RETRYD_CONSOLE_RESULT (a JSON file
+// this script writes: {"deadLettered": {topic, partition, offset}}, the
+// record the page dead-lettered, for run_console_test.py to find in the
+// dead-letter topic).
 //
 // Exit status: 0 every check passed, 1 one failed, 77 skipped (no Chromium or
-// no playwright-core).
+// no playwright-core; under CI=true that fails instead).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,25 +23,32 @@ const CHROMIUM = '/usr/bin/chromium';
 const BASE = (process.env.RETRYD_CONSOLE_URL || '').replace(/\/+$/, '');
 const TOKEN = process.env.RETRYD_CONSOLE_TOKEN || '';
 const SCREENSHOT = process.env.RETRYD_CONSOLE_SCREENSHOT || '';
+const RESULT = process.env.RETRYD_CONSOLE_RESULT || '';
 const MODULES_DIR = process.env.RETRYD_CONSOLE_NODE_MODULES ||
   path.dirname(fileURLToPath(import.meta.url));
-const OVERALL_TIMEOUT_MS = 180000;
+const OVERALL_TIMEOUT_MS = 210000;
 
-function skip(why) {
-  console.log(`SKIP ${why}`);
+// A missing tool skips the test, or fails it under CI=true
+// (tests/support/missing_tool.py).
+function missing(what) {
+  if (['true', '1'].includes((process.env.CI || '').trim().toLowerCase())) {
+    console.log(`FAIL missing ${what}, and CI=true requires every tool: bash scripts/setup.sh installs it`);
+    process.exit(1);
+  }
+  console.log(`SKIP missing ${what}; bash scripts/setup.sh installs it`);
   process.exit(77);
 }
 if (!BASE) {
   console.log('FAIL RETRYD_CONSOLE_URL is not set');
   process.exit(1);
 }
-if (!fs.existsSync(CHROMIUM)) skip(`${CHROMIUM} is missing`);
+if (!fs.existsSync(CHROMIUM)) missing(`${CHROMIUM} (Debian package chromium)`);
 let chromium;
 try {
   const require = createRequire(path.join(path.resolve(MODULES_DIR), 'noop.js'));
   ({ chromium } = require('playwright-core'));
 } catch (e) {
-  skip(`playwright-core not found from ${MODULES_DIR} (${e.code || e.message})`);
+  missing(`playwright-core from ${MODULES_DIR} (npm package, ${e.code || e.message})`);
 }
 
 let failures = 0;
@@ -84,6 +95,55 @@ async function chartPoints(page) {
   return Number(v);
 }
 
+// Messages of a message box: [{kind, text}], newest first.
+async function messages(page, box) {
+  return page.$$eval(`#${box} .msg`, (ms) => ms.map((m) => ({
+    kind: m.dataset.kind || '',
+    text: (m.querySelector('.msg-text') || m).textContent.trim(),
+  })));
+}
+// The stuck-records rows: [{record, dueInMs, button, state}].
+async function stuckRows(page) {
+  return page.$$eval('#inflight-rows tr[data-record]', (trs) => trs.map((tr) => ({
+    record: tr.dataset.record,
+    dueInMs: tr.dataset.dueInMs === undefined ? null : Number(tr.dataset.dueInMs),
+    due: tr.children[4].textContent.trim(),
+    state: tr.children[1].textContent.trim(),
+    button: (tr.querySelector('button') || {}).textContent || '',
+  })));
+}
+const stuckRow = (page, record) => page.locator(`#inflight-rows tr[data-record="${record}"]`);
+const stuckLoads = async (page) => Number(await page.getAttribute('#inflight-rows', 'data-loads') || 0);
+
+// The primary's sampled state in each of `n` snapshots of this script's own
+// event stream (the same sampling the page's stream gets).
+async function sampledPrimaryStates(n) {
+  const headers = Object.assign({ Accept: 'text/event-stream' }, TOKEN ? { Authorization: `Bearer ${TOKEN}` } : {});
+  const r = await fetch(`${BASE}/api/v1/events?interval_ms=1000`, { headers, signal: AbortSignal.timeout(n * 1000 + 15000) });
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  const states = [];
+  let buf = '';
+  try {
+    while (states.length < n) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.startsWith('data:')) continue;
+        const primary = (JSON.parse(line.slice(5)).threads || []).find((t) => t.role === 'THREAD_ROLE_PRIMARY');
+        if (primary) states.push(String(primary.state).replace('THREAD_STATE_', '').toLowerCase());
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return states;
+}
+
 async function main() {
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'retryd-console-'));
   const errors = [];
@@ -105,23 +165,57 @@ async function main() {
     context.setDefaultTimeout(15000);
     const page = context.pages()[0] || await context.newPage();
     page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+      // The refusals this test asks for show as failed requests too.
+      if (m.type() === 'error' && !/status of 401/.test(m.text())) errors.push(`console: ${m.text()}`);
     });
     page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+    // The page's clock runs as the real one until step 7 moves it.
+    await page.clock.install();
 
-    // 1. The page loads and its live parts fill in.
+    // 1. The page loads and its live parts fill in; reading needs no token.
     const resp = await page.goto(`${BASE}/console/`, { waitUntil: 'load', timeout: 30000 });
     check(resp && resp.ok(), 'GET /console/ loads', resp ? `HTTP ${resp.status()}` : 'no response');
+    const filled = await page.waitForSelector('tr[data-thread-id]', { timeout: 20000 }).then(() => true, () => false);
+    check(filled, 'the thread table fills in');
+
+    // 2. Acting without the token: refused, and the page says where the
+    // token goes. Four refusals, at most three messages, none over the
+    // content, each dismissable.
     if (TOKEN) {
-      // Before anything else: reads may need it too.
+      const before = statusThreads(await getStatus());
+      const calls = [['start-1', 'StartRetryThreads'], ['stop-1', 'StopRetryThreads'],
+        ['set-count', 'SetRetryThreadCount'], ['ordering-set', 'SetOrderingMode']];
+      for (const [id, method] of calls) {
+        await page.click(`#${id}`, { timeout: 10000 });
+        await until(async () => ((await messages(page, 'msg-actions'))[0] || { text: '' }).text.startsWith(method),
+          10000, 100);
+      }
+      const refused = await messages(page, 'msg-actions');
+      check(refused.length > 0 && refused.every((m) => m.kind === 'error' && /UNAUTHENTICATED/.test(m.text)),
+        'actions without the token are refused on the page', refused.map((m) => m.text.slice(0, 60)).join(' | '));
+      check(refused.length > 0 && refused.every((m) => /paste the token into the token field/.test(m.text) &&
+        !/metadata|authorization: Bearer/i.test(m.text)),
+      'the refusal says to paste the token into the token field', (refused[0] || {}).text || 'no message');
+      check(refused.length === 3, 'four refusals leave three messages (the cap)', `${refused.length} shown`);
+      check(sameThreads(before, statusThreads(await getStatus())), 'nothing started or stopped without the token');
+      const covering = await page.$$eval('.messages', (boxes) => boxes.flatMap((box) => {
+        for (let n = box; n && n !== document.body; n = n.parentElement) {
+          const pos = getComputedStyle(n).position;
+          if (pos === 'sticky' || pos === 'fixed') return [`#${box.id} in a ${pos} ${n.tagName.toLowerCase()}`];
+        }
+        return [];
+      }));
+      check(covering.length === 0, 'no message box floats over the content (none sticky or fixed)', covering.join(', '));
+      await page.click('#msg-actions .msg .msg-close', { timeout: 5000 });
+      const left = (await messages(page, 'msg-actions')).length;
+      check(left === 2, 'a message is dismissed with its ×', `${left} left of 3`);
+
       await page.fill('#token', TOKEN, { timeout: 5000 });
       const typed = await page.inputValue('#token', { timeout: 5000 });
       check(typed === TOKEN, 'token typed into the token field');
     }
-    const filled = await page.waitForSelector('tr[data-thread-id]', { timeout: 20000 }).then(() => true, () => false);
-    check(filled, 'the thread table fills in');
 
-    // 2. The table shows the threads GetStatus shows. Both move (a snapshot
+    // 3. The table shows the threads GetStatus shows. Both move (a snapshot
     // may be a second older than the status): compare until they agree.
     let st;
     let pt;
@@ -133,11 +227,29 @@ async function main() {
     check(agreed, 'thread table matches GET /api/v1/status (ids and roles)',
       agreed ? describe(pt) : `page ${describe(pt)} / status ${describe(st)}`);
 
-    // 3. The main rate chart gains points.
+    // The main rate chart gains points.
     const p0 = await chartPoints(page);
     await sleep(5000);
     const p1 = await chartPoints(page);
     check(p1 > p0, 'the main rate chart gains points over 5 s', `${p0} -> ${p1}`);
+
+    // The primary relays 2 records a second: sampled, it is mostly waiting
+    // in its poll ("idle"); over each interval it processed records, and the
+    // page says so.
+    const [sampled, shown] = await Promise.all([sampledPrimaryStates(5), (async () => {
+      const states = [];
+      for (let i = 0; i < 5; i++) {
+        await sleep(1000);
+        const cells = page.locator('tr[data-role="THREAD_ROLE_PRIMARY"] td');
+        states.push([(await cells.nth(3).textContent()).trim(), (await cells.nth(4).textContent()).trim(),
+          (await page.textContent('#conn')).trim()]);
+      }
+      return states;
+    })()]);
+    check(sampled.includes('idle'), 'the primary is sampled idle between its records', sampled.join(' '));
+    check(shown.every(([state]) => state === 'running'),
+      'the page shows the primary running over the intervals it processed records in',
+      shown.map(([state, since, conn]) => `${state} (${since}; stream ${conn})`).join(', '));
 
     // 4. "start 2" starts two retry threads: in the status and in the page.
     const before = statusThreads(await getStatus());
@@ -160,14 +272,57 @@ async function main() {
     check(inPage, 'the new threads have rows in the page within 30 s', added.join(', '));
     // The call answers once the threads have joined: its result may come
     // after they show.
-    let msg = '';
-    const reported = await until(async () => {
-      msg = ((await page.textContent('#messages', { timeout: 5000 }).catch(() => '')) || '').trim();
-      return /start/i.test(msg);
+    let started = null;
+    await until(async () => {
+      started = (await messages(page, 'msg-actions')).find((m) => /^started retry threads/.test(m.text));
+      return started;
     }, 30000, 500);
-    check(reported && !/error|UNAUTHENTICATED|PERMISSION_DENIED/i.test(msg),
-      'the message area reports the start', msg.split('\n')[0].slice(0, 160));
+    check(started && started.kind === 'ok', 'the actions\' messages report the start', started ? started.text : 'none');
+    // A success goes by itself (10 s); the refusals stay until dismissed.
+    const gone = started && await until(async () =>
+      !(await messages(page, 'msg-actions')).some((m) => m.kind === 'ok'), 30000, 500);
+    check(gone, 'the start\'s message goes by itself within 30 s');
+    if (TOKEN) {
+      const kept = (await messages(page, 'msg-actions')).filter((m) => m.kind === 'error').length;
+      check(kept === 2, 'the refusals not dismissed are still shown', `${kept} of 2`);
+    }
 
+    // 5. Stuck records: a record waiting for its retry tier's delay is
+    // dead-lettered from the page, its confirmation armed across a refresh.
+    let target = null;
+    await until(async () => {
+      target = (await stuckRows(page)).find((r) => r.dueInMs !== null && r.dueInMs > 20000);
+      return target;
+    }, 60000, 500);
+    check(target, 'a record waiting more than 20 s for its retry is listed', target ? `${target.record}, due ${target.due}` : 'none within 60 s');
+    if (target) {
+      const row = stuckRow(page, target.record);
+      await row.locator('button').click({ timeout: 5000 });
+      const armed = (await row.locator('button').textContent({ timeout: 5000 })).trim();
+      check(armed === 'sure? click again', 'the first click arms the dead-letter', JSON.stringify(armed));
+      const loads = await stuckLoads(page);
+      await page.click('#inflight-refresh', { timeout: 5000 });
+      const refreshed = await until(async () => (await stuckLoads(page)) > loads, 4000, 100);
+      const still = (await row.locator('button').textContent({ timeout: 5000 }).catch(() => '')).trim();
+      check(refreshed && still === 'sure? click again', 'the armed dead-letter survives a refresh of the list',
+        `refreshed ${!!refreshed}, button ${JSON.stringify(still)}`);
+      await row.locator('button').click({ timeout: 5000 });
+      let done = null;
+      await until(async () => {
+        done = (await messages(page, 'msg-stuck')).find((m) => m.text.includes(target.record));
+        return done;
+      }, 15000, 250);
+      check(done && done.kind === 'ok' && done.text.startsWith(`dead-lettered ${target.record}`),
+        'the second click dead-letters it, and the page says so', done ? done.text : 'no message');
+      const left = await until(async () => (await stuckRow(page, target.record).count()) === 0, 15000, 500);
+      check(left, 'the dead-lettered record leaves the list');
+      if (RESULT) {
+        const [, topic, partition, offset] = target.record.match(/^(.*)\/(\d+)@(\d+)$/);
+        fs.writeFileSync(RESULT, JSON.stringify({ deadLettered: { topic, partition: Number(partition), offset: Number(offset) } }));
+      }
+    }
+
+    // Before the page's clock is moved.
     if (SCREENSHOT) {
       // From the top, so that the sticky header sits where it belongs.
       await page.evaluate(() => window.scrollTo(0, 0));
@@ -175,7 +330,34 @@ async function main() {
       check(fs.existsSync(SCREENSHOT), 'screenshot written', SCREENSHOT);
     }
 
-    // 5. Nothing went wrong in the page at any point.
+    // 6. A due time reached reads "due now", one passed "overdue". The list
+    // frozen (no refresh), the page's clock paused, then moved on.
+    await page.uncheck('#inflight-auto', { timeout: 5000 });
+    await page.click('#inflight-refresh', { timeout: 5000 });
+    let waiting = null;
+    await until(async () => {
+      waiting = (await stuckRows(page)).find((r) => r.dueInMs !== null && r.dueInMs > 3000);
+      return waiting;
+    }, 30000, 500);
+    check(waiting, 'a record waiting for its due time is listed', waiting ? waiting.record : 'none within 30 s');
+    if (waiting) {
+      const row = stuckRow(page, waiting.record);
+      await page.clock.pauseAt(await page.evaluate(() => Date.now() + 50));
+      await page.clock.fastForward(1000);  // The list's cells tick each second.
+      const dueIn = Number(await row.getAttribute('data-due-in-ms', { timeout: 5000 }));
+      const inText = (await row.locator('td').nth(4).textContent()).trim();
+      check(/^in \d/.test(inText), 'a due time ahead reads "in …"', inText);
+      await page.clock.fastForward(dueIn + 300);
+      const now = (await row.locator('td').nth(4).textContent()).trim();
+      check(now === 'due now', 'its due time just reached reads "due now"', JSON.stringify(now));
+      await page.clock.fastForward(2000);
+      const over = (await row.locator('td').nth(4).textContent()).trim();
+      check(over === 'overdue 2.3 s', 'its due time 2.3 s past reads "overdue 2.3 s"', JSON.stringify(over));
+      await page.clock.resume();
+    }
+    await page.check('#inflight-auto', { timeout: 5000 });
+
+    // 7. Nothing went wrong in the page at any point.
     check(errors.length === 0, 'no console errors and no page errors', errors.slice(0, 5).join(' | '));
   } catch (e) {
     check(false, 'the test ran to the end', e.message.split('\n')[0]);
