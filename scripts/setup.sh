@@ -56,11 +56,15 @@ RUNTIME_PACKAGES=(
 )
 
 # For the tests only, never for running retryd: `promtool check metrics`
-# judges a live /metrics scrape (control.MetricsPromtoolTest).
+# judges a live /metrics scrape (control.MetricsPromtoolTest). A test whose
+# tool is missing is skipped, and fails under CI=true
+# (tests/support/missing_tool.py).
 TEST_PACKAGES=(
   prometheus
   # The console's browser test (label `browser`) drives Debian's Chromium.
   chromium
+  # systemd-analyze verifies the systemd unit (deploy_systemd_unit).
+  systemd
 )
 
 say() { printf 'setup.sh: %s\n' "$*"; }

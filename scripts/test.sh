@@ -26,6 +26,11 @@
 # (RETRYD_TEST_KAFKA_PROPERTIES=FILE for its SASL/SSL settings); the
 # sanitizer steps leave that label out.
 #
+# CI=true (or CI=1; CI services set it) makes a test whose tool is missing
+# (Chromium, promtool, openssl, systemd-analyze, ...) fail, naming the tool
+# and its package, where it is otherwise skipped (tests/support/
+# missing_tool.py and missing_tool.h): on CI a skip would pass unseen.
+#
 # Tests run six at a time: most of a test's time is spent waiting on the
 # broker's timers (a group join, a fetch wait), so six use about a third of
 # two cores; every test that needs a port binds loopback port 0 and lets
@@ -48,6 +53,11 @@ fi
 read -r -a steps <<<"${TEST_STEPS:-$default_steps}"
 
 say() { printf 'test.sh: %s\n' "$*"; }
+
+case "$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')" in
+  true | 1) say "CI=${CI}: a test whose tool is missing fails" ;;
+  *) say "a test whose tool is missing is skipped (CI=true makes it fail)" ;;
+esac
 
 # One broker for the whole ctest run: its tests share it through
 # RETRYD_TEST_KAFKA (a broker per test would be a JVM per test case). Its

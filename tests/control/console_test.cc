@@ -21,6 +21,7 @@
 #include "server/control/console_gateway.h"
 #include "server/control/control_server.h"
 #include "tests/control/control_test_util.h"
+#include "tests/support/missing_tool.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
 
@@ -423,7 +424,7 @@ TEST_F(ConsoleApiTest, PagesAreServedWithTheirPolicy) {
 TEST_F(ConsoleApiTest, MutualTlsIdentityIsEnoughToAct) {
   const testing::TempDir dir;
   const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
-  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
+  if (!certs.has_value()) RETRYD_MISSING_TOOL("openssl", "Debian package openssl");
   absl::StatusOr<ControlServerOptions> options =
       testing::TlsServerOptions(certs->server, certs->client.cert, "127.0.0.1:0");
   ASSERT_TRUE(options.ok()) << options.status();

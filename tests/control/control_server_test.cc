@@ -31,6 +31,7 @@
 #include "server/processors/grpc_processor.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/downstream_server.h"
+#include "tests/support/missing_tool.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/temp_dir.h"
@@ -365,7 +366,7 @@ TEST_F(ControlServerTest, ReflectionDescribesTheServices) {
 TEST_F(ControlServerTest, TlsServesOnlyTls) {
   const TempDir dir;
   const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
-  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
+  if (!certs.has_value()) RETRYD_MISSING_TOOL("openssl", "Debian package openssl");
   absl::StatusOr<ControlServerOptions> options = testing::TlsServerOptions(certs->server);
   ASSERT_TRUE(options.ok()) << options.status();
   ControlServer server(*engine_->engine);
@@ -385,7 +386,7 @@ TEST_F(ControlServerTest, TlsServesOnlyTls) {
 TEST_F(ControlServerTest, MutualTlsNeedsAClientCertificate) {
   const TempDir dir;
   const std::optional<testing::TlsTestCerts> certs = testing::MakeTlsTestCerts(dir.path());
-  if (!certs.has_value()) GTEST_SKIP() << "openssl is not installed";
+  if (!certs.has_value()) RETRYD_MISSING_TOOL("openssl", "Debian package openssl");
   // The client's own self-signed certificate is the CA the server trusts.
   absl::StatusOr<ControlServerOptions> options =
       testing::TlsServerOptions(certs->server, certs->client.cert);

@@ -46,6 +46,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from missing_tool import missing_tool  # noqa: E402
+
 SKIPPED = 77
 # The graceful stop's slack beyond shutdown_timeout_ms, in seconds: each
 # thread's last commit and group leave (about 2 s past the deadline), the
@@ -491,9 +494,8 @@ def self_test(root):
 def verify_unit(root, binary):
     tool = shutil.which("systemd-analyze")
     if tool is None:
-        print("check_deploy: skipped: systemd-analyze is not installed (Debian's systemd "
-              "package has it)")
-        return SKIPPED
+        return missing_tool([("systemd-analyze", "Debian package systemd")],
+                            say=lambda text: print("check_deploy: " + text))
     if not os.access(binary, os.X_OK):
         # A build that runs some labels builds only their test binaries (the
         # TSan job: scripts/tsan.sh builds no retryd); the builds that build

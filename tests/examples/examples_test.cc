@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "retryd/v1/control.grpc.pb.h"
 #include "retryd/v1/processor.grpc.pb.h"
+#include "tests/support/missing_tool.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
@@ -88,8 +89,8 @@ class ExampleDownstreamTest : public ::testing::TestWithParam<Example> {
       RetrydProcess check(dir_.Path("python-check"), {"-c", "import grpc, google.protobuf"},
                           kPython);
       if (!ExitedWith(check.WaitExit(absl::Seconds(30)), 0)) {
-        GTEST_SKIP() << kPython << " cannot import grpc: install python3-grpcio and "
-                     << "python3-protobuf (bash scripts/setup.sh does)";
+        RETRYD_MISSING_TOOL(std::string("the grpc module of ") + kPython,
+                            "Debian packages python3-grpcio, python3-protobuf");
       }
     }
     std::vector<std::string> args = GetParam().args;

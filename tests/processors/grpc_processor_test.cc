@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "server/processors/grpc_outcome.h"
 #include "tests/support/downstream_server.h"
+#include "tests/support/missing_tool.h"
 #include "tests/support/slow_link.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait_for.h"
@@ -556,7 +557,7 @@ TEST(GrpcProcessorTlsTest, VerifiesTheServerAsServerNameAndPresentsTheClientCert
   const std::optional<CertFiles> server_cert = MakeCert(dir, "downstream.test");
   const std::optional<CertFiles> client_cert = MakeCert(dir, "retryd.test");
   if (!server_cert.has_value() || !client_cert.has_value()) {
-    GTEST_SKIP() << "openssl is not installed";
+    RETRYD_MISSING_TOOL("openssl", "Debian package openssl");
   }
   DownstreamServer server;
   server.UseTls({::retryd::testing::ReadFileOrEmpty(server_cert->cert),
