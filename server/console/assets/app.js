@@ -928,6 +928,7 @@
       return;
     }
     inflightBusy = true;
+    $('inflight-rows').setAttribute('aria-busy', 'true');
     const limit = Math.max(1, Math.min(10000, num($('inflight-limit').value) || 100));
     try {
       const r = await request('GET', 'inflight?limit=' + limit);
@@ -941,6 +942,7 @@
       $('inflight-summary').textContent = 'could not list: ' + errorText(e);
     } finally {
       inflightBusy = false;
+      $('inflight-rows').setAttribute('aria-busy', 'false');
       $('inflight-rows').dataset.loads = String(++inflightLoads);
       if (inflightAgain) {
         inflightAgain = false;
