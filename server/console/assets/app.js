@@ -1375,7 +1375,19 @@
     message('error', 'unexpected: ' + errorText(e.reason));
   });
 
+  // A jump to a section stops below the sticky header, however many lines
+  // it wraps to.
+  function keepSectionsClearOfHeader() {
+    const header = document.querySelector('header.top');
+    const fit = () => {
+      document.documentElement.style.scrollPaddingTop = (header.offsetHeight + 8) + 'px';
+    };
+    new ResizeObserver(fit).observe(header);
+    fit();
+  }
+
   function start() {
+    keepSectionsClearOfHeader();
     buildLegend();
     wire();
     drawMain();
