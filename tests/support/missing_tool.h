@@ -29,14 +29,14 @@ inline bool ToolsRequired() {
 
 // In a test's body or SetUp(): ends it, failed under CI=true, else skipped.
 // `package` says what brings the tool: "Debian package openssl".
-#define RETRYD_MISSING_TOOL(tool, package)                                                   \
-  do {                                                                                       \
-    if (::retryd::testing::ToolsRequired()) {                                                \
-      GTEST_FAIL() << (tool) << " is missing (" << (package)                                 \
+#define RETRYD_MISSING_TOOL(tool, package)                                                     \
+  do {                                                                                         \
+    if (::retryd::testing::ToolsRequired()) {                                                  \
+      GTEST_FAIL() << (tool) << " is missing (" << (package)                                   \
                    << "), and CI=true requires every tool: bash scripts/setup.sh installs it"; \
-    }                                                                                        \
-    GTEST_SKIP() << (tool) << " is missing (" << (package)                                   \
-                 << "; bash scripts/setup.sh installs it): skipped";                         \
+    }                                                                                          \
+    GTEST_SKIP() << (tool) << " is missing (" << (package)                                     \
+                 << "; bash scripts/setup.sh installs it): skipped";                           \
   } while (0)
 
 #endif  // RETRYD_TESTS_SUPPORT_MISSING_TOOL_H_
