@@ -1006,7 +1006,7 @@
     const td = el('td');
     td.appendChild(btn);
     tr.appendChild(td);
-    const r = { tr, btn, rec: null, listMs: 0, gotMs: 0, gone: false };
+    const r = { tr, btn, rec: null, listMs: 0, gotMs: 0, gone: false, busy: false };
     btn.addEventListener('click', () => confirmThen(btn, () => deadLetterNow(r)));
     return r;
   }
@@ -1024,7 +1024,7 @@
     c[7].textContent = stuckKey(x);
     r.tr.classList.toggle('gone', r.gone);
     r.tr.title = r.gone ? 'not in the latest list: finished, or moved on' : '';
-    if (r.gone) r.btn.disabled = true;
+    r.btn.disabled = r.gone || r.busy || !!consoleInfo.readOnly;
     tickStuckRow(r);
   }
   // The age and due cells, as of now.
@@ -1053,16 +1053,17 @@
   async function deadLetterNow(r) {
     const x = r.rec;
     const what = stuckKey(x);
-    r.btn.disabled = true;
+    r.busy = r.btn.disabled = true;
     try {
       const res = await rpc('DeadLetterRecord', { topic: x.topic, partition: x.partition, offset: x.offset, requestId: uuid() });
+      // Done with: its button stays disabled until the list drops it.
       message('ok', `dead-lettered ${what} (thread ${res.threadId})`, 'msg-stuck');
-      loadInFlight();
     } catch (e) {
       message('error', `DeadLetterRecord ${what}: ${errorText(e)}`, 'msg-stuck');
-      r.btn.disabled = !!consoleInfo.readOnly || r.gone;
-      loadInFlight();
+      r.busy = false;
+      r.btn.disabled = r.gone || !!consoleInfo.readOnly;
     }
+    loadInFlight();
   }
   // A destructive button asks for a second click within CONFIRM_MS. The
   // arming lives on the button, which a refresh keeps.
