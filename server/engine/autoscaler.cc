@@ -145,7 +145,7 @@ ScalingInput Autoscaler::Observe(int tier, int64_t backlog) const {
     const std::vector<TopicPartition> held = s->partitions();
     view.has_partitions = !held.empty();
     partitions.insert(held.begin(), held.end());
-    waiting += s->scheduled.load(std::memory_order_relaxed);
+    waiting += s->waiting_partitions.load(std::memory_order_relaxed);
     // IDLE: its last poll brought nothing, it holds nothing until due and
     // none of its partitions is paused; the gauges rule out the rest. Not
     // in the middle of a rebalance, and counted from the last one: what it

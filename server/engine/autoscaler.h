@@ -119,8 +119,8 @@ class Autoscaler {
   void Step() ABSL_LOCKS_EXCLUDED(mu_);
   // What tier `tier` looks like, its backlog `backlog` (-1: unknown). A
   // fixed-delay tier counts only the share of its backlog on partitions
-  // whose next record is due: its threads hold one record per partition
-  // that waits, and more threads would not make that wait shorter.
+  // whose next record is due: more threads would not make a wait for a
+  // due time shorter.
   ScalingInput Observe(int tier, int64_t backlog) const;
   // Carries out `plan` for tier `tier`.
   void Act(const ScalingPlan& plan, int tier) ABSL_LOCKS_EXCLUDED(mu_);

@@ -11,8 +11,10 @@ bool DueScheduler::Later(const Entry& a, const Entry& b) {
 }
 
 void DueScheduler::Add(HeldRecord r) {
-  ++counts_[r.source];
-  const int64_t due_ms = r.due_ms;
+  PerPartition& p = counts_[r.source];
+  p.last_due_ms = p.count == 0 ? r.due_ms : std::max(p.last_due_ms, r.due_ms);
+  ++p.count;
+  const int64_t due_ms = fifo_per_partition_ ? p.last_due_ms : r.due_ms;
   heap_.push_back(Entry{due_ms, next_seq_++, std::move(r)});
   std::push_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
 }
@@ -28,8 +30,7 @@ std::vector<HeldRecord> DueScheduler::PopDue(int64_t now_ms, size_t max) {
     std::pop_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
     HeldRecord held = std::move(heap_.back().held);
     heap_.pop_back();
-    auto it = counts_.find(held.source);
-    if (--it->second == 0) counts_.erase(it);
+    Taken(held.source);
     due.push_back(std::move(held));
   }
   return due;
@@ -37,7 +38,18 @@ std::vector<HeldRecord> DueScheduler::PopDue(int64_t now_ms, size_t max) {
 
 size_t DueScheduler::CountFor(const TopicPartition& tp) const {
   auto it = counts_.find(tp);
-  return it == counts_.end() ? 0 : it->second;
+  return it == counts_.end() ? 0 : it->second.count;
+}
+
+std::optional<int64_t> DueScheduler::LastDueFor(const TopicPartition& tp) const {
+  auto it = counts_.find(tp);
+  if (it == counts_.end()) return std::nullopt;
+  return it->second.last_due_ms;
+}
+
+void DueScheduler::Taken(const TopicPartition& tp) {
+  auto it = counts_.find(tp);
+  if (--it->second.count == 0) counts_.erase(it);
 }
 
 std::vector<HeldRecord> DueScheduler::TakePartition(const TopicPartition& tp) {
@@ -61,8 +73,7 @@ HeldRecord DueScheduler::TakeAt(size_t i) {
   HeldRecord held = std::move(heap_[i].held);
   heap_.erase(heap_.begin() + static_cast<ptrdiff_t>(i));
   std::make_heap(heap_.begin(), heap_.end(), &DueScheduler::Later);
-  auto it = counts_.find(held.source);
-  if (--it->second == 0) counts_.erase(it);
+  Taken(held.source);
   return held;
 }
 

@@ -5,6 +5,12 @@
 // the look-ahead bounded by pausing a partition once CountFor() reaches its
 // limit, and drops a partition's records when it is revoked.
 //
+// Per-partition FIFO (a fixed-delay retry tier): a record never comes out
+// before one added earlier from its partition. Its place is its due time
+// raised to theirs, the due time it keeps (held.due_ms) unchanged; records
+// of a tier come due in the order they were written, so this changes a
+// place only when two writers' clocks or hand-offs cross.
+//
 // Thread-safety: NOT thread-safe. Owned and used by one retry worker thread.
 #ifndef RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_
 #define RETRYD_SERVER_ENGINE_DUE_SCHEDULER_H_
@@ -81,7 +87,9 @@ inline HeldRecord ReadFrom(const TopicPartition& source, int64_t offset, int64_t
 
 class DueScheduler {
  public:
-  DueScheduler() = default;
+  // `fifo_per_partition`: see the class comment.
+  explicit DueScheduler(bool fifo_per_partition = false)
+      : fifo_per_partition_(fifo_per_partition) {}
   DueScheduler(const DueScheduler&) = delete;
   DueScheduler& operator=(const DueScheduler&) = delete;
 
@@ -99,6 +107,11 @@ class DueScheduler {
 
   // Records held whose `source` is `tp`.
   size_t CountFor(const TopicPartition& tp) const;
+
+  // The latest due time among the records added from `tp` since it last
+  // held none (those taken out since included), or nullopt when it holds
+  // none: in FIFO, no record of `tp` comes out before it.
+  std::optional<int64_t> LastDueFor(const TopicPartition& tp) const;
 
   // Removes every record whose `source` is `tp` and returns them, earliest
   // due first (FIFO among equal due times). O(n log n).
@@ -124,8 +137,8 @@ class DueScheduler {
 
  private:
   struct Entry {
-    int64_t due_ms;
-    uint64_t seq;  // Insertion order; breaks ties so equal due times are FIFO.
+    int64_t due_ms;  // Its place: held.due_ms, in FIFO raised (see the class comment).
+    uint64_t seq;    // Insertion order; breaks ties so equal due times are FIFO.
     HeldRecord held;
   };
   // Orders std::*_heap so the front is the earliest (due_ms, seq).
@@ -133,10 +146,18 @@ class DueScheduler {
   // Removes the entry at heap_[i]; O(n).
   HeldRecord TakeAt(size_t i);
 
+  struct PerPartition {
+    size_t count = 0;
+    int64_t last_due_ms = 0;  // See LastDueFor().
+  };
+  // Its entry in counts_ loses a record; erased when it holds none.
+  void Taken(const TopicPartition& tp);
+
+  const bool fifo_per_partition_;
   std::vector<Entry> heap_;  // A binary min-heap under Later().
   uint64_t next_seq_ = 0;
-  // Entries per source partition; partitions with none are erased.
-  absl::flat_hash_map<TopicPartition, size_t> counts_;
+  // Per source partition; partitions with no entry are erased.
+  absl::flat_hash_map<TopicPartition, PerPartition> counts_;
 };
 
 }  // namespace retryd::engine

@@ -78,9 +78,9 @@ int FindTier(const std::vector<RetryTier>& tiers, std::string_view topic) {
   return -1;
 }
 
-int TierLookahead(const RetryOptions& retry, const RetryTier& tier) {
-  return tier.delay_ms > 0 ? 1 : retry.lookahead;
-}
+int64_t TierReadAheadMs(const RetryTier& tier) { return TierIsFifo(tier) ? kTierReadAheadMs : -1; }
+
+bool TierIsFifo(const RetryTier& tier) { return tier.delay_ms > 0; }
 
 int64_t TierMaxDelayMs(const RetryOptions& retry, const RetryTier& tier) {
   return tier.delay_ms > 0 ? tier.delay_ms : retry.backoff.max_ms;

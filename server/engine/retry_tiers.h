@@ -1,5 +1,5 @@
 // Tiered retry topics (RetryOptions::tiers): which tier makes an attempt,
-// how long a record waits for it, and how much a tier's thread reads ahead.
+// how long a record waits for it, and how far ahead a tier's thread reads.
 //
 // A record's attempts are numbered from 1 (the primary thread's). With
 // tiers of max_attempts m0, m1, ..., tier 0 makes attempts 2..1+m0, tier 1
@@ -11,6 +11,7 @@
 #ifndef RETRYD_SERVER_ENGINE_RETRY_TIERS_H_
 #define RETRYD_SERVER_ENGINE_RETRY_TIERS_H_
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -49,11 +50,23 @@ int TierOfAttempt(const std::vector<RetryTier>& tiers, int attempt);
 // The tier whose topic is `topic`, or -1.
 int FindTier(const std::vector<RetryTier>& tiers, std::string_view topic);
 
-// Records a retry thread of `tier` holds per partition while they wait for
-// their due time: one for a fixed delay (due times in a partition come in
-// order, so the first not yet due says the rest are not either), else
-// retry.lookahead.
-int TierLookahead(const RetryOptions& retry, const RetryTier& tier);
+// How far ahead of its due time a thread of `tier` reads a record, or -1
+// for the backoff tier (it reads ahead retry.lookahead records). A
+// fixed-delay tier's partition comes due in the order it was written: once
+// the thread has read a record due further out than this, it pauses the
+// partition (the rest is not due before it) and resumes it this long before
+// that record is due; it also pauses a partition at retry.lookahead
+// records held. So a backlog waiting an hour costs the memory of the
+// records due within this, and a record is read before it is due: a
+// resumed partition is fetched again only after a while (up to a second
+// when every partition of its broker was paused: librdkafka's broker
+// thread sees the resume at its next wake-up; then a fetch).
+int64_t TierReadAheadMs(const RetryTier& tier);
+inline constexpr int64_t kTierReadAheadMs = 2000;
+
+// Whether a thread of `tier` offers a partition's records to the processor
+// in offset order (a fixed-delay tier: see DueScheduler's FIFO).
+bool TierIsFifo(const RetryTier& tier);
 
 // The longest a record of `tier` should wait from when it is read: its
 // delay, or retry.backoff.max_ms for a backoff tier.

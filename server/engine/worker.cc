@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
@@ -70,7 +71,10 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context, int tier)
              context.processor->asynchronous()
                  ? std::max(1, context.processor->max_concurrent_calls())
                  : 1),
-      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)) {
+      backoff_(context.options->retry.backoff, BackoffSeed(*context.options, id)),
+      read_ahead_ms_(
+          role == ThreadRole::kRetry ? TierReadAheadMs(context.options->retry.tiers[tier]) : -1),
+      scheduler_(/*fifo_per_partition=*/read_ahead_ms_ >= 0) {
   mailbox_->set_tier(tier_);
 }
 
@@ -385,8 +389,10 @@ void Worker::HandleRetryRecord(const TopicPartition& tp,
   const int64_t now = NowMs();
   ClampDue(held, now);
   if (TakenByItsKey(held)) return;
-  // Quiesced for a rebalance: read, but processed only after it.
-  if (held.due_ms <= now && !quiesced_ && !AtCallLimit()) {
+  // Quiesced for a rebalance: read, but processed only after it. In a
+  // fixed-delay tier, not before a record of its partition read earlier.
+  const bool behind = read_ahead_ms_ >= 0 && scheduler_.CountFor(tp) > 0;
+  if (held.due_ms <= now && !quiesced_ && !AtCallLimit() && !behind) {
     Attempt(std::move(held));
   } else {
     scheduler_.Add(std::move(held));
@@ -841,16 +847,19 @@ bool Worker::LookaheadFull(const TopicPartition& tp) const {
   int64_t held = role_ == ThreadRole::kPrimary ? RecordsAhead(tp)
                                                : static_cast<int64_t>(scheduler_.CountFor(tp));
   held += lanes_.WaitingFrom(tp);
-  return held >= Lookahead();
+  if (held >= Lookahead()) return true;
+  // A fixed-delay tier: the records after the last one read are due no
+  // sooner than it.
+  if (read_ahead_ms_ < 0) return false;
+  const std::optional<int64_t> last_due = scheduler_.LastDueFor(tp);
+  return last_due.has_value() && *last_due > NowMs() + read_ahead_ms_;
 }
 
-int Worker::Lookahead() const {
-  const RetryOptions& retry = context_.options->retry;
-  return role_ == ThreadRole::kRetry ? TierLookahead(retry, retry.tiers[tier_]) : retry.lookahead;
-}
+int Worker::Lookahead() const { return context_.options->retry.lookahead; }
 
 bool Worker::AnyLookaheadMayBeFull() const {
   if (InOrder()) return true;
+  if (read_ahead_ms_ >= 0 && scheduler_.size() > 0) return true;
   const int64_t held =
       static_cast<int64_t>(scheduler_.size()) + queue_.waiting() + lanes_.waiting();
   return held >= Lookahead();
@@ -950,6 +959,18 @@ void Worker::UpdateGauges() {
   mailbox_->scheduled.store(static_cast<int64_t>(scheduler_.size()) + queue_.waiting(),
                             std::memory_order_relaxed);
   mailbox_->parked.store(lanes_.waiting(), std::memory_order_relaxed);
+  if (read_ahead_ms_ >= 0) {
+    // Each partition's next record is its earliest held (FIFO).
+    const int64_t now = NowMs();
+    absl::flat_hash_map<TopicPartition, int64_t> next_due;
+    scheduler_.ForEach([&next_due](const HeldRecord& held) {
+      auto [it, added] = next_due.try_emplace(held.source, held.due_ms);
+      if (!added) it->second = std::min(it->second, held.due_ms);
+    });
+    int64_t waiting = 0;
+    for (const auto& [tp, due] : next_due) waiting += due > now ? 1 : 0;
+    mailbox_->waiting_partitions.store(waiting, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace retryd::engine

@@ -275,14 +275,14 @@ class Worker : public kafka::ConsumerListener {
   // larger than the whole budget is read like any other and lets the
   // partitions resume once done. Counts budget_pauses on each crossing.
   bool OverBudget();
-  // Whether Lookahead() records of `tp` are held: it is paused then.
+  // Whether Lookahead() records of `tp` are held, or (a fixed-delay tier)
+  // one due more than read_ahead_ms_ from now: it is paused then.
   bool LookaheadFull(const TopicPartition& tp) const;
   // False when no partition can be LookaheadFull: all of them together hold
-  // fewer than Lookahead() records. Not counted in order (RecordsAhead
-  // counts more there): true.
+  // fewer than Lookahead() records (a fixed-delay tier: none). Not counted
+  // in order (RecordsAhead counts more there): true.
   bool AnyLookaheadMayBeFull() const;
-  // Records held per partition before it pauses: its tier's look-ahead for a
-  // retry thread (TierLookahead), retry.lookahead for a primary.
+  // Records held per partition before it pauses: retry.lookahead.
   int Lookahead() const;
   // Commits, asynchronously, the partitions whose commit point moved.
   void Commit();
@@ -336,6 +336,10 @@ class Worker : public kafka::ConsumerListener {
   RecordBuffers buffers_;
   Record read_;
   Backoff backoff_;
+  // A fixed-delay tier's thread: how far ahead of their due time it reads
+  // records (TierReadAheadMs); its scheduler_ keeps each partition's records
+  // in offset order. -1 for the others.
+  const int64_t read_ahead_ms_;
   DueScheduler scheduler_;
   // Each assigned partition's state, and the records that wait for one.
   Partitions partitions_;

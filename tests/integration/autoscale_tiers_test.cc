@@ -67,7 +67,8 @@ std::shared_ptr<ThreadStats> Busy(int id, int tier, const std::string& topic, in
   std::vector<TopicPartition> held;
   for (int p = 0; p < partitions; ++p) held.push_back({topic, p});
   s->SetPartitions(held);
-  s->scheduled.store(waiting);
+  s->scheduled.store(waiting * 10);  // Records held: not what counts.
+  s->waiting_partitions.store(waiting);
   return s;
 }
 

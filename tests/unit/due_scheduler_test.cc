@@ -243,5 +243,41 @@ TEST(DueSchedulerTest, TakeFirstRemovesOneRecordAndKeepsTheHeapInOrder) {
   EXPECT_EQ(s.CountFor(kP1), 0u);
 }
 
+// A fixed-delay tier: a partition's records come out in the order they were
+// added, a later one due earlier (another writer's clock) behind the ones
+// before it; other partitions go by their own due times.
+TEST(DueSchedulerTest, FifoPerPartitionKeepsEachPartitionsOrder) {
+  DueScheduler s(/*fifo_per_partition=*/true);
+  s.Add(Held(kP0, 1, 300));
+  s.Add(Held(kP0, 2, 100));
+  s.Add(Held(kP1, 3, 200));
+  s.Add(Held(kP0, 4, 250));
+  EXPECT_EQ(s.NextDueMs(), 200);
+  EXPECT_EQ(s.LastDueFor(kP0), 300);
+  EXPECT_EQ(s.LastDueFor(kOther), std::nullopt);
+  EXPECT_THAT(Offsets(s.PopDue(299, 10)), ElementsAre(3)) << "none of kP0 before offset 1";
+  std::vector<HeldRecord> due = s.PopDue(300, 10);
+  EXPECT_THAT(Offsets(due), ElementsAre(1, 2, 4));
+  EXPECT_EQ(due[1].due_ms, 100) << "its own due time is kept";
+  EXPECT_EQ(s.LastDueFor(kP0), std::nullopt);
+
+  // Emptied, a partition starts afresh.
+  s.Add(Held(kP0, 5, 50));
+  EXPECT_EQ(s.NextDueMs(), 50);
+  s.Add(Held(kP0, 6, 400));
+  s.Add(Held(kP0, 7, 60));
+  EXPECT_EQ(s.LastDueFor(kP0), 400);
+  EXPECT_THAT(Offsets(s.TakePartition(kP0)), ElementsAre(5, 6, 7));
+}
+
+// Without FIFO the earliest due time goes first, whatever the partition's
+// order.
+TEST(DueSchedulerTest, WithoutFifoALaterRecordDueEarlierGoesFirst) {
+  DueScheduler s;
+  s.Add(Held(kP0, 1, 300));
+  s.Add(Held(kP0, 2, 100));
+  EXPECT_THAT(Offsets(s.PopDue(300, 10)), ElementsAre(2, 1));
+}
+
 }  // namespace
 }  // namespace retryd::engine

@@ -50,7 +50,8 @@ TEST(RetryTiersTest, TheSingleTopicFormIsOneBackoffTier) {
   EXPECT_EQ(retry.tiers[0].max_attempts, 4);
   EXPECT_EQ(retry.max_attempts, 5) << "unchanged";
   EXPECT_FALSE(HasTiers(retry));
-  EXPECT_EQ(TierLookahead(retry, retry.tiers[0]), 700);
+  EXPECT_EQ(TierReadAheadMs(retry.tiers[0]), -1) << "reads ahead retry.lookahead records";
+  EXPECT_FALSE(TierIsFifo(retry.tiers[0]));
   EXPECT_EQ(TierMaxDelayMs(retry, retry.tiers[0]), 9000);
   EXPECT_EQ(TierStartThreads(retry, retry.tiers[0]), 3);
   EXPECT_EQ(TierOfAttempt(retry.tiers, 5), 0);
@@ -73,8 +74,10 @@ TEST(RetryTiersTest, NormalizingTiersSetsTheTopicAndTheAttemptsInAll) {
   EXPECT_TRUE(HasTiers(retry));
   EXPECT_EQ(retry.topic, "fast");
   EXPECT_EQ(retry.max_attempts, 7);
-  // A fixed delay: one record waits per partition, the rest stay in Kafka.
-  EXPECT_EQ(TierLookahead(retry, retry.tiers[2]), 1);
+  // A fixed delay: records due beyond the read-ahead stay in Kafka, and a
+  // partition's records are offered in order.
+  EXPECT_EQ(TierReadAheadMs(retry.tiers[2]), kTierReadAheadMs);
+  EXPECT_TRUE(TierIsFifo(retry.tiers[2]));
   EXPECT_EQ(TierMaxDelayMs(retry, retry.tiers[2]), 3600000);
   EXPECT_EQ(TierStartThreads(retry, retry.tiers[0]), 1);
   EXPECT_EQ(TierStartThreads(retry, retry.tiers[1]), 2);

@@ -134,6 +134,9 @@ class ThreadStats {
   std::atomic<int64_t> in_flight{0};        // Records handed to Kafka, not yet acknowledged.
   std::atomic<int64_t> scheduled{0};        // Records held until their due time.
   std::atomic<int64_t> calls_in_flight{0};  // Processor calls in flight.
+  // A fixed-delay tier's thread: its partitions whose next record is held
+  // until due (as of its last gauge update).
+  std::atomic<int64_t> waiting_partitions{0};
   // Key order: records held behind an earlier record of their key.
   std::atomic<int64_t> parked{0};
   // Bytes of the records the thread holds, in flight to Kafka included: the
