@@ -60,6 +60,9 @@ ABSL_FLAG(std::string, metrics_address, "",
 ABSL_FLAG(bool, console, false,
           "Serve the web console at /console/ on the HTTP listener (metrics_address), as "
           "http.console: true in the config file does.");
+ABSL_FLAG(bool, testonly_producer_fatal_error_on_sigusr1, false,
+          "TEST ONLY, never in production: SIGUSR1 raises a fatal error on the Kafka producer "
+          "(librdkafka's test hook), so that a test sees retryd recover from one.");
 
 namespace retryd {
 namespace {
@@ -205,6 +208,11 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   // timeout; the shortest a real broker accepts keeps joins to seconds.
   options.kafka_properties.emplace("session.timeout.ms", "6000");
   options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
+  // librdkafka 2.0.2 rejoins the group when a periodic metadata refresh
+  // lands while the group's leader waits for its metadata, and the embedded
+  // broker holds each rejoin as long as a rebalance: its topics and leaders
+  // never change, so librdkafka's 5 minutes rather than retryd's 2 s.
+  options.kafka_properties.emplace("topic.metadata.refresh.interval.ms", "300000");
   if (int64_t session_ms = 0;
       absl::SimpleAtoi(options.kafka_properties["session.timeout.ms"], &session_ms) &&
       session_ms > 10000) {
@@ -230,7 +238,8 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   return broker;
 }
 
-// Waits for SIGINT or SIGTERM (blocked in `stop_signals`), printing a
+// Waits for SIGINT or SIGTERM (blocked in `stop_signals`; SIGUSR1 too for a
+// test, see --testonly_producer_fatal_error_on_sigusr1), printing a
 // summary every --summary_interval_s; returns the exit code: 0, or
 // kExitRuntime when every primary thread failed first.
 int RunUntilSignal(const sigset_t& stop_signals, const engine::Engine& engine,
@@ -242,6 +251,13 @@ int RunUntilSignal(const sigset_t& stop_signals, const engine::Engine& engine,
     if (sig == SIGINT || sig == SIGTERM) {
       LogInfo("signal ", sig, ": stopping gracefully");
       return 0;
+    }
+    if (sig == SIGUSR1) {
+      // Only with --testonly_producer_fatal_error_on_sigusr1 (else SIGUSR1
+      // is not in `stop_signals`).
+      const absl::Status raised = engine.RaiseProducerFatalErrorForTest();
+      LogWarning("signal ", sig, ": raising a fatal producer error for a test: ",
+                 raised.ok() ? "raised" : raised.message());
     }
     if (AllPrimariesFailed(engine)) {
       LogError("every primary thread failed (", engine.ThreadFailure().message(), "); stopping");
@@ -328,6 +344,9 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  if (absl::GetFlag(FLAGS_testonly_producer_fatal_error_on_sigusr1)) {
+    sigaddset(&stop_signals, SIGUSR1);
+  }
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   // Declared before the engine, so that it outlives it: it hosts the cluster

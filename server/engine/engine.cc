@@ -99,6 +99,16 @@ struct FreeOrCancelled {
   const Cancellation* cancel;
 };
 
+// The producer every thread hands its records to (and each one that
+// replaces it after a fatal error).
+kafka::ProducerOptions ProducerOptionsFor(const EngineOptions& options) {
+  kafka::ProducerOptions producer_options;
+  producer_options.bootstrap_servers = options.bootstrap_servers;
+  producer_options.properties = options.kafka_properties;
+  producer_options.client_id = "retryd-producer";
+  return producer_options;
+}
+
 }  // namespace
 
 const char* OrderingName(Ordering ordering) {
@@ -134,12 +144,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
   if (processor == nullptr) return absl::InvalidArgumentError("no processor");
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   NormalizeTiers(options.retry);
-  kafka::ProducerOptions producer_options;
-  producer_options.bootstrap_servers = options.bootstrap_servers;
-  producer_options.properties = options.kafka_properties;
-  producer_options.client_id = "retryd-producer";
   absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-      kafka::Producer::Create(producer_options);
+      kafka::Producer::Create(ProducerOptionsFor(options));
   if (!producer.ok()) return producer.status();
   std::vector<std::string> tier_topics;
   for (const RetryTier& tier : options.retry.tiers) tier_topics.push_back(tier.topic);
@@ -183,14 +189,15 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                std::unique_ptr<kafka::GroupLagProbe> retry_lag)
     : options_(std::move(options)),
       processor_(std::move(processor)),
-      producer_(std::move(producer)),
+      producers_(std::move(producer),
+                 [this] { return kafka::Producer::Create(ProducerOptionsFor(options_)); }),
       retry_lag_(std::move(retry_lag)),
       ordering_(options_.ordering),
       gate_(options_.downstream, processor_.get(),
             absl::Milliseconds(options_.retry.backoff.max_ms)),
       context_{&options_,
                processor_.get(),
-               producer_.get(),
+               &producers_,
                &ordering_,
                &input_paused_,
                &gate_,
@@ -311,7 +318,8 @@ absl::Status Engine::Start() {
   std::vector<std::string> produced = {options_.dead_letter_topic};
   for (const RetryTier& tier : options_.retry.tiers) produced.push_back(tier.topic);
   if (!options_.output_topic.empty()) produced.push_back(options_.output_topic);
-  if (absl::Status s = producer_->PrepareTopics(produced, kPrepareTopicsTimeout); !s.ok()) {
+  if (absl::Status s = producers_.Current()->PrepareTopics(produced, kPrepareTopicsTimeout);
+      !s.ok()) {
     LogWarning("engine: ", s.message());
   }
   for (int i = 0; i < options_.primary_threads; ++i) {
@@ -481,7 +489,7 @@ void Engine::Stop() {
   std::vector<std::unique_ptr<Worker>> all = std::move(primaries);
   for (auto& worker : retries) all.push_back(std::move(worker));
   StopWorkers(all, /*graceful=*/true, deadline);
-  producer_->Close(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  producers_.Close(std::max(absl::ZeroDuration(), deadline - absl::Now()));
   Retire(all);
   absl::MutexLock lock(&mu_);
   state_ = EngineState::kStopped;
@@ -711,6 +719,11 @@ absl::Status Engine::Readiness() const {
     return absl::UnavailableError(absl::StrCat("the engine is ", EngineStateName(now)));
   }
   if (absl::Status failed = ThreadFailure(); !failed.ok()) return failed;
+  if (producers_.Recovering()) {
+    return absl::UnavailableError(
+        "the Kafka producer failed for good; the threads rewind to their last commits and move "
+        "to a new one");
+  }
   bool retry_group_joined = false;
   int retry_threads = 0;
   for (const auto& s : Threads()) {
@@ -767,6 +780,10 @@ int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats
     }
   }
   return backlog;
+}
+
+absl::Status Engine::RaiseProducerFatalErrorForTest() const {
+  return producers_.Current()->RaiseFatalErrorForTest("raised on purpose, for a test");
 }
 
 }  // namespace retryd::engine

@@ -290,9 +290,9 @@ void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dia
   hand_off.record.timestamp_ms = DeadLetterTimestampMs(dialects, hand_off.origin);
 }
 
-HandOffs::HandOffs(const EngineOptions& options, kafka::Producer& producer,
+HandOffs::HandOffs(const EngineOptions& options, std::shared_ptr<kafka::Producer> producer,
                    std::shared_ptr<HandOffMailbox> mailbox)
-    : options_(options), producer_(producer), mailbox_(std::move(mailbox)) {}
+    : options_(options), producer_(std::move(producer)), mailbox_(std::move(mailbox)) {}
 
 void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
   mailbox_->in_flight.fetch_add(1, std::memory_order_relaxed);
@@ -325,7 +325,7 @@ void HandOffs::Emit(HandOff&& hand_off, bool in_order) {
     h.charge = Charge(bytes);
   }
   std::unique_ptr<kafka::Delivery> delivery = std::move(emitted);
-  absl::Status status = producer_.ProduceInPlace(h.record, more_headers.refs(), delivery);
+  absl::Status status = producer_->ProduceInPlace(h.record, more_headers.refs(), delivery);
   // Refused: `delivery` is still ours, and `h` in it.
   if (!status.ok()) OnFailed(mailbox_, std::move(h), status);
 }
@@ -396,24 +396,26 @@ void HandOffs::OnFailed(const std::shared_ptr<HandOffMailbox>& mailbox, HandOff 
   const HandOffKind kind = hand_off.kind;
   const std::string topic = hand_off.record.topic;
   // Purged at shutdown, or the partition moved: the next owner reads the
-  // source record again, so there is nothing to re-send.
-  const bool fatal = absl::IsInternal(status);
-  if (!fatal && (hand_off.tracker->abandoned() || absl::IsCancelled(status))) {
+  // source record again, so there is nothing to re-send. The producer
+  // failed for good (INTERNAL): its worker rewinds to its last commit,
+  // which is below this record (not complete), and reads it again.
+  if (absl::IsInternal(status) || hand_off.tracker->abandoned() || absl::IsCancelled(status)) {
     {
       absl::MutexLock lock(&mailbox->redo_mu);
       mailbox->ForgetFailedHandOff(hand_off);
     }
     if (hand_off.requested_by != nullptr) {
-      hand_off.requested_by->Answer(PartitionGivenUp(mailbox->id()));
+      hand_off.requested_by->Answer(absl::IsInternal(status) ? status
+                                                             : PartitionGivenUp(mailbox->id()));
     }
     mailbox->HandOffDone();
     return;
   }
-  // The producer is unusable, or the topic is gone or forbidden (after
-  // librdkafka's own retries): no record can get through, so waiting would
-  // only hide it. The thread fails; its partitions go to another member
-  // from the last committed offset, which is below this record.
-  if (fatal || absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
+  // The topic is gone or forbidden (after librdkafka's own retries): no
+  // record can get through, so waiting would only hide it. The thread
+  // fails; its partitions go to another member from the last committed
+  // offset, which is below this record.
+  if (absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
       (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
     const std::string reason =
         absl::StrCat(HandOffKindName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
@@ -501,7 +503,7 @@ void HandOffs::DrainRedo(bool force, bool in_order) {
                  HandOffKindName(h.kind), " record (", redo.refused,
                  "); dead-lettering it cut to fit");
       Emit(FittedDeadLetter(std::move(h), redo.refused, options_.dead_letter_topic,
-                            static_cast<size_t>(producer_.max_message_bytes()),
+                            static_cast<size_t>(producer_->max_message_bytes()),
                             {absl::ToUnixMillis(absl::Now()),
                              DeadLetteredBy(options_.instance_name, mailbox_->id())},
                             options_.dead_letter_dialects, options_.group_id),
@@ -510,14 +512,6 @@ void HandOffs::DrainRedo(bool force, bool in_order) {
     }
     Emit(std::move(h), in_order);
   }
-}
-
-bool HandOffs::Broken() {
-  if (absl::Status fatal = producer_.FatalError(); !fatal.ok() && !mailbox_->has_failed()) {
-    LogError("thread ", mailbox_->id(), ": ", fatal.message(), "; the thread fails");
-    mailbox_->Fail(std::string(fatal.message()));
-  }
-  return mailbox_->has_failed();
 }
 
 }  // namespace retryd::engine

@@ -8,6 +8,11 @@
 // come on the producer's thread: they touch only the HandOffMailbox, which
 // they share (and keep alive) with the worker, each field under the lock
 // that says so.
+//
+// A fatal producer error does not fail the thread: the hand-offs given to
+// that producer are dropped as their reports come (their records are not
+// complete, so nothing is committed past them), and the worker rewinds to
+// its last commit and moves to a new producer (ProducerSlot).
 #ifndef RETRYD_SERVER_ENGINE_HAND_OFFS_H_
 #define RETRYD_SERVER_ENGINE_HAND_OFFS_H_
 
@@ -232,8 +237,9 @@ void AddDialectHeaders(HandOff& hand_off, std::span<const DeadLetterDialect> dia
 
 class HandOffs {
  public:
-  // `mailbox` is shared with the delivery reports.
-  HandOffs(const EngineOptions& options, kafka::Producer& producer,
+  // `mailbox` is shared with the delivery reports; `producer` is the one
+  // every hand-off goes to until UseProducer() names another.
+  HandOffs(const EngineOptions& options, std::shared_ptr<kafka::Producer> producer,
            std::shared_ptr<HandOffMailbox> mailbox);
 
   HandOffs(const HandOffs&) = delete;
@@ -251,10 +257,19 @@ class HandOffs {
   void FreeDone(RecordBuffers& buffers);
   // Hand-offs kept for Emit() to use again.
   size_t spare() const { return spare_.size(); }
-  // True once a hand-off failed beyond recovery or the producer hit a fatal
-  // error: the thread then stops without waiting for its hand-offs, and
-  // commits nothing past the record whose outcome was lost.
-  bool Broken();
+  // True once a hand-off failed beyond recovery: the thread then stops
+  // without waiting for its hand-offs, and commits nothing past the record
+  // whose outcome was lost.
+  bool Broken() const { return mailbox_->has_failed(); }
+  // Whether the producer hit a fatal error: nothing handed to it can get
+  // through any more (the worker rewinds and moves to a new one).
+  bool ProducerFailed() const { return !producer_->FatalError().ok(); }
+  const std::shared_ptr<kafka::Producer>& producer() const { return producer_; }
+  // Hand-offs go to `producer` from now on. The hand-offs given to the old
+  // one are settled by its reports (a failure of a broken producer drops
+  // them); the caller lets go of the old one only once it has rewound past
+  // all of them.
+  void UseProducer(std::shared_ptr<kafka::Producer> producer) { producer_ = std::move(producer); }
   // Charges `bytes` to the thread's held_bytes until the charge is gone.
   ByteCharge Charge(int64_t bytes) const;
 
@@ -266,7 +281,7 @@ class HandOffs {
 
  private:
   const EngineOptions& options_;
-  kafka::Producer& producer_;
+  std::shared_ptr<kafka::Producer> producer_;  // Never null.
   const std::shared_ptr<HandOffMailbox> mailbox_;
   // Swapped with HandOffMailbox::done, emptied, and swapped back next time:
   // the two vectors keep their capacity, so a delivery report never grows

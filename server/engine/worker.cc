@@ -66,7 +66,7 @@ Worker::Worker(int id, ThreadRole role, const WorkerContext& context, int tier)
       context_(context),
       mailbox_(std::make_shared<Mailbox>(id, role, context.options->max_in_flight / 2 + 1,
                                          context.parking)),
-      hand_offs_(*context.options, *context.producer, mailbox_),
+      hand_offs_(*context.options, context.producers->Current(), mailbox_),
       calls_(*context.processor, mailbox_,
              context.processor->asynchronous()
                  ? std::max(1, context.processor->max_concurrent_calls())
@@ -180,6 +180,7 @@ bool Worker::Housekeep(absl::Duration commit_interval) {
   ServeCheckpoint();
   TakeFinishedCalls();
   ServeRequests(/*serving=*/true);
+  if (hand_offs_.ProducerFailed()) RecoverProducer();
   if (HandOffsBroken()) return false;
   hand_offs_.DrainRedo(/*force=*/false, InOrder());
   hand_offs_.FreeDone(buffers_);

@@ -258,10 +258,22 @@ class Worker : public kafka::ConsumerListener {
   bool DrainWaiting(absl::Time deadline);
   // Brings a due time later than the longest backoff forward to it.
   void ClampDue(HeldRecord& held, int64_t now_ms);
-  // True once a hand-off failed beyond recovery or the producer hit a fatal
-  // error: the thread then stops without waiting for its hand-offs, and
-  // commits nothing past the record whose outcome was lost.
+  // True once a hand-off failed beyond recovery (or recovering from a fatal
+  // producer error did): the thread then stops without waiting for its
+  // hand-offs, and commits nothing past the record whose outcome was lost.
   bool HandOffsBroken();
+  // The producer failed for good (a fatal error): rewinds to the last
+  // commit (RewindToCommit) and moves to the producer that replaces it
+  // (ProducerSlot). If none can be made, after a few tries a second apart,
+  // or the slot gives up, the thread fails.
+  void RecoverProducer();
+  // Drops everything the thread holds or has in flight (calls cancelled,
+  // held records, hand-offs, whose trackers are abandoned) and reads each
+  // partition again from its commit point, which it commits first: every
+  // outcome below it is acknowledged, and none above it is counted on. The
+  // partitions stay assigned. Returns how many it rewound; an error if the
+  // consumer could not be moved back (the thread must not go on then).
+  absl::StatusOr<size_t> RewindToCommit();
   // In order: resumes partitions whose failed hand-offs are acknowledged.
   void ReleaseRecovered();
   // At the back-pressure limit, waits a little for acknowledgements before

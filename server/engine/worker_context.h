@@ -20,8 +20,8 @@
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/downstream_gate.h"
+#include "server/engine/handoff/producer_slot.h"
 #include "server/engine/ordering/key_parking.h"
-#include "server/kafka/producer.h"
 
 namespace retryd::engine {
 
@@ -29,7 +29,9 @@ namespace retryd::engine {
 struct WorkerContext {
   const EngineOptions* options = nullptr;
   Processor* processor = nullptr;
-  kafka::Producer* producer = nullptr;
+  // The producer to hand records to; each worker takes its own reference
+  // and moves to a replacement after a fatal error.
+  ProducerSlot* producers = nullptr;
   // Read per record, so a runtime switch takes effect at the next record.
   const std::atomic<Ordering>* ordering = nullptr;
   // While set, primary threads pause all their partitions (a drain).

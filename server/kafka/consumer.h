@@ -95,6 +95,12 @@ class Consumer {
   // cannot be reached.
   absl::Status CommitWithin(const CommitOffsets& offsets, absl::Time deadline);
 
+  // Makes each of `to`'s partitions (assigned ones, each with an offset)
+  // hand out records from its offset on, as if just assigned there: what
+  // was fetched beyond is dropped, and a pause in force stays. Waits up to
+  // `timeout` for librdkafka to take it.
+  absl::Status Seek(const CommitOffsets& to, absl::Duration timeout);
+
   // Stops / restarts fetching. Records not yet handed out by Poll() are
   // fetched again after Resume(), from the last one handed out.
   absl::Status Pause(const std::vector<TopicPartition>& partitions);

@@ -258,4 +258,15 @@ absl::Status Producer::FatalError() const {
   return absl::InternalError(absl::StrCat("fatal producer error: ", errstr));
 }
 
+absl::Status Producer::RaiseFatalErrorForTest(std::string_view reason) {
+  if (rk_ == nullptr || closed_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("producer is closed");
+  }
+  const std::string why(reason);
+  const rd_kafka_resp_err_t err = rd_kafka_test_fatal_error(
+      rk_.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, why.c_str());
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaError(err, "raising a fatal error");
+  return absl::OkStatus();
+}
+
 }  // namespace retryd::kafka

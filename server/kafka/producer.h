@@ -121,6 +121,13 @@ class Producer {
   // INTERNAL error, or OK. Once set it stays.
   absl::Status FatalError() const;
 
+  // TEST ONLY: raises a fatal error on this producer as a broken idempotent
+  // sequence would (librdkafka's rd_kafka_test_fatal_error: its reason
+  // starts "test_fatal_error: "), so that tests see the recovery from one
+  // engaged; nothing else can bring one about on purpose. Production code
+  // must not call it.
+  absl::Status RaiseFatalErrorForTest(std::string_view reason);
+
   // The effective message.max.bytes: librdkafka refuses (INVALID_ARGUMENT) a
   // record whose key, value and headers, with per-record framing, exceed it.
   int64_t max_message_bytes() const { return max_message_bytes_; }

@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/engine/handoff/producer_slot.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/retryd_process.h"
 #include "tests/support/temp_dir.h"
@@ -809,9 +810,11 @@ TEST_F(RetrydE2eTest, RetryctlFreesAStuckRecord) {
 
 // A fatal error of the idempotent producer (a produce that timed out once,
 // then UNKNOWN_PRODUCER_ID: librdkafka cannot retry it without risking
-// duplicates) leaves no thread able to hand anything off: retryd says why
-// and exits with status 1 so that orchestration restarts it.
-TEST_F(RetrydE2eTest, FatalProducerErrorExits1) {
+// duplicates) finishes the producer; retryd replaces it and goes on. One
+// that comes back after every replacement is not one a new producer gets
+// past: after ProducerSlot::kMaxReplacements of them retryd says so and
+// exits with status 1 so that orchestration restarts it.
+TEST_F(RetrydE2eTest, FatalProducerErrorThatKeepsComingBackExits1) {
   // One partition and records that all succeed: retryd's produce requests
   // all go to one partition, so the first two meet the errors in turn.
   const TestTopics topics = CreateTopics("fatal-exit", 1);
@@ -819,8 +822,14 @@ TEST_F(RetrydE2eTest, FatalProducerErrorExits1) {
   for (int i = 0; i < 20; ++i) keys.push_back(absl::StrCat("ok-", i));
   ProduceKeys(topics.input, keys);
   // Kafka protocol: API key 0 is Produce; 7 REQUEST_TIMED_OUT, 59
-  // UNKNOWN_PRODUCER_ID.
-  Broker().PushRequestErrors(0, {7, 59});
+  // UNKNOWN_PRODUCER_ID. Each producer's first request and its retry meet
+  // one pair: the first producer's, then each replacement's.
+  std::vector<int> errors;
+  for (int i = 0; i <= engine::ProducerSlot::kMaxReplacements; ++i) {
+    errors.push_back(7);
+    errors.push_back(59);
+  }
+  Broker().PushRequestErrors(0, errors);
   const std::string config = dir_.WriteFile(
       "fatal.textproto", ClusterConfig(topics, topics.input + "-group", /*latency_ms=*/0));
 
@@ -829,6 +838,9 @@ TEST_F(RetrydE2eTest, FatalProducerErrorExits1) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 1));
   Broker().ClearRequestErrors(0);
   EXPECT_THAT(retryd.Stderr(), HasSubstr("fatal producer error"));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("replaced it with a new one (replacement 5)"));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("recovery from a fatal producer error failed"));
+  EXPECT_THAT(retryd.Stderr(), HasSubstr("giving up"));
   EXPECT_THAT(retryd.Stderr(), HasSubstr("every primary thread failed"));
 }
 

@@ -31,6 +31,7 @@
 #include "server/engine/api/processor.h"
 #include "server/engine/api/scaling_event.h"
 #include "server/engine/downstream_gate.h"
+#include "server/engine/handoff/producer_slot.h"
 #include "server/engine/in_flight.h"
 #include "server/engine/ordering/key_parking.h"
 #include "server/engine/stats/counters.h"
@@ -295,12 +296,19 @@ class Engine {
   // thread; cheap, any thread.
   absl::Status Liveness() const;
   // Whether the engine does its work, Kafka's reachability aside (the
-  // caller probes that): OK while RUNNING or DRAINING, no thread FAILED,
+  // caller probes that): OK while RUNNING or DRAINING, no thread FAILED, no
+  // thread still on a producer that failed for good (ProducerSlot),
   // every primary thread has joined its group and, if retry threads run,
   // one of them has joined the retry group (a thread started later that is
   // still joining does not count against it); UNAVAILABLE saying what is
   // missing otherwise. Any thread.
   absl::Status Readiness() const;
+  // Producers made to replace one that failed for good (a fatal error).
+  int64_t producer_replacements() const { return producers_.replacements(); }
+  // TEST ONLY (retryd's --testonly_producer_fatal_error_signal): raises a
+  // fatal error on the producer in use, as a broken idempotent sequence
+  // would, through librdkafka's own test hook (Producer::RaiseFatalErrorForTest).
+  absl::Status RaiseProducerFatalErrorForTest() const;
   // EngineTotals::retry_backlog alone, without summing every counter.
   // `running` is Threads(), which a caller reads once for both.
   int64_t RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const;
@@ -448,7 +456,8 @@ class Engine {
 
   const EngineOptions options_;
   const std::unique_ptr<Processor> processor_;
-  const std::unique_ptr<kafka::Producer> producer_;
+  // The producer the threads share, and its replacement after a fatal error.
+  ProducerSlot producers_;
   const std::unique_ptr<kafka::GroupLagProbe> retry_lag_;
   // ProbeKafka's client, made on its first call; the lock guards only the
   // pointer, never held across the probe itself.

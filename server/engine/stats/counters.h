@@ -52,6 +52,9 @@ struct Counters {
   // Rebalances of its consumer group the thread went through (assignments
   // received, an empty one included).
   int64_t rebalances = 0;
+  // Times the thread rewound to its last commit and moved to a new producer
+  // after the producer failed for good (a fatal error).
+  int64_t producer_rewinds = 0;
 
   Counters& operator+=(const Counters& other);
 };
@@ -92,6 +95,9 @@ inline constexpr CounterField kCounterFields[] = {
      "Times a thread held more than max_held_bytes and paused its partitions."},
     {"rebalances", &Counters::rebalances,
      "Rebalances of their consumer groups the threads went through (assignments received)."},
+    {"producer_rewinds", &Counters::producer_rewinds,
+     "Times a thread rewound to its last commit and moved to a new producer after a fatal "
+     "producer error."},
 };
 inline constexpr size_t kCounterCount = std::size(kCounterFields);
 
