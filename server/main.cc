@@ -208,11 +208,6 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   // timeout; the shortest a real broker accepts keeps joins to seconds.
   options.kafka_properties.emplace("session.timeout.ms", "6000");
   options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
-  // librdkafka 2.0.2 rejoins the group when a periodic metadata refresh
-  // lands while the group's leader waits for its metadata, and the embedded
-  // broker holds each rejoin as long as a rebalance: its topics and leaders
-  // never change, so librdkafka's 5 minutes rather than retryd's 2 s.
-  options.kafka_properties.emplace("topic.metadata.refresh.interval.ms", "300000");
   if (int64_t session_ms = 0;
       absl::SimpleAtoi(options.kafka_properties["session.timeout.ms"], &session_ms) &&
       session_ms > 10000) {

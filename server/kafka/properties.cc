@@ -113,22 +113,9 @@ absl::Status CheckAssignmentStrategy(absl::string_view strategy, int librdkafka_
       "or \"roundrobin\""));
 }
 
-const Properties& ClientDefaults() {
-  static const Properties* const defaults = new Properties{
-      {"socket.connection.setup.timeout.ms", "10000"},
-      {"socket.timeout.ms", "10000"},
-      {"topic.metadata.refresh.interval.ms", "2000"},
-  };
-  return *defaults;
-}
-
 absl::StatusOr<ConfPtr> MakeConf(const std::string& bootstrap_servers, const Properties& user,
                                  const Properties& enforced) {
   ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [key, value] : ClientDefaults()) {
-    if (user.contains(key) || enforced.contains(key)) continue;
-    if (absl::Status s = Set(conf.get(), key, value); !s.ok()) return s;
-  }
   for (const auto& [key, value] : user) {
     if (auto it = enforced.find(key); it != enforced.end() && it->second != value) {
       return absl::InvalidArgumentError(absl::StrCat(

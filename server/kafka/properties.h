@@ -45,32 +45,8 @@ inline constexpr absl::string_view kRedacted = "<redacted>";
 // back in its error; neither is left to show a secret.
 std::string RedactLogLine(absl::string_view line);
 
-// What retryd sets on every client it makes where kafka.properties says
-// nothing (the operator's value wins), in place of librdkafka 2.0.2's
-// defaults, so that a broker that hangs (stopped, or a stalled disk: its
-// connections open, no answer coming) is left within seconds of its
-// partitions' new leaders serving, rather than after librdkafka's 60 s
-// request timeout:
-//   topic.metadata.refresh.interval.ms 2000 (librdkafka: 300000). A hung
-//     leader causes no error to learn of its successor from; the periodic
-//     refresh finds the new leader and moves the partition there, leaving
-//     the fetch in flight to the hung broker behind (its answer, should it
-//     come, is dropped).
-//   socket.timeout.ms 10000 (librdkafka: 60000). A request with no answer
-//     for this long (a fetch: fetch.wait.max.ms more) fails and closes its
-//     connection, which refreshes the metadata. It bounds a heartbeat or
-//     commit to a hung group coordinator too, so a member finds the new
-//     coordinator well within its session (session.timeout.ms, 45 s), and
-//     a produce to a hung leader, which librdkafka then sends again.
-//   socket.connection.setup.timeout.ms 10000 (librdkafka: 30000). A
-//     connection to a hung broker is accepted by its kernel but never set
-//     up; this bounds the attempt.
-// docs/operating.md ("Kafka timeouts") says the same for operators.
-const Properties& ClientDefaults();
-
 // Returns a configuration holding `user` (the operator's kafka.properties),
-// ClientDefaults() that `user` does not set, then `enforced` (settings
-// retryd's guarantees depend on). A user property
+// then `enforced` (settings retryd's guarantees depend on). A user property
 // that contradicts an enforced one is an error naming it, rather than being
 // silently overridden. Also routes librdkafka's log lines to retryd's log,
 // through RedactLogLine.

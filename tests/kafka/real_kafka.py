@@ -337,8 +337,9 @@ class Retryd:
     """One retryd instance of a test, started again after each kill: run N
     logs to WORK/NAME-N.log. Every run dies with the test (child_process)."""
 
-    def __init__(self, binary, config, work, name="retryd"):
+    def __init__(self, binary, config, work, name="retryd", args=()):
         self.binary, self.config, self.work, self.name = binary, config, work, name
+        self.args = list(args)  # More command-line flags, for every run.
         self.proc = None
         self.runs = 0
         self.started_at = None
@@ -366,8 +367,8 @@ class Retryd:
 
     def start(self):
         self.runs += 1
-        self.proc = start([self.binary, "--config", self.config, "--summary_interval_s", "0"],
-                          self.log())
+        self.proc = start([self.binary, "--config", self.config, "--summary_interval_s", "0"] +
+                          self.args, self.log())
         self.started_at = time.monotonic()
 
     def alive(self):

@@ -259,9 +259,7 @@ engine::EngineOptions TestEngineOptions(const TestTopics& topics) {
   // a refresh within it: at one a second, a few such rejoins in a row keep
   // a group unassigned past a test's 30 s bound. Leaders that move are
   // learnt from the errors they cause, whatever the interval.
-  // librdkafka's own default (5 minutes) on the mock, in place of retryd's
-  // 2 s (kafka::ClientDefaults()).
-  o.kafka_properties["topic.metadata.refresh.interval.ms"] = OnRealKafka() ? "1000" : "300000";
+  if (OnRealKafka()) o.kafka_properties["topic.metadata.refresh.interval.ms"] = "1000";
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
   // The lines come at debug level, so that level is switched on too.
   if (const std::string debug = Env("RETRYD_KAFKA_DEBUG"); !debug.empty()) {
