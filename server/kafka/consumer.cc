@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/common/logging.h"
 #include "server/kafka/message.h"
 #include "server/kafka/properties.h"
@@ -30,6 +32,14 @@ struct EventDeleter {
   void operator()(rd_kafka_event_t* event) const { rd_kafka_event_destroy(event); }
 };
 using EventPtr = std::unique_ptr<rd_kafka_event_t, EventDeleter>;
+
+// What a client's destruction gets at least, its deadline passed or not
+// (a closed consumer's takes a few milliseconds); and an abandoned one's,
+// with no deadline of its caller's.
+constexpr absl::Duration kMinDestroyWait = absl::Seconds(1);
+constexpr absl::Duration kAbandonWait = absl::Seconds(5);
+// What an unassignment during a close gets at least (it takes milliseconds).
+constexpr absl::Duration kMinReassignWait = absl::Milliseconds(500);
 
 // A queue poll's timeout: what is left until `deadline`, in short slices.
 int PollSliceMs(absl::Time deadline) {
@@ -125,6 +135,10 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, *std::move(conf));
   if (!rk.ok()) return rk.status();
   consumer->rk_ = *std::move(rk);
+  // Every assignor of a client has the same protocol (librdkafka refuses a
+  // mix), cooperative only for cooperative-sticky.
+  consumer->cooperative_ = absl::StrContains(
+      consumer->Property("partition.assignment.strategy").value_or(""), "cooperative");
   rd_kafka_poll_set_consumer(consumer->rk_.get());
   consumer->poll_queue_ = rd_kafka_queue_get_consumer(consumer->rk_.get());
   std::vector<TopicPartition> subscription;
@@ -154,28 +168,62 @@ void Consumer::OnRebalance(rd_kafka_s* rk, int err_int, void* partitions_ptr, vo
   auto* self = static_cast<Consumer*>(opaque);
   auto err = static_cast<rd_kafka_resp_err_t>(err_int);
   auto* partitions = static_cast<rd_kafka_topic_partition_list_t*>(partitions_ptr);
-  const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
   const std::vector<TopicPartition> tps = FromList(partitions);
   absl::Status status;
   switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-      status = cooperative ? ErrorStatus(rd_kafka_incremental_assign(rk, partitions), "assign")
-                           : ErrorStatus(rd_kafka_assign(rk, partitions), "assign");
+      status = self->Reassign(Reassignment::kAssign, partitions);
       if (status.ok()) self->listener_->OnAssigned(tps);
       break;
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
       self->listener_->OnRevoked(tps, rd_kafka_assignment_lost(rk) != 0);
-      status = cooperative ? ErrorStatus(rd_kafka_incremental_unassign(rk, partitions), "unassign")
-                           : ErrorStatus(rd_kafka_assign(rk, nullptr), "unassign");
+      status = self->Reassign(Reassignment::kUnassign, partitions);
       break;
     default:
       // A failed rebalance: give everything up without committing.
       LogError(rd_kafka_name(rk), ": rebalance failed: ", rd_kafka_err2str(err));
       self->listener_->OnRevoked(tps, /*lost=*/true);
-      status = ErrorStatus(rd_kafka_assign(rk, nullptr), "unassign");
+      status = self->Reassign(Reassignment::kUnassign, nullptr);
       break;
   }
   if (!status.ok()) LogError(rd_kafka_name(rk), ": ", status.message());
+}
+
+absl::Status Consumer::Reassign(Reassignment what,
+                                const rd_kafka_topic_partition_list_t* partitions) {
+  // Cooperative: the partitions given or taken; eager: the whole assignment
+  // (none to unassign).
+  auto call = [cooperative = cooperative_, what](rd_kafka_t* rk,
+                                                 const rd_kafka_topic_partition_list_t* tps) {
+    if (cooperative && tps != nullptr) {
+      return what == Reassignment::kAssign
+                 ? ErrorStatus(rd_kafka_incremental_assign(rk, tps), "assign")
+                 : ErrorStatus(rd_kafka_incremental_unassign(rk, tps), "unassign");
+    }
+    return what == Reassignment::kAssign ? ErrorStatus(rd_kafka_assign(rk, tps), "assign")
+                                         : ErrorStatus(rd_kafka_assign(rk, nullptr), "unassign");
+  };
+  if (close_deadline_ == absl::InfiniteFuture()) return call(rk_.get(), partitions);
+  // Closing: rd_kafka_assign() waits for librdkafka's group handler without
+  // a bound, and a handler that terminates meanwhile never answers
+  // (librdkafka issues 4041, 4884); the close must still end by its
+  // deadline. The call gets a copy of what it uses, as it may outlive us.
+  // A revoke that overran the deadline still gives it a moment: given up,
+  // the group waits a whole session for this member.
+  auto result = std::make_shared<absl::Status>();
+  ListPtr copy(partitions != nullptr ? rd_kafka_topic_partition_list_copy(partitions) : nullptr);
+  if (CallWithin(std::max(close_deadline_, absl::Now() + kMinReassignWait),
+                 [call, rk = rk_.get(), copy = std::move(copy), result]() mutable {
+                   *result = call(rk, copy.get());
+                 })) {
+    return *result;
+  }
+  wedged_ = true;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "librdkafka did not take the ", what == Reassignment::kAssign ? "assignment" : "unassignment",
+      " of ", partitions != nullptr ? partitions->cnt : 0,
+      " partitions before the close's deadline; abandoning the consumer (the group reassigns its "
+      "partitions once its session times out)"));
 }
 
 void Consumer::OnCommitted(rd_kafka_s* rk, int err_int, void* offsets_ptr, void* opaque) {
@@ -375,6 +423,7 @@ void Consumer::ReleasePollQueue() {
 absl::Status Consumer::Close(absl::Time deadline) {
   if (rk_ == nullptr) return absl::OkStatus();
   ReleasePollQueue();
+  close_deadline_ = deadline;
   // rd_kafka_consumer_close() would block until the group is left, which
   // with the coordinator unreachable takes session.timeout.ms or longer.
   // The asynchronous close posts the rebalance (OnRevoked) to `queue`,
@@ -384,6 +433,12 @@ absl::Status Consumer::Close(absl::Time deadline) {
     QueuePtr queue(rd_kafka_queue_new(rk_.get()));
     status = ErrorStatus(rd_kafka_consumer_close_queue(rk_.get(), queue.get()), "close");
     while (status.ok() && !rd_kafka_consumer_closed(rk_.get())) {
+      if (wedged_) {
+        status = absl::DeadlineExceededError(
+            "librdkafka did not take the unassignment that ends the revoke; abandoning the "
+            "consumer");
+        break;
+      }
       if (absl::Now() >= deadline) {
         status = absl::DeadlineExceededError(
             "could not leave the consumer group in time; abandoning the consumer (the group "
@@ -401,25 +456,37 @@ absl::Status Consumer::Close(absl::Time deadline) {
     // Left to librdkafka, not destroyed: rd_kafka_destroy() waits for the
     // group to terminate, which with a commit or a leave still waiting for
     // the coordinator lasts until session.timeout.ms after the close began
-    // (45 s by default), far past any stop deadline. Its threads are the
-    // price, paid only when a stop meets an unresponsive broker: the handle
-    // is abandoned on purpose, never destroyed.
+    // (45 s by default), far past any stop deadline, and forever while a
+    // call of ours still waits inside (wedged_). Its threads are the price,
+    // paid only when a stop meets an unresponsive broker or librdkafka: the
+    // handle is abandoned on purpose, never destroyed.
     AbandonHandle(std::move(rk_));
     return status;
   }
   if (!status.ok()) {
-    Abandon();
+    AbandonWithin(std::max(deadline, absl::Now() + kMinDestroyWait));
     return status;
   }
-  rk_.reset();  // Closed: destroying it no longer waits for the group.
+  // Closed: destroying it no longer waits for the group, only for its
+  // threads, which is bounded all the same.
+  if (!DestroyWithin(std::move(rk_), std::max(deadline, absl::Now() + kMinDestroyWait))) {
+    return absl::DeadlineExceededError(
+        "left the consumer group, but the client's threads did not end in time; left behind");
+  }
   return status;
 }
 
-void Consumer::Abandon() {
+void Consumer::Abandon() { AbandonWithin(absl::Now() + kAbandonWait); }
+
+void Consumer::AbandonWithin(absl::Time deadline) {
   if (rk_ == nullptr) return;
   ReleasePollQueue();
   // Not HandleDeleter's rd_kafka_destroy(), which would close the consumer.
-  rd_kafka_destroy_flags(rk_.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  // Even so it waits for the group handler to terminate, which waits for
+  // commits in flight: bounded.
+  if (!DestroyWithin(std::move(rk_), deadline, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE)) {
+    LogWarning("consumer abandoned: the client's threads did not end in time; left behind");
+  }
 }
 
 }  // namespace retryd::kafka

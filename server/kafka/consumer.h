@@ -22,7 +22,8 @@
 #include "server/kafka/handle.h"
 #include "server/model/record.h"
 
-struct rd_kafka_queue_s;  // rd_kafka_queue_t
+struct rd_kafka_queue_s;                 // rd_kafka_queue_t
+struct rd_kafka_topic_partition_list_s;  // rd_kafka_topic_partition_list_t
 
 namespace retryd::kafka {
 
@@ -122,10 +123,15 @@ class Consumer {
   // has joined. Not after Close() or Abandon().
   std::string MemberId() const;
 
-  // Leaves the group: the listener's OnRevoked runs first (inside). If that
-  // is not done by `deadline` (the broker unreachable), returns
-  // DEADLINE_EXCEEDED and leaves the client to librdkafka without waiting
-  // for it (its threads live on). Idempotent.
+  // Leaves the group: the listener's OnRevoked runs first (inside). Returns
+  // by `deadline` (give OnRevoked's own wait a moment less), whatever
+  // librdkafka does: if the group is not left by then (the broker
+  // unreachable), or librdkafka does not take the unassignment that ends
+  // the revoke (its rd_kafka_assign() waits for its group handler without
+  // a bound), returns DEADLINE_EXCEEDED saying which, and leaves the client
+  // to librdkafka without waiting for it (its threads live on). Its
+  // destruction, once closed, is bounded by `deadline` too (a second at
+  // least). Idempotent.
   absl::Status Close(absl::Time deadline);
 
   // Destroys the client without committing or leaving the group, as a crash
@@ -146,6 +152,12 @@ class Consumer {
  private:
   Consumer(ConsumerListener* listener) : listener_(listener) {}
   static void OnRebalance(rd_kafka_s* rk, int err, void* partitions, void* opaque);
+  // rd_kafka_(incremental_)(un)assign() of `partitions` (null: unassign
+  // all) from a rebalance callback; while Close() runs, bounded by its
+  // deadline (CallWithin), after which the client is wedged.
+  enum class Reassignment { kAssign, kUnassign };
+  absl::Status Reassign(Reassignment what, const rd_kafka_topic_partition_list_s* partitions);
+  void AbandonWithin(absl::Time deadline);
   static void OnCommitted(rd_kafka_s* rk, int err, void* offsets, void* opaque);
 
   ConsumerListener* const listener_;
@@ -153,6 +165,15 @@ class Consumer {
   HandlePtr rk_;
   // The queue Poll() waits on, held for Wake(); released before rk_ goes.
   rd_kafka_queue_s* poll_queue_ = nullptr;
+  // From the configured assignors, set by Create(): asking librdkafka
+  // (rd_kafka_rebalance_protocol()) from a rebalance callback during a
+  // close may never return (librdkafka issue 4041).
+  bool cooperative_ = false;
+  // Close()'s deadline while it runs; InfiniteFuture before.
+  absl::Time close_deadline_ = absl::InfiniteFuture();
+  // A librdkafka call of the close never returned: the client must never
+  // be destroyed (a thread of CallWithin still uses it).
+  bool wedged_ = false;
   void ReleasePollQueue();
   // A rebalance fails every commit in flight at once: one line a second.
   LogThrottle commit_failure_log_{absl::Seconds(1)};

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
 #include "server/kafka/consumer.h"
+#include "server/kafka/handle.h"
 #include "server/kafka/properties.h"
 #include "tests/support/temp_dir.h"
 
@@ -153,6 +155,22 @@ class NoListener : public ConsumerListener {
 // The consumers fetch every 100 ms at most from idle partitions, so a
 // resumed partition waits that long, not librdkafka's 500 ms; the
 // operator's value wins.
+// The stop path's guard against a librdkafka call that never returns: the
+// caller goes on at the deadline, the call keeps its thread until it ends.
+TEST(CallWithinTest, ACallPastTheDeadlineIsLeftToFinishOnItsOwn) {
+  EXPECT_TRUE(kafka::CallWithin(absl::Now() + absl::Seconds(30), [] {}));
+  // Shared with the call, which may still be ending when the test is.
+  auto release = std::make_shared<absl::Notification>();
+  auto finished = std::make_shared<absl::Notification>();
+  EXPECT_FALSE(kafka::CallWithin(absl::Now() + absl::Milliseconds(100), [release, finished] {
+    release->WaitForNotificationWithTimeout(absl::Seconds(30));
+    finished->Notify();
+  }));
+  EXPECT_FALSE(finished->HasBeenNotified());
+  release->Notify();
+  EXPECT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
 TEST(ConsumerTest, FetchWaitIs100MsUnlessTheOperatorSetsIt) {
   NoListener listener;
   ConsumerOptions options;
