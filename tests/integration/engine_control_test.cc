@@ -2,6 +2,7 @@
 // and stopped, the in-order toggle and its conflict rules, drains, metrics.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 namespace retryd {
 namespace {
 
+using ::retryd::testing::CommittedOffsets;
 using ::retryd::testing::CreateTopics;
 using ::retryd::testing::ProduceKeys;
 using ::retryd::testing::ReadAll;
@@ -373,6 +375,67 @@ TEST(EngineStopTest, StopIsBoundedWhenKafkaIsUnreachable) {
   stopper.join();
   EXPECT_TRUE(bounded) << "Stop() took longer than shutdown_timeout_ms + 5 s";
   EXPECT_EQ(engine.state(), engine::EngineState::kStopped);
+}
+
+// The group forgets the members while they stop: every commit of the stop
+// is refused with UNKNOWN_MEMBER_ID ("commit at revoke: ... Unknown
+// member", or a retry thread's commit before the rebalance, after which
+// librdkafka takes the assignment for lost), as once before a stop that
+// never ended. The stop still ends within shutdown_timeout_ms (plus a
+// margin), whatever librdkafka makes of the unknown member (a revoke of a
+// lost assignment, the member id reset, no leave). Nothing is lost: what
+// the refused commits did not cover is read again by the next engine, and
+// every record reaches its outcome.
+TEST(EngineStopTest, StopIsBoundedWhenTheGroupForgetsItsMembers) {
+  const testing::TestTopics topics = CreateTopics("stop-unknown-member", 4);
+  engine::EngineOptions options = TestEngineOptions(topics);
+  options.retry.threads = 2;
+  options.retry.backoff = {.initial_ms = 50, .multiplier = 1.0, .max_ms = 50};
+  options.shutdown_timeout_ms = 4000;
+  const std::vector<std::string> keys = testing::MixedKeys(3000);
+  ProduceKeys(topics.input, keys);
+  {
+    // 2 ms a record: the stop comes mid-run, records and retries in flight.
+    const std::unique_ptr<engine::Engine> engine = StartEngine(options, testing::TestProcessor(2));
+    ASSERT_NE(engine, nullptr);
+    ASSERT_TRUE(WaitFor([&] { return engine->Totals().consumed >= 300; }, absl::Seconds(60)));
+    // Kafka protocol API key and UNKNOWN_MEMBER_ID.
+    constexpr int16_t kOffsetCommit = 8;
+    constexpr int kUnknownMember = 25;
+    auto& broker = testing::Broker();
+    broker.PushRequestErrors(kOffsetCommit, std::vector<int>(40, kUnknownMember));
+    absl::Notification stopped;
+    std::thread stopper([&] {
+      engine->Stop();
+      stopped.Notify();
+    });
+    const bool bounded = stopped.WaitForNotificationWithTimeout(
+        absl::Milliseconds(options.shutdown_timeout_ms) + absl::Seconds(6));
+    broker.ClearRequestErrors(kOffsetCommit);
+    stopper.join();
+    EXPECT_TRUE(bounded) << "Stop() took longer than shutdown_timeout_ms + 6 s";
+    EXPECT_EQ(engine->state(), engine::EngineState::kStopped);
+  }
+  // What a user sees: once the next engine is done, every record has its
+  // outcome, some twice (the refusals engaged: what they did not commit
+  // was read again), and the group has committed the whole input.
+  {
+    const std::unique_ptr<engine::Engine> engine = StartEngine(options, testing::TestProcessor());
+    ASSERT_NE(engine, nullptr);
+    ASSERT_TRUE(
+        WaitFor([&] { return testing::MissingKeys(topics, keys).empty(); }, absl::Seconds(120)))
+        << testing::MissingKeys(topics, keys).size() << " keys have no outcome";
+    engine->Stop();
+  }
+  testing::ExpectEachKeyWhereItBelongs(topics, keys, "after the stop and a restart");
+  const std::vector<Record> output = ReadAll(topics.output), dlq = ReadAll(topics.dlq);
+  EXPECT_EQ(testing::LostRecords(ReadAll(topics.input), output, dlq), 0);
+  EXPECT_GT(output.size() + dlq.size(), keys.size()) << "nothing was read again";
+  int64_t committed_after = 0;
+  for (const auto& [partition, offset] : CommittedOffsets(options.group_id, topics.input)) {
+    committed_after += offset;
+  }
+  EXPECT_EQ(committed_after, static_cast<int64_t>(keys.size()));
 }
 
 }  // namespace
