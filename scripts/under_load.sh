@@ -4,11 +4,13 @@
 # the same cores, and stops at the first failure. What it shows: tests that
 # wait for what they judge, not for time, pass on a busy machine too.
 #
-#   scripts/under_load.sh [--rounds N] [-j N] [--labels REGEX]
+#   scripts/under_load.sh [--rounds N] [-j N] [--labels REGEX] [--tests REGEX]
 #
 #   --rounds N      rounds of the judged labels (default 3)
 #   -j N, -jN       tests at once in each round (default 4)
 #   --labels REGEX  the judged labels (default 'integration|kafka')
+#   --tests REGEX   judge the tests whose names match instead of labels
+#                   (e.g. one test that once hung, --rounds 50)
 #
 # Needs a built BUILD_DIR (default <repo>/build; scripts/setup.sh builds it).
 # The kafka label starts its own one-node broker in each round (its ctest
@@ -23,6 +25,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 rounds=3
 jobs=4
 labels='integration|kafka'
+tests=''
 
 say() { printf 'under_load.sh: %s\n' "$*"; }
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
@@ -32,6 +35,7 @@ while (($# > 0)); do
     -j) (($# >= 2)) || usage; jobs="$2"; shift 2 ;;
     -j*) jobs="${1#-j}"; shift ;;
     --labels) (($# >= 2)) || usage; labels="$2"; shift 2 ;;
+    --tests) (($# >= 2)) || usage; tests="$2"; shift 2 ;;
     -h | --help) usage 0 ;;
     *) say "unknown argument '$1'"; usage ;;
   esac
@@ -75,15 +79,20 @@ finish() {
 }
 trap finish EXIT
 
+if [[ -n "$tests" ]]; then
+  selection=(-R "$tests")
+else
+  selection=(-L "$labels")
+fi
 started=$SECONDS
 for ((round = 1; round <= rounds; round++)); do
-  say "round $round of $rounds: ctest -L '$labels' -j$jobs beside the stress label"
+  say "round $round of $rounds: ctest ${selection[*]} -j$jobs beside the stress label"
   round_started=$SECONDS
-  if ! ctest --test-dir "$BUILD_DIR" -L "$labels" -j"$jobs" --timeout 600 --output-on-failure \
+  if ! ctest --test-dir "$BUILD_DIR" "${selection[@]}" -j"$jobs" --timeout 600 --output-on-failure \
     --no-tests=error; then
     say "round $round FAILED after $((SECONDS - round_started)) s"
     exit 1
   fi
   say "round $round passed in $((SECONDS - round_started)) s"
 done
-say "PASSED: $rounds rounds of '$labels' under load in $((SECONDS - started)) s"
+say "PASSED: $rounds rounds of '${selection[*]}' under load in $((SECONDS - started)) s"
