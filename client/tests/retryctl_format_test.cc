@@ -81,7 +81,7 @@ TEST(FormatStatusTest, ReadableSummaryAndThreadsTable) {
             "retry backlog 12 records\n"
             "totals        consumed 1000, processed 1200, succeeded 1100, failed attempts 100,\n"
             "              sent to retry 80, dead-lettered 20, in flight 3, unavailable 0,\n"
-            "              followed 0\n"
+            "              followed 0, producer rewinds 0\n"
             "threads       2: 1 primary, 1 retry (at most 4 retry)\n"
             "\n"
             "  ID  ROLE     STATE            IN-STATE  PARTITIONS\n"
