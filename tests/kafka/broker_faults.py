@@ -265,7 +265,10 @@ def produce(cluster, topic, records, seconds):
 # ---- The scenario ---------------------------------------------------------------
 
 
-def run(args, work, say):
+def on_three_nodes(args, work, say, run_on):
+    """Starts the three nodes, points real_kafka at them, calls
+    run_on(args, work, say, nodes, figures) and says its figures; the nodes
+    end with it."""
     nodes = ThreeNodes(os.path.join(work, "kafka"), say)
     began = time.monotonic()
     figures = []
@@ -283,50 +286,116 @@ def run(args, work, say):
     return status
 
 
-def run_on(args, work, say, nodes, figures):
-    rng = random.Random(args.seed)
-    cluster = FaultCluster()
-    if cluster.brokers != 3:
-        raise Failure(f"the cluster has {cluster.brokers} brokers, not 3")
-    n = args.partitions
-    names = real_kafka.TestNames(cluster, "faults", ["input", "retry", "output", "dlq"], n,
-                                 groups=["g"])
-    all_records = []
-    with names:
-        config = os.path.join(work, "retryd.textproto")
-        real_kafka.retryd_config(config, cluster, names, work, """
+class Scenario:
+    """retryd on the three nodes, as every fault test runs it: its topics
+    and group (input, retry, output, dlq; --partitions each), 2 retry
+    threads and the simulate processor over make_records' kinds, the
+    records produced so far, and the checks made of them. Use as a context
+    manager (the topics and groups are deleted at its end)."""
+
+    def __init__(self, args, work, say, nodes, cluster, test, retryd_args=()):
+        if cluster.brokers != 3:
+            raise Failure(f"the cluster has {cluster.brokers} brokers, not 3")
+        self.args, self.work, self.say, self.nodes, self.cluster = args, work, say, nodes, cluster
+        self.rng = random.Random(args.seed)
+        n = args.partitions
+        self.names = real_kafka.TestNames(cluster, test, ["input", "retry", "output", "dlq"], n,
+                                          groups=["g"])
+        group = self.names.group["g"]
+        self.pairs = [(group, self.names.topic["input"], n),
+                      (group + ".retry", self.names.topic["retry"], n)]
+        self.retryd_args = list(retryd_args)
+        self.retryd = None
+        self.records = []  # (key, where, value) of every record produced
+        self._serial = 0
+
+    def __enter__(self):
+        self.names.__enter__()
+        config = os.path.join(self.work, "retryd.textproto")
+        real_kafka.retryd_config(config, self.cluster, self.names, self.work, """
 commit_interval_ms: 500
 max_in_flight: 500
-""" + real_kafka.simulate_body(names, args.seed, 2, 4, 500))
-        retryd = real_kafka.Retryd(args.retryd, config, work)
-        pairs = [(names.group["g"], names.topic["input"], n),
-                 (names.group["g"] + ".retry", names.topic["retry"], n)]
-        serial = [0]
+""" + real_kafka.simulate_body(self.names, self.args.seed, 2, 4, 500))
+        self.retryd = real_kafka.Retryd(self.args.retryd, config, self.work,
+                                        args=self.retryd_args)
+        return self
 
-        def batch():
-            records = real_kafka.make_records(args.batch, rng)
-            # Keys unique over the whole run, not only within a batch.
-            records = [(f"{key}-b{serial[0]}", where, value) for key, where, value in records]
-            serial[0] += 1
-            all_records.extend(records)
-            return records
+    def __exit__(self, *exc):
+        return self.names.__exit__(*exc)
 
-        def check():
-            retryd.check()
-            nodes.check()
+    def batch(self):
+        """--batch records of make_records' kinds, kept for the verdict."""
+        records = real_kafka.make_records(self.args.batch, self.rng)
+        # Keys unique over the whole run, not only within a batch.
+        records = [(f"{key}-b{self._serial}", where, value) for key, where, value in records]
+        self._serial += 1
+        self.records.extend(records)
+        return records
 
-        def settle(what):
-            # A reader of its own each time: one made before all nodes went
-            # down could wait out its request timeout on a dead connection.
-            t0 = time.monotonic()
-            groups = real_kafka.Groups(cluster, pairs)
-            try:
-                groups.wait_done(args.settle_timeout, check)
-            finally:
-                groups.close()
-            took = time.monotonic() - t0
-            say(f"{what}: every partition of both groups committed to its end ({took:.1f} s)")
-            return took
+    def check(self):
+        self.retryd.check()
+        self.nodes.check()
+
+    def settle(self, what):
+        """Until both groups committed every partition to its end."""
+        # A reader of its own each time: one made before all nodes went
+        # down could wait out its request timeout on a dead connection.
+        t0 = time.monotonic()
+        groups = real_kafka.Groups(self.cluster, self.pairs)
+        try:
+            groups.wait_done(self.args.settle_timeout, self.check)
+        finally:
+            groups.close()
+        took = time.monotonic() - t0
+        self.say(f"{what}: every partition of both groups committed to its end ({took:.1f} s)")
+        return took
+
+    def stop(self):
+        """SIGTERM: retryd must exit 0."""
+        status = self.retryd.stop(60)
+        if status != 0:
+            raise Failure(f"SIGTERM ended retryd with status {status}:\n"
+                          f"{real_kafka.tail(self.retryd.log())}")
+        self.say("SIGTERM: retryd exited 0")
+
+    def verdict(self, figures):
+        """Every input record has its outcome (the output, or the DLQ for
+        poison keys) by its retryd-original-partition/-offset headers: the
+        exit status, 0 when none is lost."""
+        inputs, copies, unknown = real_kafka.read_outcomes(self.cluster, self.names)
+        destination = {k.encode(): where for k, where, _ in self.records}
+        failures = []
+        strangers = [c for c, rec in inputs.items() if rec.key not in destination]
+        if strangers:
+            failures.append(f"{len(strangers)} input records not produced by the test")
+        produced = {rec.key for rec in inputs.values()}
+        missing = [k for k in destination if k not in produced]
+        if missing:
+            failures.append(f"{len(missing)} acknowledged records missing from the input, "
+                            f"e.g. {missing[:5]}")
+        gone = real_kafka.lost(inputs, copies, lambda rec: destination.get(rec.key, "output"))
+        if gone:
+            failures.append(f"LOST {len(gone)} records, e.g. {gone[:10]}")
+        if unknown:
+            failures.append(f"{unknown} outcome records name no input record")
+        dups, extra = real_kafka.duplicates(copies)
+        errors = self.retryd.error_lines()
+        figures.append(f"{len(self.records)} records produced, {len(inputs)} in the input; "
+                       f"lost {len(gone)}; duplicates {dups} ({extra} extra copies); "
+                       f"{len(errors)} ERROR lines in retryd's log")
+        return real_kafka.verdict_status(self.say, failures, self.retryd.log())
+
+
+def run(args, work, say):
+    return on_three_nodes(args, work, say, run_on)
+
+
+def run_on(args, work, say, nodes, figures):
+    cluster = FaultCluster()
+    n = args.partitions
+    with Scenario(args, work, say, nodes, cluster, "faults") as scenario:
+        names, retryd = scenario.names, scenario.retryd
+        batch, check, settle = scenario.batch, scenario.check, scenario.settle
 
         def leader_of(topic, partition):
             for t in cluster.admin.describe_topics([topic]):
@@ -422,38 +491,13 @@ max_in_flight: 500
                                f"every partition committed {time.monotonic() - t_up - started:.1f} "
                                f"s after the nodes served")
 
-            status = retryd.stop(60)
-            if status != 0:
-                raise Failure(f"SIGTERM ended retryd with status {status}:\n"
-                              f"{real_kafka.tail(retryd.log())}")
-            say("SIGTERM: retryd exited 0")
+            scenario.stop()
         finally:
             if watcher is not None:
                 watcher.stop()
             retryd.cleanup()
 
-        inputs, copies, unknown = real_kafka.read_outcomes(cluster, names)
-        destination = {k.encode(): where for k, where, _ in all_records}
-        failures = []
-        strangers = [c for c, rec in inputs.items() if rec.key not in destination]
-        if strangers:
-            failures.append(f"{len(strangers)} input records not produced by the test")
-        produced = {rec.key for rec in inputs.values()}
-        missing = [k for k in destination if k not in produced]
-        if missing:
-            failures.append(f"{len(missing)} acknowledged records missing from the input, "
-                            f"e.g. {missing[:5]}")
-        gone = real_kafka.lost(inputs, copies, lambda rec: destination.get(rec.key, "output"))
-        if gone:
-            failures.append(f"LOST {len(gone)} records, e.g. {gone[:10]}")
-        if unknown:
-            failures.append(f"{unknown} outcome records name no input record")
-        dups, extra = real_kafka.duplicates(copies)
-        errors = retryd.error_lines()
-        figures.append(f"{len(all_records)} records produced, {len(inputs)} in the input; "
-                       f"lost {len(gone)}; duplicates {dups} ({extra} extra copies); "
-                       f"{len(errors)} ERROR lines in retryd's log")
-        status = real_kafka.verdict_status(say, failures, retryd.log())
+        status = scenario.verdict(figures)
     cluster.close()
     return status
 

@@ -19,7 +19,6 @@ input record must have its outcome (0 lost; duplicates reported). About
 
 import argparse
 import os
-import random
 import signal
 import sys
 import time
@@ -44,75 +43,27 @@ def parse_args():
 
 
 def run(args, work, say):
-    nodes = broker_faults.ThreeNodes(os.path.join(work, "kafka"), say)
-    figures = []
-    try:
-        nodes.prepare_and_start()
-        say(f"three nodes serving at {nodes.bootstrap}")
-        os.environ["RETRYD_TEST_KAFKA"] = nodes.bootstrap
-        os.environ["RETRYD_TEST_KAFKA_OWNED"] = "1"
-        os.environ.pop("RETRYD_TEST_KAFKA_PROPERTIES", None)
-        status = run_on(args, work, say, nodes, figures)
-    finally:
-        nodes.cleanup()
-    for line in figures:
-        say("  " + line)
-    return status
+    return broker_faults.on_three_nodes(args, work, say, run_on)
 
 
 def run_on(args, work, say, nodes, figures):
-    rng = random.Random(args.seed)
     cluster = broker_faults.FaultCluster()
-    if cluster.brokers != 3:
-        raise Failure(f"the cluster has {cluster.brokers} brokers, not 3")
-    n = args.partitions
-    names = real_kafka.TestNames(cluster, "pfaults", ["input", "retry", "output", "dlq"], n,
-                                 groups=["g"])
-    all_records = []
-    with names:
-        config = os.path.join(work, "retryd.textproto")
-        real_kafka.retryd_config(config, cluster, names, work, """
-commit_interval_ms: 500
-max_in_flight: 500
-""" + real_kafka.simulate_body(names, args.seed, 2, 4, 500))
-        retryd = real_kafka.Retryd(args.retryd, config, work,
-                                   args=["--testonly_producer_fatal_error_on_sigusr1"])
-        group = names.group["g"]
-        pairs = [(group, names.topic["input"], n), (group + ".retry", names.topic["retry"], n)]
-        threads = 1 + 2
-        serial = [0]
-
-        def batch():
-            records = real_kafka.make_records(args.batch, rng)
-            records = [(f"{key}-b{serial[0]}", where, value) for key, where, value in records]
-            serial[0] += 1
-            all_records.extend(records)
-            return records
-
-        def check():
-            retryd.check()
-            nodes.check()
-
-        def settle(what):
-            t0 = time.monotonic()
-            groups = real_kafka.Groups(cluster, pairs)
-            try:
-                groups.wait_done(args.settle_timeout, check)
-            finally:
-                groups.close()
-            say(f"{what}: every partition of both groups committed to its end "
-                f"({time.monotonic() - t0:.1f} s)")
-
+    threads = 1 + 2
+    with broker_faults.Scenario(args, work, say, nodes, cluster, "pfaults",
+                                retryd_args=["--testonly_producer_fatal_error_on_sigusr1"]) \
+            as scenario:
+        retryd, check, settle = scenario.retryd, scenario.check, scenario.settle
+        input_topic = scenario.names.topic["input"]
         try:
             retryd.start()
             address = retryd.address()
             retryd.wait_assigned(check=check)
             broker_faults.wait_health(address, "SERVING", 60, check)
-            broker_faults.produce(cluster, names.topic["input"], batch(), 4).finish(120)
+            broker_faults.produce(cluster, input_topic, scenario.batch(), 4).finish(120)
             settle("warm-up")
 
             for r in range(1, args.rounds + 1):
-                load = broker_faults.produce(cluster, names.topic["input"], batch(), 8)
+                load = broker_faults.produce(cluster, input_topic, scenario.batch(), 8)
                 real_kafka.pause(2, "records flowing before the fatal error", check)
                 retryd.proc.send_signal(signal.SIGUSR1)
                 t_fatal = time.monotonic()
@@ -139,30 +90,11 @@ max_in_flight: 500
                 figures.append(f"round {r}: every thread rewound and on a new producer "
                                f"{took:.1f} s after SIGUSR1")
 
-            status = retryd.stop(60)
-            if status != 0:
-                raise Failure(f"SIGTERM ended retryd with status {status}:\n"
-                              f"{real_kafka.tail(retryd.log())}")
-            say("SIGTERM: retryd exited 0")
+            scenario.stop()
         finally:
             retryd.cleanup()
 
-        inputs, copies, unknown = real_kafka.read_outcomes(cluster, names)
-        destination = {k.encode(): where for k, where, _ in all_records}
-        failures = []
-        produced = {rec.key for rec in inputs.values()}
-        missing = [k for k in destination if k not in produced]
-        if missing:
-            failures.append(f"{len(missing)} acknowledged records missing from the input")
-        gone = real_kafka.lost(inputs, copies, lambda rec: destination.get(rec.key, "output"))
-        if gone:
-            failures.append(f"LOST {len(gone)} records, e.g. {gone[:10]}")
-        if unknown:
-            failures.append(f"{unknown} outcome records name no input record")
-        dups, extra = real_kafka.duplicates(copies)
-        figures.append(f"{len(all_records)} records produced, {len(inputs)} in the input; "
-                       f"lost {len(gone)}; duplicates {dups} ({extra} extra copies)")
-        status = real_kafka.verdict_status(say, failures, retryd.log())
+        status = scenario.verdict(figures)
     cluster.close()
     return status
 
