@@ -134,11 +134,6 @@ class RedriveRun {
       const v1::RedriveCheckpoint before = c == carried.end() ? v1::RedriveCheckpoint() : c->second;
       // The range is what was scanned before the resume and what is left.
       total_ += before.scanned() + left;
-      carried_.set_scanned(carried_.scanned() + before.scanned());
-      carried_.set_matched(carried_.matched() + before.matched());
-      carried_.set_redriven(carried_.redriven() + before.redriven());
-      carried_.set_skipped(carried_.skipped() + before.skipped());
-      carried_.set_sent_twice(carried_.sent_twice() + before.sent_twice());
       if (left > 0) {
         committed = std::min(committed, absl::FromUnixMillis(before.commit_time_unix_ms() > 0
                                                                  ? before.commit_time_unix_ms()
@@ -151,18 +146,20 @@ class RedriveRun {
 
   void Progress(v1::OperationProgress& out) const ABSL_LOCKS_EXCLUDED(mu_) {
     v1::RedriveProgress* p = out.mutable_redrive();
-    p->set_scanned(carried_.scanned() + scanned_.load());
-    p->set_matched(carried_.matched() + matched_.load());
-    p->set_redriven(carried_.redriven() + redriven_.load());
-    p->set_skipped(carried_.skipped() + skipped_.load());
-    p->set_sent_twice(carried_.sent_twice() + sent_twice_.load());
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [partition, c] : counts_) {
+        p->set_scanned(p->scanned() + c.scanned());
+        p->set_matched(p->matched() + c.matched());
+        p->set_redriven(p->redriven() + c.redriven());
+        p->set_skipped(p->skipped() + c.skipped());
+        p->set_sent_twice(p->sent_twice() + c.sent_twice());
+      }
+      p->set_rate_per_s(RateLocked(absl::Now()));
+    }
     p->set_total(total_);
     p->set_dry_run(spec_.request().dry_run());
     p->set_resumed(resumed_);
-    {
-      absl::MutexLock lock(&mu_);
-      p->set_rate_per_s(RateLocked(absl::Now()));
-    }
     const int64_t left = std::max<int64_t>(0, total_ - p->scanned());
     if (spec_.request().dry_run()) {
       p->set_eta_ms(-1);
@@ -217,13 +214,19 @@ class RedriveRun {
     const auto& [t0, n0] = samples_.front();
     const double seconds = absl::ToDoubleSeconds(now - t0);
     if (seconds < 0.5) return 0;
-    return static_cast<double>(redriven_.load() - n0) / seconds;
+    return static_cast<double>(RedrivenLocked() - n0) / seconds;
+  }
+
+  int64_t RedrivenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t n = 0;
+    for (const auto& [partition, c] : counts_) n += c.redriven();
+    return n;
   }
 
   void Sample(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (!samples_.empty() && now - samples_.back().first < absl::Milliseconds(500)) return;
-    samples_.emplace_back(now, redriven_.load());
+    samples_.emplace_back(now, RedrivenLocked());
     while (samples_.size() > 1 && now - samples_.front().first > absl::Seconds(10)) {
       samples_.pop_front();
     }
@@ -254,11 +257,9 @@ class RedriveRun {
 
   // Counts a matching record; returns whether the loop guard skips it.
   bool Count(const v1::DeadLetter& dead) ABSL_LOCKS_EXCLUDED(mu_) {
-    matched_.fetch_add(1);
     const bool undecodable = !dead.decode_error().empty() && spec_.request().target_topic().empty();
     const bool skip = undecodable || dead.redrive_count() >= static_cast<int32_t>(max_redrives_);
     if (skip) {
-      skipped_.fetch_add(1);
       int64_t held_back = 0;
       if (skip_log_.Allow(absl::Now(), &held_back)) {
         LogWarning("redrive ", spec_.operation_id(), ": skipped ", spec_.dead_letter_topic(), "/",
@@ -296,7 +297,7 @@ class RedriveRun {
       CountScanned((*next)->partition);
       const v1::DeadLetter dead = dlq::DecodeDeadLetter(**next, 0);
       if (!dlq::Matches(spec_.request().filter(), dead)) continue;
-      if (!Count(dead)) redriven_.fetch_add(1);
+      if (!Count(dead)) CountRedriven((*next)->partition, 0);
       Sample(absl::Now());
     }
     return absl::OkStatus();
@@ -317,7 +318,6 @@ class RedriveRun {
   }
 
   void CountScanned(int32_t partition) ABSL_LOCKS_EXCLUDED(mu_) {
-    scanned_.fetch_add(1);
     absl::MutexLock lock(&mu_);
     v1::RedriveCheckpoint& part = counts_[partition];
     part.set_scanned(part.scanned() + 1);
@@ -353,13 +353,24 @@ class RedriveRun {
       pacer_.Acknowledged(absl::Now());
       ++acknowledged_;
     }
-    if (!status.ok()) return;
-    redriven_.fetch_add(1);
-    sent_twice_.fetch_add(again);
+    if (status.ok()) CountRedriven(partition, again);
+  }
+
+  // A record of dead-letter partition `partition` redriven (in a dry run:
+  // that would be), sent `again` times before a resume.
+  void CountRedriven(int32_t partition, int64_t again) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     v1::RedriveCheckpoint& part = counts_[partition];
     part.set_redriven(part.redriven() + 1);
     part.set_sent_twice(part.sent_twice() + again);
+  }
+
+  // Whether dead letter `partition`@`offset` is in this redrive's range.
+  bool InRange(int32_t partition, int64_t offset) const {
+    const auto start = starts_.find(partition);
+    const auto end = ends_.find(partition);
+    return start != starts_.end() && end != ends_.end() && offset >= start->second &&
+           offset < end->second;
   }
 
   // Readies `producer` for the first record to `topic`: fetches its
@@ -370,27 +381,21 @@ class RedriveRun {
       LogWarning("redrive ", spec_.operation_id(), ": metadata of ", topic, ": ", s.ToString());
     }
     if (!resumed_) return;
+    size_t found = 0;
+    auto note = [&](const Record& record) {
+      const std::optional<std::pair<int32_t, int64_t>> origin =
+          dlq::RedrivenFrom(record, spec_.dead_letter_topic());
+      if (origin.has_value() && InRange(origin->first, origin->second)) {
+        ++sent_before_[*origin];
+        ++found;
+      }
+    };
     absl::StatusOr<std::map<int32_t, int64_t>> from =
         kafka::TopicOffsetsSince(options_.bootstrap_servers, options_.kafka_properties, topic,
                                  look_back_from_, kKafkaTimeout);
-    size_t found = 0;
-    absl::Status read =
+    const absl::Status read =
         from.ok() ? kafka::ScanTopic(options_.bootstrap_servers, options_.kafka_properties, topic,
-                                     *from, kLookBackTimeout,
-                                     [&](const Record& record) {
-                                       std::optional<std::pair<int32_t, int64_t>> origin =
-                                           dlq::RedrivenFrom(record, spec_.dead_letter_topic());
-                                       if (!origin.has_value()) return;
-                                       const auto start = starts_.find(origin->first);
-                                       const auto end = ends_.find(origin->first);
-                                       if (start == starts_.end() || end == ends_.end() ||
-                                           origin->second < start->second ||
-                                           origin->second >= end->second) {
-                                         return;
-                                       }
-                                       ++sent_before_[*origin];
-                                       ++found;
-                                     })
+                                     *from, kLookBackTimeout, note)
                   : from.status();
     if (!read.ok()) {
       LogWarning("redrive ", spec_.operation_id(), ": cannot tell what ", topic,
@@ -567,16 +572,9 @@ class RedriveRun {
   const uint32_t rate_;
   const uint32_t max_redrives_;
   const std::string group_;
-  int64_t total_ = 0;              // Set by the constructor.
-  v1::RedriveCheckpoint carried_;  // Set by the constructor: the counts before a resume.
-  absl::Time look_back_from_;      // Set by the constructor: see FirstTo().
+  int64_t total_ = 0;          // Set by the constructor.
+  absl::Time look_back_from_;  // Set by the constructor: see FirstTo().
   absl::Time started_;
-  // This run's counts (carried_ not included).
-  std::atomic<int64_t> scanned_{0};
-  std::atomic<int64_t> matched_{0};
-  std::atomic<int64_t> redriven_{0};
-  std::atomic<int64_t> skipped_{0};
-  std::atomic<int64_t> sent_twice_{0};
   LogThrottle skip_log_{absl::Seconds(1)};
   // Used by the run's thread alone: the records (dead-letter partition,
   // offset) a target held from before a resume and not yet sent again, with
@@ -586,7 +584,8 @@ class RedriveRun {
   RedrivePacer pacer_ ABSL_GUARDED_BY(pace_mu_);
   int64_t acknowledged_ ABSL_GUARDED_BY(pace_mu_) = 0;  // Delivery reports so far.
   mutable absl::Mutex mu_;                              // Guards the fields below.
-  // Per partition, the whole redrive's counts (carried_'s included).
+  // Per partition, the whole redrive's counts (those before a resume
+  // included): what its commits carry, and what Progress() sums.
   std::map<int32_t, v1::RedriveCheckpoint> counts_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::pair<int64_t, int64_t>> by_reason_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<absl::Time, int64_t>> samples_ ABSL_GUARDED_BY(mu_);
