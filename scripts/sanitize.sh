@@ -23,5 +23,7 @@ SETUP_BROWSER_TOOLS=0 bash "$ROOT/scripts/setup.sh" -DRETRYD_SANITIZE=address,un
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 # halt_on_error: a UBSan finding fails the test rather than scrolling by.
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 600 --no-tests=error \
+# shellcheck source=scripts/ctest_run.sh
+source "$ROOT/scripts/ctest_run.sh"
+run_ctest "$BUILD_DIR" --output-on-failure -j6 --timeout 600 --no-tests=error \
   -LE 'kafka|browser' "$@"

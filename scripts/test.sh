@@ -64,6 +64,8 @@ esac
 # owner is this script, so it stops even if this script is killed.
 # shellcheck source=scripts/local_kafka.sh
 source "$ROOT/scripts/local_kafka.sh"
+# shellcheck source=scripts/ctest_run.sh
+source "$ROOT/scripts/ctest_run.sh"
 start_kafka() {
   if [[ -n "${RETRYD_TEST_KAFKA:-}" ]]; then
     say "the kafka label runs on RETRYD_TEST_KAFKA=$RETRYD_TEST_KAFKA"
@@ -97,7 +99,7 @@ step_suite() {
   # The benches are built too: nothing else would notice one that no longer
   # compiles, and their pieces that judge a run have unit tests of their own.
   bash "$ROOT/scripts/setup.sh" -DRETRYD_BUILD_BENCH=ON && start_kafka && say "running ctest in $BUILD_DIR" &&
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j6 --timeout 300 --no-tests=error "$@" &&
+    run_ctest "$BUILD_DIR" --output-on-failure -j6 --timeout 300 --no-tests=error "$@" &&
     if (($# == 0)); then
       say "running $REPEATED_TESTS ten times in a row"
       ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 300 --no-tests=error \

@@ -27,5 +27,7 @@ BUILD_TARGETS="tests_unit tests_integration" \
 export TSAN_OPTIONS="suppressions=$ROOT/tests/tsan/suppressions.txt second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 # --timeout only covers tests without their own TIMEOUT; the integration tests
 # set theirs (tests/integration/CMakeLists.txt) with room for TSan.
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j4 --timeout 900 --no-tests=error \
+# shellcheck source=scripts/ctest_run.sh
+source "$ROOT/scripts/ctest_run.sh"
+run_ctest "$BUILD_DIR" --output-on-failure -j4 --timeout 900 --no-tests=error \
   -L 'unit|integration' -LE 'kafka|browser' "$@"
