@@ -208,6 +208,11 @@ absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> StartKafka(const v1::Conf
   // timeout; the shortest a real broker accepts keeps joins to seconds.
   options.kafka_properties.emplace("session.timeout.ms", "6000");
   options.kafka_properties.emplace("heartbeat.interval.ms", "1000");
+  // Its partitions never change leaders, and librdkafka 2.0.2 rejoins the
+  // group when a periodic metadata refresh lands while the group's leader
+  // waits for the metadata it assigns from, which the embedded broker holds
+  // for the session timeout: librdkafka's own 5 minutes, not retryd's 5 s.
+  options.kafka_properties.emplace("topic.metadata.refresh.interval.ms", "300000");
   if (int64_t session_ms = 0;
       absl::SimpleAtoi(options.kafka_properties["session.timeout.ms"], &session_ms) &&
       session_ms > 10000) {

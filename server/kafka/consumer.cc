@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(const ConsumerOptions
   // rather than librdkafka's 500 bounds that gap, at the price of up to ten
   // fetches a second from an idle consumer instead of two.
   user.emplace("fetch.wait.max.ms", std::string(kDefaultFetchWaitMs));
+  user.emplace("topic.metadata.refresh.interval.ms", kDefaultMetadataRefreshMs);
   absl::StatusOr<ConfPtr> conf = MakeConf(options.bootstrap_servers, user, enforced);
   if (!conf.ok()) return conf.status();
   std::unique_ptr<Consumer> consumer(new Consumer(listener));
@@ -169,6 +170,7 @@ void Consumer::OnRebalance(rd_kafka_s* rk, int err_int, void* partitions_ptr, vo
   auto err = static_cast<rd_kafka_resp_err_t>(err_int);
   auto* partitions = static_cast<rd_kafka_topic_partition_list_t*>(partitions_ptr);
   const std::vector<TopicPartition> tps = FromList(partitions);
+  self->ForgetNextOffsets(tps);
   absl::Status status;
   switch (err) {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
@@ -254,6 +256,7 @@ absl::StatusOr<bool> Consumer::Poll(absl::Duration timeout, Record& record) {
   std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(
       m, rd_kafka_message_destroy);
   if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (UndoneReset(*m)) return false;
     ToRecord(m, record);
     return true;
   }
@@ -307,6 +310,8 @@ absl::StatusOr<CommitOffsets> Consumer::Committed(const std::vector<TopicPartiti
     const rd_kafka_topic_partition_t& p = list->elems[i];
     if (p.err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(p.err, "committed offset");
     out.push_back({{p.topic, p.partition}, p.offset >= 0 ? p.offset : -1, MetadataOf(p)});
+    // Where librdkafka starts the partition, if nothing was handed out yet.
+    if (p.offset >= 0) next_offsets_[p.topic].try_emplace(p.partition, p.offset);
   }
   return out;
 }
@@ -343,8 +348,74 @@ absl::Status Consumer::CommitWithin(const CommitOffsets& offsets, absl::Time dea
       " not confirmed in time; records after the last confirmed commit will be processed again"));
 }
 
+bool Consumer::UndoneReset(const rd_kafka_message_t& m) {
+  const char* topic = rd_kafka_topic_name(m.rkt);
+  auto by_topic = next_offsets_.find(absl::string_view(topic));
+  if (by_topic == next_offsets_.end()) by_topic = next_offsets_.try_emplace(topic).first;
+  const auto [it, first] = by_topic->second.try_emplace(m.partition, m.offset + 1);
+  if (first) return false;
+  const int64_t next = it->second;
+  if (m.offset >= next) {
+    it->second = m.offset + 1;
+    return false;
+  }
+  // librdkafka went back on its own: an offset reset. If the partition's
+  // log (as the fetch that brought this record saw it) reaches `next`, the
+  // records from there on exist: read on from there.
+  int64_t low = -1, high = -1;
+  (void)rd_kafka_get_watermark_offsets(rk_.get(), topic, m.partition, &low, &high);
+  int64_t held_back = 0;
+  const bool log = reset_log_.Allow(absl::Now(), &held_back);
+  if (high < next) {
+    if (log) {
+      LogWarning(rd_kafka_name(rk_.get()), ": ", topic, "/", m.partition,
+                 ": librdkafka reset the partition from offset ", next, " to ", m.offset,
+                 " and its log ends at ", high,
+                 ": records up to there are read again (the log was truncated)",
+                 LogThrottle::HeldBackNote(held_back));
+    }
+    it->second = m.offset + 1;
+    return false;
+  }
+  ListPtr list(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(list.get(), topic, m.partition)->offset = next;
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_.get(), list.get(), 5000);
+  if (error == nullptr && list->elems[0].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    error = rd_kafka_error_new(list->elems[0].err, "%s", rd_kafka_err2str(list->elems[0].err));
+  }
+  if (error != nullptr) {
+    LogWarning(rd_kafka_name(rk_.get()), ": ", topic, "/", m.partition,
+               ": librdkafka reset the partition from offset ", next, " to ", m.offset,
+               ", and seeking back failed (", rd_kafka_error_string(error),
+               "): records up to there are read again");
+    rd_kafka_error_destroy(error);
+    it->second = m.offset + 1;
+    return false;
+  }
+  if (log) {
+    LogWarning(rd_kafka_name(rk_.get()), ": ", topic, "/", m.partition,
+               ": librdkafka reset the partition from offset ", next, " to ", m.offset,
+               " (an out-of-range fetch, as a stale leader answers after a broker pause); its log "
+               "reaches ",
+               high, ", so reading goes on from ", next, " and nothing is read twice",
+               LogThrottle::HeldBackNote(held_back));
+  }
+  return true;
+}
+
+void Consumer::ForgetNextOffsets(const std::vector<TopicPartition>& partitions) {
+  for (const TopicPartition& tp : partitions) {
+    auto by_topic = next_offsets_.find(tp.topic);
+    if (by_topic != next_offsets_.end()) by_topic->second.erase(tp.partition);
+  }
+}
+
 absl::Status Consumer::Seek(const CommitOffsets& to, absl::Duration timeout) {
   if (to.empty()) return absl::OkStatus();
+  std::vector<TopicPartition> sought;
+  sought.reserve(to.size());
+  for (const PartitionOffset& o : to) sought.push_back(o.tp);
+  ForgetNextOffsets(sought);
   ListPtr list = ToCommitList(to);
   // librdkafka 2.0.2 forgets the last offset handed out at a seek (its
   // #3567), so a Resume() after it goes on from the seek, not from there.

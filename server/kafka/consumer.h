@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -22,6 +23,7 @@
 #include "server/kafka/handle.h"
 #include "server/model/record.h"
 
+struct rd_kafka_message_s;               // rd_kafka_message_t
 struct rd_kafka_queue_s;                 // rd_kafka_queue_t
 struct rd_kafka_topic_partition_list_s;  // rd_kafka_topic_partition_list_t
 
@@ -79,6 +81,14 @@ class Consumer {
   // allocating new ones; false if none came (`record` then unspecified).
   // Listener callbacks run inside. Errors are only fatal ones; transient
   // broker trouble is logged and retried by librdkafka.
+  //
+  // A partition never goes back on its own: when librdkafka resets one to
+  // an offset before the next one to hand out (auto.offset.reset after an
+  // OFFSET_OUT_OF_RANGE fetch, which a stale leader answers: librdkafka
+  // 2.0.2 has no leader-epoch check) while the partition's log reaches
+  // that next offset, the record is dropped and the partition sought back
+  // there, logged; nothing is read twice. If the log ends before it (the
+  // log was truncated), the reset stands.
   absl::StatusOr<bool> Poll(absl::Duration timeout, Record& record);
 
   // Commits `offsets` (the next offset to read, per partition, with its
@@ -177,6 +187,20 @@ class Consumer {
   void ReleasePollQueue();
   // A rebalance fails every commit in flight at once: one line a second.
   LogThrottle commit_failure_log_{absl::Seconds(1)};
+
+  // Whether `m` (a record) comes from before its partition's next offset to
+  // hand out, where librdkafka's offset reset took it, and the partition
+  // was sought back there: then the record must be dropped. Records the
+  // next offset otherwise.
+  bool UndoneReset(const rd_kafka_message_s& m);
+  // Forgets the next offsets of `partitions` (assigned, revoked, sought).
+  void ForgetNextOffsets(const std::vector<TopicPartition>& partitions);
+  // Per topic and partition: the next offset to hand out, from the last
+  // record handed out or, before the first, the committed offset that
+  // Committed() read at the assignment (where librdkafka starts). Forgotten
+  // at an assignment, a revoke and a seek.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int32_t, int64_t>> next_offsets_;
+  LogThrottle reset_log_{absl::Seconds(1)};
 };
 
 }  // namespace retryd::kafka

@@ -73,6 +73,10 @@ absl::Status KafkaError(rd_kafka_resp_err_t err, absl::string_view what) {
 
 }  // namespace
 
+std::optional<std::string> Producer::Property(const std::string& name) const {
+  return ConfigValue(rk_.get(), name);
+}
+
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions& options) {
   const Properties enforced = {
       {"enable.idempotence", "true"},
@@ -83,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(const ProducerOptions
   Properties user = options.properties;
   user.emplace("client.id", options.client_id);
   user.emplace("linger.ms", "5");
+  user.emplace("topic.metadata.refresh.interval.ms", kDefaultMetadataRefreshMs);
   absl::StatusOr<ConfPtr> conf = MakeConf(options.bootstrap_servers, user, enforced);
   if (!conf.ok()) return conf.status();
   rd_kafka_conf_set_dr_msg_cb(conf->get(), [](rd_kafka_t* rk, const rd_kafka_message_t* m,

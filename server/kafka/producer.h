@@ -109,6 +109,10 @@ class Producer {
   // must make sure no Produce() call runs concurrently with or after it.
   void Close(absl::Duration flush_timeout);
 
+  // The client's configuration property `name` as in effect (defaults
+  // included); nullopt if librdkafka has no such property. Not after Close().
+  std::optional<std::string> Property(const std::string& name) const;
+
   // Records accepted and not yet reported.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 

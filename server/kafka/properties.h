@@ -45,6 +45,18 @@ inline constexpr absl::string_view kRedacted = "<redacted>";
 // back in its error; neither is left to show a secret.
 std::string RedactLogLine(absl::string_view line);
 
+// topic.metadata.refresh.interval.ms for retryd's consumers and producers
+// unless the operator's properties set it: 5 s rather than librdkafka's
+// 5 minutes. A hung broker (a stopped process, a frozen VM) keeps its
+// connections open and answers nothing, so no error makes librdkafka 2.0.2
+// ask for new metadata; only this periodic refresh learns that its
+// partitions have new leaders, and a consumer fetches from them at once. It
+// bounds the intake a hung leader holds to a few seconds beyond the
+// election, for one small Metadata request per client every 5 s
+// (docs/operating.md, kafka.properties). socket.timeout.ms stays
+// librdkafka's 60 s: see there why.
+inline constexpr char kDefaultMetadataRefreshMs[] = "5000";
+
 // Returns a configuration holding `user` (the operator's kafka.properties),
 // then `enforced` (settings retryd's guarantees depend on). A user property
 // that contradicts an enforced one is an error naming it, rather than being

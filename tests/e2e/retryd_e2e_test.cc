@@ -132,7 +132,9 @@ std::string ClusterConfig(const TestTopics& topics, const std::string& group, ui
       Broker().bootstrap_servers(),
       "\"\n"
       "  properties { key: \"session.timeout.ms\" value: \"6000\" }\n"
-      "  properties { key: \"heartbeat.interval.ms\" value: \"1000\" }\n",
+      "  properties { key: \"heartbeat.interval.ms\" value: \"1000\" }\n"
+      // librdkafka's own refresh on the mock, as TestEngineOptions explains.
+      "  properties { key: \"topic.metadata.refresh.interval.ms\" value: \"300000\" }\n",
       debug,
       "}\n"
       "group_id: \"",

@@ -509,6 +509,57 @@ TEST(EngineTest, BrokerFaultsLoseNothing) {
   ExpectEachKeyWhereItBelongs(topics, keys, "faults");
 }
 
+// Fetches answered OFFSET_OUT_OF_RANGE, as a stale leader answers (a node
+// resumed after a pause, whose log is behind): librdkafka 2.0.2 resets the
+// partition to its beginning (auto.offset.reset earliest) and reads it
+// again. The consumer seeks back to where it was, since the log reaches
+// there. Mid-run, and at the start of a second run in the group, whose
+// first fetch is at the offsets the first one committed at its graceful
+// stop: every record is written once.
+TEST(EngineTest, AnOutOfRangeFetchDoesNotReadThePartitionAgain) {
+  const testing::TestTopics topics = CreateTopics("out-of-range");
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) keys.push_back(absl::StrCat("ok-", i));
+  ProduceKeys(topics.input, keys);
+
+  engine::EngineOptions options = TestEngineOptions(topics);
+  // The primary alone fetches, so every error below reaches its fetches.
+  options.retry.threads = 0;
+  constexpr int16_t kFetch = 1;
+  constexpr int kOffsetOutOfRange = 1;
+  kafka::EmbeddedBroker& broker = Broker();
+  const std::vector<int> errors(3, kOffsetOutOfRange);
+  {
+    // 1 ms per record keeps the run going while the errors hit.
+    std::unique_ptr<engine::Engine> first = StartEngine(options, TestProcessor(1));
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(WaitFor([&] { return first->Totals().consumed >= 600; }, absl::Seconds(60)));
+    broker.PushRequestErrors(kFetch, errors);
+    ASSERT_TRUE(WaitFor([&] { return first->Totals().consumed >= 1200; }, absl::Seconds(60)));
+    first->Stop();
+  }
+  // Any error left would fail the test's own reads (nothing else fetches
+  // while the engines run).
+  broker.ClearRequestErrors(kFetch);
+  const size_t after_first = ReadAll(topics.output).size();
+  ASSERT_LT(after_first, keys.size()) << "the first run did everything: the second proves nothing";
+
+  broker.PushRequestErrors(kFetch, errors);
+  std::unique_ptr<engine::Engine> second = StartEngine(options, TestProcessor(1));
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] { return second->Totals().consumed >= static_cast<int64_t>(keys.size() - after_first); },
+      absl::Seconds(60)));
+  broker.ClearRequestErrors(kFetch);
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadAll(topics.output).size() >= keys.size(); }, absl::Seconds(60)));
+  second->Stop();
+
+  // The second run read on from the first one's commits: nothing twice.
+  EXPECT_EQ(second->Totals().consumed, static_cast<int64_t>(keys.size() - after_first));
+  EXPECT_EQ(ReadAll(topics.output).size(), keys.size());
+}
+
 // Retry threads join and leave their group while records flow: every
 // rebalance revokes partitions with hand-offs in flight, and a stop without
 // grace abandons a thread's uncommitted work. Another thread must redo it.

@@ -255,9 +255,9 @@ def wait_health(address, want, timeout, check):
     return time.monotonic() - began
 
 
-def produce(cluster, topic, records, seconds):
-    """Starts producing `records` to `topic` over `seconds`."""
-    producer = real_kafka.PacedProducer(cluster, topic, records, seconds)
+def produce(cluster, topic, records, seconds, resend=False):
+    """Starts producing `records` to `topic` over `seconds` (PacedProducer)."""
+    producer = real_kafka.PacedProducer(cluster, topic, records, seconds, resend=resend)
     producer.start()
     return producer
 
@@ -291,16 +291,20 @@ class Scenario:
     and group (input, retry, output, dlq; --partitions each), 2 retry
     threads and the simulate processor over make_records' kinds, the
     records produced so far, and the checks made of them. Use as a context
-    manager (the topics and groups are deleted at its end)."""
+    manager (the topics and groups are deleted at its end). `configs_of`
+    gives topics configs of their own (real_kafka.TestNames); `session_ms`
+    the consumer session, if not real_kafka.session_timeout_ms's."""
 
-    def __init__(self, args, work, say, nodes, cluster, test, retryd_args=()):
+    def __init__(self, args, work, say, nodes, cluster, test, retryd_args=(), configs_of=None,
+                 session_ms=None):
         if cluster.brokers != 3:
             raise Failure(f"the cluster has {cluster.brokers} brokers, not 3")
         self.args, self.work, self.say, self.nodes, self.cluster = args, work, say, nodes, cluster
         self.rng = random.Random(args.seed)
         n = args.partitions
         self.names = real_kafka.TestNames(cluster, test, ["input", "retry", "output", "dlq"], n,
-                                          groups=["g"])
+                                          groups=["g"], configs_of=configs_of)
+        self.session_ms = session_ms
         group = self.names.group["g"]
         self.pairs = [(group, self.names.topic["input"], n),
                       (group + ".retry", self.names.topic["retry"], n)]
@@ -315,7 +319,7 @@ class Scenario:
         real_kafka.retryd_config(config, self.cluster, self.names, self.work, """
 commit_interval_ms: 500
 max_in_flight: 500
-""" + real_kafka.simulate_body(self.names, self.args.seed, 2, 4, 500))
+""" + real_kafka.simulate_body(self.names, self.args.seed, 2, 4, 500), session_ms=self.session_ms)
         self.retryd = real_kafka.Retryd(self.args.retryd, config, self.work,
                                         args=self.retryd_args)
         return self

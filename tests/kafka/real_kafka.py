@@ -472,11 +472,14 @@ class PacedProducer(threading.Thread):
     """Produces `records` ((key, destination, value), see make_records) to
     `topic` at an even pace over `seconds`, so that records flow whenever
     something happens to retryd. Every record must be acknowledged
-    (`error` says otherwise)."""
+    (`error` says otherwise); with `resend`, a record the producer gave up
+    on (its request timed out) is sent again after the pace, up to 20
+    times."""
 
-    def __init__(self, cluster, topic, records, seconds):
+    def __init__(self, cluster, topic, records, seconds, resend=False):
         super().__init__(name="producer", daemon=True)
         self.cluster, self.topic, self.records, self.seconds = cluster, topic, records, seconds
+        self.resend = resend
         self.sent = 0
         self.error = None
         self.stopping = threading.Event()
@@ -484,7 +487,13 @@ class PacedProducer(threading.Thread):
     def run(self):
         try:
             producer = self.cluster.producer(linger_ms=5)
-            futures = []
+            futures = []  # (record, future)
+
+            def send(record):
+                key, _, value = record
+                futures.append((record, producer.send(self.topic, key=key.encode(),
+                                                      value=value.encode())))
+
             begin = time.monotonic()
             step = max(1, len(self.records) // max(1, int(self.seconds * 10)))
             for i in range(0, len(self.records), step):
@@ -493,15 +502,20 @@ class PacedProducer(threading.Thread):
                 # Pacing, not waiting for a condition: chunk i is due then.
                 due = begin + self.seconds * i / len(self.records)
                 self.stopping.wait(max(0.0, due - time.monotonic()))
-                for key, _, value in self.records[i:i + step]:
-                    futures.append(producer.send(self.topic, key=key.encode(),
-                                                 value=value.encode()))
+                for record in self.records[i:i + step]:
+                    send(record)
                 self.sent = min(len(self.records), i + step)
-            producer.flush(timeout=60)
-            failed = [f for f in futures if not f.succeeded()]
+            for _ in range(20 if self.resend else 1):
+                producer.flush(timeout=60)
+                failed = [(r, f) for r, f in futures if not f.succeeded()]
+                if not failed or not self.resend:
+                    break
+                futures.clear()
+                for record, _ in failed:
+                    send(record)
             if failed:
                 self.error = (f"{len(failed)} records not acknowledged by the broker, e.g. "
-                              f"{failed[0].exception!r}")
+                              f"{failed[0][1].exception!r}")
             producer.close(timeout=10)
         except Exception as e:  # Reported by the test's thread.
             self.error = f"producer: {e!r}"
@@ -775,11 +789,12 @@ def session_timeout_ms(cluster):
     return 2000 if cluster.owned else 6000
 
 
-def retryd_config(path, cluster, names, work, body, group="g"):
+def retryd_config(path, cluster, names, work, body, group="g", session_ms=None):
     """Writes a retryd config for the topics input, output and dlq of
     `names` and its group `group`, with `body` (retry, processor, ordering,
-    ...) appended."""
-    session = session_timeout_ms(cluster)
+    ...) appended; the consumer session is session_timeout_ms(cluster)
+    unless `session_ms` says otherwise."""
+    session = session_ms or session_timeout_ms(cluster)
     text = f"""# Written by a test of the kafka label.
 listen_address: "127.0.0.1:0"
 {cluster.retryd_kafka_block(work)}  properties {{ key: "session.timeout.ms" value: "{session}" }}

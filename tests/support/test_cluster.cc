@@ -251,15 +251,16 @@ engine::EngineOptions TestEngineOptions(const TestTopics& topics) {
   o.kafka_properties["session.timeout.ms"] = "6000";
   o.kafka_properties["heartbeat.interval.ms"] = "500";
   // A refresh a second, so that the clients of a real cluster learn its
-  // new topics and partitions soon. Not on the mock, which has its topics
-  // before any client starts: there, librdkafka 2.0.2 rejoins the group
-  // when a periodic refresh lands while the group's leader waits for the
-  // metadata it assigns from, and the mock holds each rejoin for five
-  // seconds. The slower the machine, the longer that wait and the likelier
-  // a refresh within it: at one a second, a few such rejoins in a row keep
-  // a group unassigned past a test's 30 s bound. Leaders that move are
-  // learnt from the errors they cause, whatever the interval.
-  if (OnRealKafka()) o.kafka_properties["topic.metadata.refresh.interval.ms"] = "1000";
+  // new topics and partitions soon. On the mock, which has its topics
+  // before any client starts, librdkafka's own 5 minutes rather than
+  // retryd's 5 s: librdkafka 2.0.2 rejoins the group when a periodic
+  // refresh lands while the group's leader waits for the metadata it
+  // assigns from, and the mock holds each rejoin for five seconds. The
+  // slower the machine, the longer that wait and the likelier a refresh
+  // within it: at one a second, a few such rejoins in a row keep a group
+  // unassigned past a test's 30 s bound. Leaders that move are learnt from
+  // the errors they cause, whatever the interval.
+  o.kafka_properties["topic.metadata.refresh.interval.ms"] = OnRealKafka() ? "1000" : "300000";
   // RETRYD_KAFKA_DEBUG=cgrp,fetch,... turns on librdkafka's debug contexts.
   // The lines come at debug level, so that level is switched on too.
   if (const std::string debug = Env("RETRYD_KAFKA_DEBUG"); !debug.empty()) {

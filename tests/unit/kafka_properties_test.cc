@@ -16,6 +16,7 @@
 #include "server/common/logging.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/handle.h"
+#include "server/kafka/producer.h"
 #include "server/kafka/properties.h"
 #include "tests/support/temp_dir.h"
 
@@ -171,23 +172,49 @@ TEST(CallWithinTest, ACallPastTheDeadlineIsLeftToFinishOnItsOwn) {
   EXPECT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(30)));
 }
 
-TEST(ConsumerTest, FetchWaitIs100MsUnlessTheOperatorSetsIt) {
+// A consumer's or a producer's property `name` as in effect when the
+// operator's properties are `properties`, on a client that never connects.
+std::optional<std::string> ConsumerProperty(const Properties& properties, const std::string& name) {
   NoListener listener;
   ConsumerOptions options;
   options.bootstrap_servers = "127.0.0.1:9";
   options.group_id = "g";
   options.topics = {"t"};
+  options.properties = properties;
   absl::StatusOr<std::unique_ptr<Consumer>> consumer = Consumer::Create(options, &listener);
-  ASSERT_TRUE(consumer.ok()) << consumer.status();
-  EXPECT_EQ((*consumer)->Property("fetch.wait.max.ms"), "100");
-  EXPECT_EQ((*consumer)->Property("no.such.property"), std::nullopt);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  if (!consumer.ok()) return std::nullopt;
+  std::optional<std::string> value = (*consumer)->Property(name);
   (*consumer)->Abandon();
+  return value;
+}
 
-  options.properties["fetch.wait.max.ms"] = "500";
-  consumer = Consumer::Create(options, &listener);
-  ASSERT_TRUE(consumer.ok()) << consumer.status();
-  EXPECT_EQ((*consumer)->Property("fetch.wait.max.ms"), "500");
-  (*consumer)->Abandon();
+std::optional<std::string> ProducerProperty(const Properties& properties, const std::string& name) {
+  ProducerOptions options;
+  options.bootstrap_servers = "127.0.0.1:9";
+  options.properties = properties;
+  absl::StatusOr<std::unique_ptr<Producer>> producer = Producer::Create(options);
+  EXPECT_TRUE(producer.ok()) << producer.status();
+  if (!producer.ok()) return std::nullopt;
+  std::optional<std::string> value = (*producer)->Property(name);
+  (*producer)->Close(absl::ZeroDuration());
+  return value;
+}
+
+TEST(ConsumerTest, FetchWaitIs100MsUnlessTheOperatorSetsIt) {
+  EXPECT_EQ(ConsumerProperty({}, "fetch.wait.max.ms"), "100");
+  EXPECT_EQ(ConsumerProperty({}, "no.such.property"), std::nullopt);
+  EXPECT_EQ(ConsumerProperty({{"fetch.wait.max.ms", "500"}}, "fetch.wait.max.ms"), "500");
+}
+
+// A hung leader is left once a metadata refresh names its successor: every
+// 5 s rather than librdkafka's 5 minutes, unless the operator says otherwise.
+TEST(ClientDefaultsTest, MetadataIsRefreshedEvery5SecondsUnlessTheOperatorSetsIt) {
+  constexpr char kRefresh[] = "topic.metadata.refresh.interval.ms";
+  EXPECT_EQ(ConsumerProperty({}, kRefresh), "5000");
+  EXPECT_EQ(ProducerProperty({}, kRefresh), "5000");
+  EXPECT_EQ(ConsumerProperty({{kRefresh, "30000"}}, kRefresh), "30000");
+  EXPECT_EQ(ProducerProperty({{kRefresh, "30000"}}, kRefresh), "30000");
 }
 
 }  // namespace
