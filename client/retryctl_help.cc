@@ -409,7 +409,7 @@ constexpr std::string_view kHealthHelp =
 Asks retryd's grpc.health.v1.Health service (Check) and prints the answer:
 SERVING, NOT_SERVING, SERVICE_UNKNOWN or UNKNOWN. Without SERVICE it asks
 for retryd as a whole (""); retryd.downstream is the downstream processor's
-state (see docs/operating.md for every service name). An unknown SERVICE is
+state (see docs/metrics.md, "Probes", for every service name). An unknown SERVICE is
 NOT_FOUND (exit status 69).
 
 Exit status: 0 if SERVING, 1 if the answer is anything else, 64 + the gRPC

@@ -1,6 +1,6 @@
 // retryd: consumes Kafka topics, runs every record through a processor, and
 // hands failures to a retry topic and retry threads so they never hold up
-// the line. See README.md and docs/operating.md.
+// the line. See README.md and docs/running.md.
 //
 // Exit status: 0 after a graceful stop (SIGINT/SIGTERM); 1 when the engine
 // cannot run (Kafka unreachable, a topic missing or refused by

@@ -5,7 +5,7 @@
 // gRPC, attaches it here as a payload.
 //
 // The reasons are part of the API: a reason, once published, keeps its
-// meaning (docs/operating.md lists them). A new one may be added.
+// meaning (docs/control-api.md lists them). A new one may be added.
 //
 // Thread-safe: pure functions.
 #ifndef RETRYD_SERVER_COMMON_ERROR_REASON_H_

@@ -1,4 +1,4 @@
-// The console's JSON API (docs/operating.md, "Console"): HTTP routes on the
+// The console's JSON API (docs/console.md, "Console"): HTTP routes on the
 // HTTP listener that call the Control service, and the console's pages.
 //
 // Every call goes through the service itself, over an in-process gRPC

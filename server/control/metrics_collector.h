@@ -9,7 +9,7 @@
 // latencies as histograms. A thread's state is the enum-style gauge
 // retryd_thread_state{thread_id,role,state} (1 for its state, 0 for the
 // others) rather than a label of its counters: a label that changes would
-// start a new series at every change and break rate(). docs/operating.md
+// start a new series at every change and break rate(). docs/metrics.md
 // ("Metrics") lists the families; a test checks that list against
 // MetricFamilies().
 //

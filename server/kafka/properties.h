@@ -53,7 +53,7 @@ std::string RedactLogLine(absl::string_view line);
 // partitions have new leaders, and a consumer fetches from them at once. It
 // bounds the intake a hung leader holds to a few seconds beyond the
 // election, for one small Metadata request per client every 5 s
-// (docs/operating.md, kafka.properties). socket.timeout.ms stays
+// (docs/running.md, kafka.properties). socket.timeout.ms stays
 // librdkafka's 60 s: see there why.
 inline constexpr char kDefaultMetadataRefreshMs[] = "5000";
 

@@ -281,11 +281,11 @@ TEST(MetricsUnitTest, ConsumerLagIsSummedByGroupAndTopicOverRunningThreads) {
 }
 
 TEST(MetricsUnitTest, OperatingGuideListsEveryFamily) {
-  const std::string guide = ReadFileOrEmpty(RETRYD_SOURCE_DIR "/docs/operating.md");
+  const std::string guide = ReadFileOrEmpty(RETRYD_SOURCE_DIR "/docs/metrics.md");
   ASSERT_FALSE(guide.empty());
   for (const MetricFamily& f : MetricFamilies(TwoThreadSample(), MetricsContext{})) {
     EXPECT_THAT(guide, HasSubstr(absl::StrCat("`", f.name, "`")))
-        << "docs/operating.md (\"Metrics\") does not list " << f.name;
+        << "docs/metrics.md (\"Metrics\") does not list " << f.name;
   }
 }
 

@@ -7,7 +7,7 @@
                                                       # systemd-analyze verify; 77 without it
 
 No container engine runs here, so this checks what can be checked without
-one (docs/operating.md, "What the deploy files promise"):
+one (docs/deploying.md, "What the deploy files promise"):
 
 * scripts/setup.sh's RUNTIME_PACKAGES are what deploy/Dockerfile's runtime
   stage installs;
@@ -62,7 +62,7 @@ DOWNSTREAM = "retryd.downstream"
 # Files the checks read, relative to the repository root.
 FILES = [
     "deploy", "scripts/setup.sh", "scripts/kafka.sh", "proto/retryd/v1/config.proto",
-    "docs/operating.md",
+    "docs/deploying.md",
 ]
 
 
@@ -350,7 +350,7 @@ def check(root):
     c.expect(created and created == named,
              "deploy/docker-compose.yml creates the topics %s, its config names %s" %
              (sorted(created), sorted(named)))
-    docs = read(root, "docs/operating.md")
+    docs = read(root, "docs/deploying.md")
     section = re.search(r"^### Docker Compose\n(.*?)(?=^##+ )", docs, re.S | re.M)
     listed = set()
     if section:
@@ -359,7 +359,7 @@ def check(root):
         if sentence:
             listed = set(re.findall(r"`([^`]+)`", sentence.group(1)))
     c.expect(listed == created,
-             "docs/operating.md (Docker Compose) says the compose file creates %s; it creates %s"
+             "docs/deploying.md (Docker Compose) says the compose file creates %s; it creates %s"
              % (sorted(listed), sorted(created)))
     stop = str(retryd.get("stop_grace_period", "10s"))
     stop_s = float(stop[:-1]) if stop.endswith("s") else float(stop)
@@ -423,8 +423,8 @@ BREAKAGES = [
                                    "apache/kafka:4.0.0"), "the tests pin Kafka"),
     ("compose topic missing", edit("deploy/docker-compose.yml", " orders.done;", ";"),
      "creates the topics"),
-    ("docs topic list", edit("docs/operating.md", "and `orders.done`", "and `orders.out`"),
-     "docs/operating.md (Docker Compose)"),
+    ("docs topic list", edit("docs/deploying.md", "and `orders.done`", "and `orders.out`"),
+     "docs/deploying.md (Docker Compose)"),
     ("short grace", edit(DEPLOYMENT, "terminationGracePeriodSeconds: 45",
                          "terminationGracePeriodSeconds: 35"), "terminationGracePeriodSeconds"),
     ("long shutdown", edit("deploy/k8s/configmap.yaml", '    group_id: "orders-processor"',

@@ -660,7 +660,7 @@ std::string ControlAddress(RetrydProcess& retryd) {
 
 }  // namespace retryctl_e2e
 
-// What docs/operating.md shows an operator doing, with the real binaries: status,
+// What docs/control-api.md shows an operator doing, with the real binaries: status,
 // threads started and stopped, the in-order conflict and its drain, key
 // order, watch.
 TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
@@ -746,7 +746,7 @@ TEST_F(RetrydE2eTest, RetryctlDrivesRetryd) {
   EXPECT_TRUE(ExitedWith(retryd.WaitExit(kExitTimeout), 0));
 }
 
-// What docs/operating.md shows for a stuck record: in order, one record failing
+// What docs/control-api.md shows for a stuck record: in order, one record failing
 // with a long backoff holds its partition; `retryctl inflight` names it and
 // why, `retryctl dlq-record` moves it to the dead-letter topic, and the
 // records behind it go on.

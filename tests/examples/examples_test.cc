@@ -1,7 +1,7 @@
 // The example downstreams of client/examples/ (C++ and Python), as retryd
 // sees them: each runs as a child process on a free loopback port and is
 // called through a stub generated from processor.proto. Both must behave the
-// same, as docs/operating.md describes them.
+// same, as docs/processors.md describes them.
 #include <signal.h>
 
 #include <chrono>
@@ -220,7 +220,7 @@ TEST_P(ExampleDownstreamTest, FailsFlakyKeysOnTheirFirstAttemptOnly) {
   ExpectProcessedBy(second);
 }
 
-// What docs/operating.md's example run does: retryd, on its embedded broker with
+// What docs/processors.md's example run does: retryd, on its embedded broker with
 // its demo load, delivers every record to the example, and the example's
 // answers become outcomes (successes, retries of flaky-, dead letters of
 // perm-), as GetStatus reports them.

@@ -86,7 +86,7 @@ enum class Ordering {
 const char* OrderingName(Ordering ordering);
 
 // Another tool's dead-letter headers, written beside retryd's own on every
-// dead-letter record (see handoff/dlq_dialects.h and docs/operating.md,
+// dead-letter record (see handoff/dlq_dialects.h and docs/dead-letters.md,
 // "Dead letters").
 enum class DeadLetterDialect {
   // Spring Kafka's DeadLetterPublishingRecoverer: kafka_dlt-*.

@@ -14,7 +14,7 @@
 //    the KIP page's revision of 2026-06-09): __dlq.errors.* headers, all
 //    UTF-8 text.
 //
-// docs/operating.md ("Dead letters") lists every header and its value.
+// docs/dead-letters.md ("Dead letters") lists every header and its value.
 //
 // Thread-safety: every function here is pure and may be called from any
 // thread.
