@@ -8,9 +8,10 @@
 It reads `ctest --test-dir BUILD_DIR --show-only=json-v1` and prints one row
 per label: the broker its tests run on (BROKERS below, the one place that
 says so), how many ctest tests carry it, and the test binaries and scripts
-they run. docs/testing.md holds the table between the two marker comments
-below; the ctest test `docs_test_table` (label `unit`) runs --check, so the
-page cannot drift from the build.
+they run. docs/test-table.md, a page of its own that docs/testing.md links,
+holds the table between the two marker comments below; the ctest test
+`docs_test_table` (label `unit`) runs --check on it, so the page cannot
+drift from the build.
 
 GoogleTest binaries list their cases only once built, so every test binary
 must be built first: a build where some are not (ctest lists a
