@@ -9,8 +9,19 @@ heading of the page it points to, as GitHub derives anchors from headings:
 lowercase, punctuation removed, each space a hyphen, and `-1`, `-2`, ...
 added to repeats. Links inside code (fenced blocks, `spans`) are not links.
 
-Prints one line per broken link and exits 1 if there is any; exits 0 and
-says how many links it checked otherwise. Standard library only, so that
+README.md's repository paths must exist too: a `code span` that is a path
+(a '/' in it, or a file name with an extension of FILE_EXTENSIONS) names a
+file or folder relative to the repository root, and a bare file name must
+be the name of some file in it. `build/...` (what a build makes) and
+absolute paths (the machine's, not the repository's) are not checked.
+
+  scripts/check_links.py --self-test
+
+checks the checker on a small repository of its own: a clean one passes,
+and a missing path, a missing bare file name and a broken anchor each fail.
+
+Prints one line per broken link or path and exits 1 if there is any; exits
+0 and says how many links and paths it checked otherwise. Standard library only, so that
 ctest can run it with /usr/bin/python3 before anything is built (label
 `unit`, tests/unit/CMakeLists.txt).
 """
@@ -18,6 +29,7 @@ ctest can run it with /usr/bin/python3 before anything is built (label
 import os
 import re
 import sys
+import tempfile
 
 # [text](target) and ![alt](target); the target ends at whitespace or ')'
 # (an optional "title" may follow).
@@ -28,6 +40,12 @@ HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, https:, mailto:, ...
+# A code span that may be a repository path: path characters only.
+PATH_SPAN = re.compile(r"[\w.\-/]+")
+FILE_EXTENSIONS = (".h", ".cc", ".py", ".sh", ".proto", ".md", ".textproto", ".yml", ".yaml",
+                   ".txt", ".json", ".cmake", ".service")
+# Pages whose code spans name repository paths that must exist.
+PATH_PAGES = ["README.md"]
 
 
 def strip_code_spans(line):
@@ -85,6 +103,51 @@ def links(text):
             yield number, match.group(1)
 
 
+def named_paths(text):
+    """Yields (line number, path) for each code span of a page that names a
+    repository path."""
+    for number, line in prose_lines(text):
+        for match in CODE_SPAN.finditer(line):
+            span = match.group(2).strip()
+            if not PATH_SPAN.fullmatch(span) or span.startswith(("/", "build/")):
+                continue
+            if "/" in span or span.endswith(FILE_EXTENSIONS):
+                yield number, span
+
+
+def file_names(root):
+    """The names of the repository's files, build directories and .git left out."""
+    names = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git" and
+                   not os.path.exists(os.path.join(folder, d, "CMakeCache.txt"))]
+        names.update(files)
+    return names
+
+
+def check_paths(root):
+    checked = 0
+    problems = []
+    names = None
+    for page in PATH_PAGES:
+        path = os.path.join(root, page)
+        if not os.path.exists(path):
+            continue  # check() reports it
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for number, named in named_paths(text):
+            checked += 1
+            if "/" in named:
+                if not os.path.exists(os.path.join(root, named)):
+                    problems.append(f"{page}:{number}: `{named}`: no such path in the repository")
+                continue
+            if names is None:
+                names = file_names(root)
+            if named not in names:
+                problems.append(f"{page}:{number}: `{named}`: no file of that name in the repository")
+    return checked, problems
+
+
 def check(root):
     pages = [os.path.join(root, "README.md")]
     docs = os.path.join(root, "docs")
@@ -121,16 +184,60 @@ def check(root):
     return checked, problems
 
 
+def check_all(root):
+    checked, problems = check(root)
+    paths, path_problems = check_paths(root)
+    return checked, paths, problems + path_problems
+
+
+def self_test():
+    """A clean small repository passes; each of three breakages fails, and
+    is reported by the line it is on."""
+    readme = ("# R\n\n* [`src/a.h`](src/a.h) and `src/b.cc`, `b.cc` and `src/`\n"
+              "* [the page](docs/x.md#a-heading); `build/retryd` and `/etc/r.textproto`\n")
+    breakages = {
+        "a missing path": ("`src/b.cc`", "`src/gone.cc`", "README.md:3: `src/gone.cc`"),
+        "a missing bare file name": ("`b.cc`", "`c.cc`", "README.md:3: `c.cc`"),
+        "a broken anchor": ("#a-heading", "#no-heading", "README.md:4: docs/x.md#no-heading"),
+    }
+    failures = []
+    for name, breakage in [("clean", None)] + list(breakages.items()):
+        with tempfile.TemporaryDirectory() as root:
+            for folder in ("src", "docs"):
+                os.mkdir(os.path.join(root, folder))
+            files = {"src/a.h": "", "src/b.cc": "", "docs/x.md": "# A heading\n",
+                     "README.md": readme if not breakage else readme.replace(*breakage[:2])}
+            for path, text in files.items():
+                with open(os.path.join(root, path), "w", encoding="utf-8") as f:
+                    f.write(text)
+            links, paths, problems = check_all(root)
+            if breakage is None:
+                ok = not problems and links == 2 and paths == 4
+            else:
+                ok = len(problems) == 1 and problems[0].startswith(breakage[2])
+            if not ok:
+                failures.append(f"{name}: {links} links, {paths} paths, problems {problems}")
+    for failure in failures:
+        print(f"check_links self-test: {failure}")
+    if failures:
+        return 1
+    print(f"check_links self-test: a clean page passes; {', '.join(breakages)} each fail")
+    return 0
+
+
 def main(argv):
+    if argv[1:] == ["--self-test"]:
+        return self_test()
     root = os.path.abspath(argv[1] if len(argv) > 1 else
                            os.path.join(os.path.dirname(__file__), ".."))
-    checked, problems = check(root)
+    checked, paths, problems = check_all(root)
     for problem in problems:
         print(problem)
     if problems:
-        print(f"check_links: {len(problems)} broken of {checked} relative links")
+        print(f"check_links: {len(problems)} broken of {checked} relative links and "
+              f"{paths} repository paths")
         return 1
-    print(f"check_links: {checked} relative links, all good")
+    print(f"check_links: {checked} relative links and {paths} repository paths, all good")
     return 0
 
 
