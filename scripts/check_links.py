@@ -18,7 +18,8 @@ absolute paths (the machine's, not the repository's) are not checked.
   scripts/check_links.py --self-test
 
 checks the checker on a small repository of its own: a clean one passes,
-and a missing path, a missing bare file name and a broken anchor each fail.
+and a missing path, a missing bare file name, a broken anchor and a broken
+anchor of a link whose text spans two lines each fail.
 
 Prints one line per broken link or path and exits 1 if there is any; exits
 0 and says how many links and paths it checked otherwise. Standard library only, so that
@@ -34,6 +35,9 @@ import tempfile
 # [text](target) and ![alt](target); the target ends at whitespace or ')'
 # (an optional "title" may follow).
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+# The end of a link whose text began on the line before: "](target)" with no
+# '[' before it on its line.
+CONTINUED_LINK = re.compile(r"^[^\[\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 # [label]: target
 REFERENCE_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -99,7 +103,11 @@ def links(text):
         if match:
             yield number, match.group(1)
             continue
-        for match in INLINE_LINK.finditer(strip_code_spans(line)):
+        prose = strip_code_spans(line)
+        match = CONTINUED_LINK.match(prose)
+        if match:
+            yield number, match.group(1)
+        for match in INLINE_LINK.finditer(prose):
             yield number, match.group(1)
 
 
@@ -194,11 +202,14 @@ def self_test():
     """A clean small repository passes; each of three breakages fails, and
     is reported by the line it is on."""
     readme = ("# R\n\n* [`src/a.h`](src/a.h) and `src/b.cc`, `b.cc` and `src/`\n"
-              "* [the page](docs/x.md#a-heading); `build/retryd` and `/etc/r.textproto`\n")
+              "* [the page](docs/x.md#a-heading); `build/retryd` and `/etc/r.textproto`\n"
+              "* [a link across\n  two lines](#r) and [another](#r)\n")
     breakages = {
         "a missing path": ("`src/b.cc`", "`src/gone.cc`", "README.md:3: `src/gone.cc`"),
         "a missing bare file name": ("`b.cc`", "`c.cc`", "README.md:3: `c.cc`"),
         "a broken anchor": ("#a-heading", "#no-heading", "README.md:4: docs/x.md#no-heading"),
+        "a broken anchor of a link across two lines": ("two lines](#r)", "two lines](#q)",
+                                                       "README.md:6: #q"),
     }
     failures = []
     for name, breakage in [("clean", None)] + list(breakages.items()):
@@ -212,7 +223,7 @@ def self_test():
                     f.write(text)
             links, paths, problems = check_all(root)
             if breakage is None:
-                ok = not problems and links == 2 and paths == 4
+                ok = not problems and links == 4 and paths == 4
             else:
                 ok = len(problems) == 1 and problems[0].startswith(breakage[2])
             if not ok:
