@@ -48,7 +48,7 @@
 #   BUILD_DIR             build directory (default: build-bench)
 #   RETRYD_TEST_KAFKA     with --kafka: the cluster to use instead of starting
 #                         one (RETRYD_TEST_KAFKA_PROPERTIES as for the tests,
-#                         docs/testing.md)
+#                         docs/kafka.md)
 #
 # A bench listed but not (yet) declared in bench/CMakeLists.txt is skipped
 # with a message; one that fails is reported and the others still run; the

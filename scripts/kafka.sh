@@ -37,7 +37,7 @@
 # auto-creation (tests create their topics), sessions down to 1 s allowed; one
 # node has replication factor 1; three or more have RF 3,
 # min.insync.replicas=2 and unclean.leader.election.enable=false. Why these
-# versions: docs/testing.md, "The version tested, and why".
+# versions: docs/kafka.md, "The version tested, and why".
 #
 # Needs Java 17 and Maven; as root it installs Debian's openjdk-17-jre-headless
 # and maven when they are missing.

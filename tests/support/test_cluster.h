@@ -9,7 +9,7 @@
 // =FILE adds client properties (key=value lines, '#' comments), e.g. for
 // SASL or SSL. Otherwise (unset, or "mock") it is the mock cluster, started on
 // first use. ctest runs the binaries of the `kafka` label so
-// (tests/kafka/CMakeLists.txt); docs/testing.md says which.
+// (tests/kafka/CMakeLists.txt); docs/test-table.md says which.
 //
 // On a real cluster every topic made here is named uniquely for the process
 // (a cluster may be shared by runs) and deleted, with the groups of
