@@ -27,7 +27,7 @@
 #include "server/common/grpc_code_names.h"
 #include "server/common/listen_address.h"
 #include "server/common/read_file.h"
-#include "server/kafka/properties.h"
+#include "server/common/secret_properties.h"
 
 namespace retryd {
 namespace {
@@ -590,7 +590,7 @@ class Validator {
                                                    kafka.properties().end());
     for (const auto& [key, value] : plain) {
       if (!CheckPropertyName(node, kafka, "properties", key, properties)) continue;
-      if (kafka::IsSecretProperty(key)) {
+      if (IsSecretProperty(key)) {
         // The value is left out of the message: it is the secret.
         errors_.Add(MapEntryLine(node, kafka, "properties", key),
                     absl::StrCat(node.Path("properties"), "[", Quote(key), "]"),

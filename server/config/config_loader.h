@@ -11,7 +11,8 @@
 // Secrets named by kafka.properties_from_env / properties_from_file are read
 // here; their values go into EngineOptions::kafka_properties only, never into
 // LoadedConfig::proto or an error message. A secret librdkafka setting (see
-// kafka::IsSecretProperty) written in kafka.properties itself is an error.
+// IsSecretProperty, server/common/secret_properties.h) written in
+// kafka.properties itself is an error.
 //
 // Stateless and thread-compatible; meant to be called from main() at
 // start-up. Reads the environment (getenv), so callers must not modify the

@@ -1,7 +1,6 @@
 #include "server/kafka/properties.h"
 
 #include <algorithm>
-#include <array>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -12,23 +11,6 @@
 
 namespace retryd::kafka {
 namespace {
-
-// librdkafka 2.0.2's rdkafka_conf.c flags sasl.password, sasl.oauthbearer.config,
-// ssl.key.password, ssl.key.pem and ssl.keystore.password as sensitive, and
-// also sasl.username, ssl.key.location and ssl.ca.pem, which hold a name, a
-// path and a public certificate: those three are no secrets and may stay in
-// kafka.properties. sasl.oauthbearer.client.secret is a secret it does not
-// flag. sasl.jaas.config and ssl.truststore.password are the Java client's.
-constexpr std::array<absl::string_view, 8> kSecretProperties = {
-    "sasl.password",
-    "sasl.oauthbearer.client.secret",
-    "sasl.oauthbearer.config",
-    "ssl.key.password",
-    "ssl.key.pem",
-    "ssl.keystore.password",
-    "sasl.jaas.config",
-    "ssl.truststore.password",
-};
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_'; }
 
@@ -71,11 +53,6 @@ std::string VersionString(int version) {
 }
 
 }  // namespace
-
-bool IsSecretProperty(absl::string_view name) {
-  return std::find(kSecretProperties.begin(), kSecretProperties.end(), name) !=
-         kSecretProperties.end();
-}
 
 std::string RedactLogLine(absl::string_view line) {
   // The earliest secret name standing as a whole word; everything after it

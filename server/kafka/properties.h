@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/common/secret_properties.h"
 #include "server/kafka/handle.h"
 
 namespace retryd::kafka {
@@ -25,18 +26,11 @@ struct ConfDeleter {
 };
 using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
 
-// The librdkafka settings whose values are secrets: passwords, private keys
-// and client secrets. The one list retryd keeps; the config loader refuses
-// them in kafka.properties (they come from the environment or files),
-// GetStatus redacts them, and MakeConf's log callback keeps their values out
-// of librdkafka's log lines. It goes beyond librdkafka's own "sensitive"
-// flag, which misses sasl.oauthbearer.client.secret, and includes the Java
-// client's settings operators copy from their Java configs (librdkafka
-// refuses them, but only after the value sat in a config file).
-bool IsSecretProperty(absl::string_view name);
-
-// What GetStatus and error messages show in place of a secret's value.
-inline constexpr absl::string_view kRedacted = "<redacted>";
+// The secret settings' list (IsSecretProperty, kRedacted) lives in
+// server/common/secret_properties.h, where the config loader reads it too;
+// named here as well for kafka/'s callers.
+using ::retryd::IsSecretProperty;
+using ::retryd::kRedacted;
 
 // `line` (one of librdkafka's log lines) with the text that follows a
 // secret property's name cut off and replaced by kRedacted. librdkafka
