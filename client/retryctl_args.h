@@ -59,7 +59,8 @@ enum class Command {
   kOperationCancel,  // operation_id
   kDlqList,          // dlq: filter, limit, all_pages, page_size, max_value_bytes
   kDlqRedrive,       // dlq: filter and the redrive's fields; wait
-  kDlqPurge,         // dlq: purge_all or purge_up_to, delete_records
+  // Keep kDlqPurge last: CommandTableTest counts up to it.
+  kDlqPurge,  // dlq: purge_all or purge_up_to, delete_records
 };
 
 // Whether `command` changes retryd (and so takes --request-id).

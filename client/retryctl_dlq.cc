@@ -1,15 +1,17 @@
-// `retryctl dlq ls | redrive | purge`: the dead-letter tools' calls and
-// their output (declared in retryctl_run.h). `dlq record` is DeadLetterRecord,
-// run as `dlq-record` is (retryctl.cc).
+// `retryctl dlq ls | record | redrive | purge` (`dlq record` also spelled
+// `dlq-record`): the dead-letter tools' calls and their output. DlqCommands
+// lists them for the command table.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/retryctl_command_table.h"
 #include "client/retryctl_format.h"
 #include "client/retryctl_run.h"
 
@@ -36,10 +38,28 @@ v1::DeadLetterFilter ToProto(const DeadLetterFilterArgs& args) {
   return filter;
 }
 
+// The end of `dlq ls`: the table of what it found (none with --json, which
+// printed each record as it came), then `footer`, or the failed call
+// `error`.
+int EndList(const std::vector<v1::DeadLetter>& table, const std::string& footer,
+            const absl::Status& error, const GlobalFlags& flags, const Io& io) {
+  if (!flags.json) {
+    const size_t width = io.terminal_width ? io.terminal_width() : 0;
+    io.out << FormatDeadLetters(table, absl::ToUnixMillis(absl::Now()), width);
+    if (error.ok()) io.out << footer << "\n";
+    io.out.flush();
+  } else if (error.ok()) {
+    io.err << "retryctl: " << footer << "\n";
+  }
+  if (!error.ok()) return RpcFailure(error, flags, io.err);
+  return kExitOk;
+}
+
 // `dlq ls`: pages until `limit` records are shown or the list ends. --json
 // prints each record as it comes, one line each; the table comes at the
 // end. The footer (on stderr with --json) says whether more remain.
-int RunList(RetrydClient& client, const Invocation& invocation, const Io& io) {
+int RunList(RetrydClient& client, const Invocation& invocation, const Io& io,
+            Interrupt* /*interrupt*/) {
   const GlobalFlags& flags = invocation.flags;
   const DlqArgs& dlq = invocation.dlq;
   v1::ListDeadLettersRequest request;
@@ -89,17 +109,7 @@ int RunList(RetrydClient& client, const Invocation& invocation, const Io& io) {
     request.set_page_token(page->next_page_token());
   }
   // What came before an error is shown all the same.
-  const std::string footer = FormatDeadLettersFooter(shown, scanned, topic, more);
-  if (!flags.json) {
-    const size_t width = io.terminal_width ? io.terminal_width() : 0;
-    io.out << FormatDeadLetters(table, absl::ToUnixMillis(absl::Now()), width);
-    if (error.ok()) io.out << footer << "\n";
-    io.out.flush();
-  } else if (error.ok()) {
-    io.err << "retryctl: " << footer << "\n";
-  }
-  if (!error.ok()) return RpcFailure(error, flags, io.err);
-  return kExitOk;
+  return EndList(table, FormatDeadLettersFooter(shown, scanned, topic, more), error, flags, io);
 }
 
 // `dlq redrive`: StartRedrive, then with --wait follows the operation.
@@ -119,7 +129,8 @@ int RunRedrive(RetrydClient& client, const Invocation& invocation, const Io& io,
                        invocation.flags, io, interrupt);
 }
 
-int RunPurge(RetrydClient& client, const Invocation& invocation, const Io& io) {
+int RunPurge(RetrydClient& client, const Invocation& invocation, const Io& io,
+             Interrupt* /*interrupt*/) {
   const DlqArgs& dlq = invocation.dlq;
   v1::PurgeDeadLettersRequest request;
   request.set_request_id(invocation.flags.request_id);
@@ -128,25 +139,33 @@ int RunPurge(RetrydClient& client, const Invocation& invocation, const Io& io) {
     (*request.mutable_up_to())[partition] = offset;
   }
   request.set_delete_records(dlq.delete_records);
-  absl::StatusOr<v1::PurgeDeadLettersResponse> purged = client.PurgeDeadLetters(request);
-  if (!purged.ok()) return RpcFailure(purged.status(), invocation.flags, io.err);
-  return PrintResponse(*purged, FormatPurge(*purged), invocation.flags, io);
+  return PrintResult(client.PurgeDeadLetters(request), FormatPurge, invocation.flags, io);
 }
+
+// `dlq record` (and `dlq-record`): DeadLetterRecord.
+int RunRecord(RetrydClient& client, const Invocation& invocation, const Io& io,
+              Interrupt* /*interrupt*/) {
+  v1::DeadLetterRecordRequest request;
+  request.set_topic(invocation.record_topic);
+  request.set_partition(invocation.record_partition);
+  request.set_offset(invocation.record_offset);
+  request.set_request_id(invocation.flags.request_id);
+  const auto format = [&invocation](const v1::DeadLetterRecordResponse& moved) {
+    return FormatDeadLetterRecord(moved, invocation.record_topic, invocation.record_partition,
+                                  invocation.record_offset);
+  };
+  return PrintResult(client.DeadLetterRecord(request), format, invocation.flags, io);
+}
+
+constexpr CommandEntry kDlqCommands[] = {
+    {Command::kDlqList, "dlq ls", "dlq ls", RunList},
+    {Command::kDlqRecord, "dlq record", "dlq record", RunRecord},
+    {Command::kDlqRedrive, "dlq redrive", "dlq redrive", RunRedrive},
+    {Command::kDlqPurge, "dlq purge", "dlq purge", RunPurge},
+};
 
 }  // namespace
 
-int RunDlq(RetrydClient& client, const Invocation& invocation, const Io& io, Interrupt* interrupt) {
-  switch (invocation.command) {
-    case Command::kDlqList:
-      return RunList(client, invocation, io);
-    case Command::kDlqRedrive:
-      return RunRedrive(client, invocation, io, interrupt);
-    case Command::kDlqPurge:
-      return RunPurge(client, invocation, io);
-    default:
-      break;
-  }
-  return kExitUsage;
-}
+absl::Span<const CommandEntry> DlqCommands() { return kDlqCommands; }
 
 }  // namespace retryd::retryctl
