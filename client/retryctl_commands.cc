@@ -128,7 +128,8 @@ int RunThreadsStart(RetrydClient& client, const Invocation& invocation, const Io
   request.set_count(invocation.count);
   request.set_tier(invocation.tier);
   request.set_request_id(invocation.flags.request_id);
-  return PrintResult(client.StartRetryThreads(request), FormatStartRetryThreads, invocation.flags, io);
+  return PrintResult(client.StartRetryThreads(request), FormatStartRetryThreads, invocation.flags,
+                     io);
 }
 
 int RunThreadsStop(RetrydClient& client, const Invocation& invocation, const Io& io,
@@ -139,7 +140,8 @@ int RunThreadsStop(RetrydClient& client, const Invocation& invocation, const Io&
   request.set_graceful(invocation.graceful);
   request.set_tier(invocation.tier);
   request.set_request_id(invocation.flags.request_id);
-  return PrintResult(client.StopRetryThreads(request), FormatStopRetryThreads, invocation.flags, io);
+  return PrintResult(client.StopRetryThreads(request), FormatStopRetryThreads, invocation.flags,
+                     io);
 }
 
 int RunThreadsSet(RetrydClient& client, const Invocation& invocation, const Io& io,
@@ -149,7 +151,8 @@ int RunThreadsSet(RetrydClient& client, const Invocation& invocation, const Io& 
   request.set_tier(invocation.tier);
   request.set_graceful(invocation.graceful);
   request.set_request_id(invocation.flags.request_id);
-  return PrintResult(client.SetRetryThreadCount(request), FormatSetRetryThreadCount, invocation.flags, io);
+  return PrintResult(client.SetRetryThreadCount(request), FormatSetRetryThreadCount,
+                     invocation.flags, io);
 }
 
 int RunInOrder(RetrydClient& client, const Invocation& invocation, const Io& io,
