@@ -9,7 +9,9 @@ namespace retryd::config_validation {
 
 void ValidateListenAddresses(Checker& checker, v1::Config& config) {
   const Node& root = checker.root();
-  if (config.listen_address().empty()) config.set_listen_address("127.0.0.1:50051");
+  if (config.listen_address().empty()) {
+    config.set_listen_address(DefaultText(root.Field("listen_address")));
+  }
   if (auto problem = ListenAddressProblem(config.listen_address())) {
     checker.Error(root, "listen_address", *problem);
   }

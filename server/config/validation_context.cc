@@ -26,6 +26,10 @@ bool InBounds(const FieldDescriptor* field, uint64_t value) {
   return value >= bounds.min() && value <= bounds.max();
 }
 
+const std::string& DefaultText(const FieldDescriptor* field) {
+  return field->options().GetExtension(v1::default_text);
+}
+
 uint64_t GetUnsigned(const Message& message, const FieldDescriptor* field) {
   const Reflection* reflection = message.GetReflection();
   return field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32

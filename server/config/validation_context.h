@@ -30,6 +30,9 @@ std::string Quote(absl::string_view s);
 // (ConfigBoundsTest checks), and max_ms-like fields at least a max.
 const v1::NumberBounds& BoundsOf(const google::protobuf::FieldDescriptor* field);
 bool InBounds(const google::protobuf::FieldDescriptor* field, uint64_t value);
+// A string field's (default_text) option (config.proto): the value it takes
+// when the file leaves it out or empty.
+const std::string& DefaultText(const google::protobuf::FieldDescriptor* field);
 
 // An unsigned (uint32 or uint64) field by reflection.
 uint64_t GetUnsigned(const google::protobuf::Message& message,

@@ -74,7 +74,7 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
   const retryd::v1::ControlConfig& control = config.control();
   ControlServerOptions options;
   options.listen_address =
-      config.listen_address().empty() ? "127.0.0.1:50051" : config.listen_address();
+      config.listen_address().empty() ? DefaultListenAddress() : config.listen_address();
   options.config = config;
 
   if (!control.auth_token_file().empty() && !control.auth_token_env().empty()) {

@@ -73,6 +73,13 @@ std::string BoundAddress(const std::string& address, int bound_port) {
 
 }  // namespace
 
+const std::string& DefaultListenAddress() {
+  return v1::Config::descriptor()
+      ->FindFieldByName("listen_address")
+      ->options()
+      .GetExtension(v1::default_text);
+}
+
 struct ControlServer::HealthListener {
   // Answers UNIMPLEMENTED for every method but health's (its default
   // reactor). gRPC wants a service before it starts a server, and the

@@ -57,9 +57,13 @@ namespace retryd::control {
 
 class MetricsCollector;  // metrics_collector.h
 
+// retryd.v1.Config.listen_address's default, as config.proto declares it
+// (its (default_text) option).
+const std::string& DefaultListenAddress();
+
 struct ControlServerOptions {
   // `host:port` (port 0 picks a free one; see port()) or `unix:<path>`.
-  std::string listen_address = "127.0.0.1:50051";
+  std::string listen_address = DefaultListenAddress();
   // The bearer token, if any. A secret: never logged.
   std::optional<std::string> auth_token;
   // Whether GetStatus and WatchMetrics need the token too. Needs a token.

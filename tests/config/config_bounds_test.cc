@@ -162,12 +162,18 @@ std::string CommentOf(const std::vector<std::string>& lines, const FieldDescript
   return "";
 }
 
-TEST(ConfigBoundsTest, TheCommentStatesTheSameFigures) {
+// config.proto's lines; none if it cannot be read.
+std::vector<std::string> ConfigProtoLines() {
   std::ifstream in(absl::StrCat(RETRYD_SOURCE_DIR, "/proto/retryd/v1/config.proto"));
-  ASSERT_TRUE(in.good());
+  if (!in.good()) return {};
   std::stringstream text;
   text << in.rdbuf();
-  const std::vector<std::string> lines = absl::StrSplit(text.str(), '\n');
+  return absl::StrSplit(text.str(), '\n');
+}
+
+TEST(ConfigBoundsTest, TheCommentStatesTheSameFigures) {
+  const std::vector<std::string> lines = ConfigProtoLines();
+  ASSERT_FALSE(lines.empty());
   for (const BoundedField& f : BoundedFields()) {
     SCOPED_TRACE(f.Name());
     // One space between words, as a reader sees the wrapped comment.
@@ -182,6 +188,31 @@ TEST(ConfigBoundsTest, TheCommentStatesTheSameFigures) {
       EXPECT_THAT(comment, HasSubstr(absl::StrCat("Default ", f.bounds->default_value())));
     }
   }
+}
+
+// A string field's default is declared once too, in its (default_text)
+// option: a config that leaves the field out takes it, and the comment says
+// it.
+TEST(ConfigBoundsTest, TheLoaderAndTheCommentUseTheDeclaredTextDefault) {
+  const std::vector<std::string> lines = ConfigProtoLines();
+  ASSERT_FALSE(lines.empty());
+  absl::StatusOr<LoadedConfig> loaded =
+      LoadConfigText("group_id: \"g\"\ninput_topics: \"in\"\nprocessor { simulate {} }\n", "t", {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  int checked = 0;
+  const Descriptor* config = v1::Config::descriptor();
+  for (int i = 0; i < config->field_count(); ++i) {
+    const FieldDescriptor* field = config->field(i);
+    if (!field->options().HasExtension(v1::default_text)) continue;
+    SCOPED_TRACE(field->name());
+    const std::string& declared = field->options().GetExtension(v1::default_text);
+    EXPECT_EQ(loaded->proto.GetReflection()->GetString(loaded->proto, field), declared);
+    const std::string comment =
+        std::regex_replace(CommentOf(lines, field), std::regex("\\s+"), " ");
+    EXPECT_THAT(comment, HasSubstr(absl::StrCat("Default \"", declared, "\"")));
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);  // listen_address.
 }
 
 // The config tables of docs/running.md ("Configuration") and
@@ -232,11 +263,14 @@ TEST(ConfigBoundsTest, TheEngineOptionDefaultsAgree) {
   EXPECT_EQ(e.retry.lookahead, defaults.retry.lookahead);
   EXPECT_EQ(e.retry.backoff.initial_ms, defaults.retry.backoff.initial_ms);
   EXPECT_EQ(e.retry.backoff.max_ms, defaults.retry.backoff.max_ms);
+  EXPECT_EQ(e.retry.backoff.multiplier, defaults.retry.backoff.multiplier);
   EXPECT_EQ(e.retry.autoscale.backlog_per_thread, defaults.retry.autoscale.backlog_per_thread);
   EXPECT_EQ(e.retry.autoscale.idle_exit_ms, defaults.retry.autoscale.idle_exit_ms);
   EXPECT_EQ(e.downstream.outage_after, defaults.downstream.outage_after);
   EXPECT_EQ(e.downstream.probe_initial_ms, defaults.downstream.probe_initial_ms);
   EXPECT_EQ(e.downstream.probe_max_ms, defaults.downstream.probe_max_ms);
+  EXPECT_EQ(e.max_held_bytes, defaults.max_held_bytes);
+  EXPECT_EQ(e.liveness_stall_ms, defaults.liveness_stall_ms);
 }
 
 }  // namespace
