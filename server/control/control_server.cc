@@ -23,10 +23,23 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
-#include "server/control/metrics_collector.h"
 #include "server/control/proto_convert.h"
+#include "server/http/metrics_collector.h"
 
 namespace retryd::control {
+
+using http::ConsoleGateway;
+using http::ConsoleOptions;
+using http::HttpListener;
+using http::HttpListenerOptions;
+using http::HttpResponse;
+using http::kConsoleHttpThreads;
+using http::kMetricsContentType;
+using http::MetricsCollector;
+using http::MetricsContext;
+using http::NewConsoleSecret;
+using http::RenderMetrics;
+
 namespace {
 
 bool IsUnix(const std::string& address) { return absl::StartsWith(address, "unix:"); }

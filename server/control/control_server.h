@@ -46,16 +46,18 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "retryd/v1/config.pb.h"
-#include "server/control/console_gateway.h"
 #include "server/control/control_service.h"
-#include "server/control/http_listener.h"
 #include "server/control/tls_options.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
+#include "server/http/console_gateway.h"
+#include "server/http/http_listener.h"
+
+namespace retryd::http {
+class MetricsCollector;  // server/http/metrics_collector.h
+}  // namespace retryd::http
 
 namespace retryd::control {
-
-class MetricsCollector;  // metrics_collector.h
 
 // retryd.v1.Config.listen_address's default, as config.proto declares it
 // (its (default_text) option).
@@ -96,7 +98,7 @@ struct ControlServerOptions {
   std::string metrics_address;
   // Its threads: each open connection (a scraper's keep-alive connection, a
   // stream) holds one; more connections wait.
-  int http_threads = kDefaultHttpThreads;
+  int http_threads = http::kDefaultHttpThreads;
   // The web console and its JSON API on metrics_address (ConsoleGateway),
   // which it needs; read-only when console_read_only. Hosts they answer to
   // beyond the address's and loopback's: allowed_hosts.
@@ -104,7 +106,7 @@ struct ControlServerOptions {
   bool console_read_only = false;
   // With the console on, the listener has at least kConsoleHttpThreads
   // threads, and this many event streams at most.
-  int console_max_event_streams = kDefaultConsoleEventStreams;
+  int console_max_event_streams = http::kDefaultConsoleEventStreams;
   std::vector<std::string> allowed_hosts;
 };
 
@@ -184,9 +186,9 @@ class ControlServer {
   std::unique_ptr<engine::MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<HttpListener> http_ ABSL_GUARDED_BY(mu_);       // Null without metrics_address.
-  std::unique_ptr<ConsoleGateway> console_ ABSL_GUARDED_BY(mu_);  // Null without console.
+  std::unique_ptr<http::MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<http::HttpListener> http_ ABSL_GUARDED_BY(mu_);  // Null without metrics_address.
+  std::unique_ptr<http::ConsoleGateway> console_ ABSL_GUARDED_BY(mu_);  // Null without console.
   // The health-only listener; null without one.
   struct HealthListener;
   std::string health_address_ ABSL_GUARDED_BY(mu_);

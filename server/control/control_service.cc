@@ -19,12 +19,12 @@
 #include "absl/time/clock.h"
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
-#include "server/control/console_gateway.h"
 #include "server/control/instance.h"
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
 #include "server/control/status.h"
 #include "server/engine/retry_tiers.h"
+#include "server/http/console_gateway.h"
 
 namespace retryd::control {
 namespace {
@@ -164,8 +164,8 @@ absl::Status ControlService::Authorize(const grpc::CallbackServerContext& contex
 }
 
 std::string ControlService::CallerPeer(const grpc::CallbackServerContext& context) const {
-  if (const std::optional<ConsoleCaller> console =
-          ForwardedByConsole(context.client_metadata(), options_.console_secret)) {
+  if (const std::optional<http::ConsoleCaller> console =
+          http::ForwardedByConsole(context.client_metadata(), options_.console_secret)) {
     return absl::StrCat("console ", console->peer);
   }
   return context.peer();
@@ -177,8 +177,8 @@ std::string ControlService::CallerPeer(const grpc::CallbackServerContext& contex
 // the token).
 std::string ControlService::AuditCaller(const grpc::CallbackServerContext& context) const {
   std::string out = absl::StrCat("peer ", CallerPeer(context));
-  const std::optional<ConsoleCaller> console =
-      ForwardedByConsole(context.client_metadata(), options_.console_secret);
+  const std::optional<http::ConsoleCaller> console =
+      http::ForwardedByConsole(context.client_metadata(), options_.console_secret);
   if (console.has_value()) {
     if (!console->subject.empty()) absl::StrAppend(&out, ", subject ", console->subject);
   } else if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context()) {

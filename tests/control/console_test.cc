@@ -17,9 +17,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/console/console_assets.h"
-#include "server/control/console_gateway.h"
 #include "server/control/control_server.h"
+#include "server/http/console/console_assets.h"
+#include "server/http/console_gateway.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/missing_tool.h"
 #include "tests/support/temp_dir.h"
@@ -27,6 +27,16 @@
 
 namespace retryd::control {
 namespace {
+
+using http::ConsoleCaller;
+using http::ConsoleGateway;
+using http::ConsoleOptions;
+using http::ForwardedByConsole;
+using http::HostAllowed;
+using http::HttpStatusOf;
+using http::kConsolePeerMetadata;
+using http::kConsoleSecretMetadata;
+using http::NewConsoleSecret;
 
 using ::retryd::testing::Channel;
 using ::retryd::testing::Client;

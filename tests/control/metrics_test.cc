@@ -32,10 +32,10 @@
 #include "gtest/gtest.h"
 #include "server/control/control_config.h"
 #include "server/control/control_server.h"
-#include "server/control/metrics_collector.h"
 #include "server/engine/metrics_sampler.h"
 #include "server/engine/stats/counters.h"
 #include "server/engine/stats/latency_histogram.h"
+#include "server/http/metrics_collector.h"
 #include "tests/control/control_test_util.h"
 #include "tests/support/missing_tool.h"
 #include "tests/support/retryd_process.h"
@@ -45,6 +45,13 @@
 
 namespace retryd::control {
 namespace {
+
+using http::kMetricsContentType;
+using http::LatencyBucketBounds;
+using http::MetricFamilies;
+using http::MetricsCollector;
+using http::MetricsContext;
+using http::RenderMetrics;
 
 using ::prometheus::MetricFamily;
 using ::prometheus::MetricType;

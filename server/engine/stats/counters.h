@@ -10,7 +10,7 @@
 // `display` options say how retryctl shows it), plus the line that counts
 // it. Nothing else names counters one by one: the Prometheus families
 // (retryd_thread_<name>_total, retryd_<name>_total) and their help come from
-// this table too (server/control/metrics_collector.cc).
+// this table too (server/http/metrics_collector.cc).
 //
 // Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
 // readers never wait for a worker).

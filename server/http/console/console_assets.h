@@ -1,9 +1,9 @@
-// The web console's files (server/console/assets/), compiled into the
+// The web console's files (server/http/console/assets/), compiled into the
 // binary by embed_assets.cmake.
 //
 // Thread-safe: constant data.
-#ifndef RETRYD_SERVER_CONSOLE_CONSOLE_ASSETS_H_
-#define RETRYD_SERVER_CONSOLE_CONSOLE_ASSETS_H_
+#ifndef RETRYD_SERVER_HTTP_CONSOLE_CONSOLE_ASSETS_H_
+#define RETRYD_SERVER_HTTP_CONSOLE_CONSOLE_ASSETS_H_
 
 #include <string_view>
 
@@ -26,4 +26,4 @@ extern const int kAssetCount;
 
 }  // namespace retryd
 
-#endif  // RETRYD_SERVER_CONSOLE_CONSOLE_ASSETS_H_
+#endif  // RETRYD_SERVER_HTTP_CONSOLE_CONSOLE_ASSETS_H_

@@ -16,7 +16,7 @@
 //   GET  /api/v1/operations       ListOperations
 //   GET  /api/v1/events           WatchMetrics as Server-Sent Events
 //   POST /api/v1/rpc/<Method>     any unary method of retryd.v1.Control
-//   GET  /console/...             the page (server/console/assets/)
+//   GET  /console/...             the page (server/http/console/assets/)
 //
 // JSON is protobuf's JSON mapping of the messages of control.proto. An
 // error is {"error": {code, status, message, reason}} with the HTTP status
@@ -24,8 +24,8 @@
 //
 // Thread-safety: Register() before the listener starts; SetChannel() and
 // Close() from the owner; the handlers from the listener's threads.
-#ifndef RETRYD_SERVER_CONTROL_CONSOLE_GATEWAY_H_
-#define RETRYD_SERVER_CONTROL_CONSOLE_GATEWAY_H_
+#ifndef RETRYD_SERVER_HTTP_CONSOLE_GATEWAY_H_
+#define RETRYD_SERVER_HTTP_CONSOLE_GATEWAY_H_
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -40,9 +40,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "server/control/http_listener.h"
+#include "server/http/http_listener.h"
 
-namespace retryd::control {
+namespace retryd::http {
 
 // With the console on, the HTTP listener serves connections on this many
 // threads (each open event stream, or a browser's idle keep-alive
@@ -135,6 +135,6 @@ class ConsoleGateway {
   absl::flat_hash_set<grpc::ClientContext*> streams_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace retryd::control
+}  // namespace retryd::http
 
-#endif  // RETRYD_SERVER_CONTROL_CONSOLE_GATEWAY_H_
+#endif  // RETRYD_SERVER_HTTP_CONSOLE_GATEWAY_H_

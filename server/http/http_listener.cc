@@ -1,4 +1,4 @@
-#include "server/control/http_listener.h"
+#include "server/http/http_listener.h"
 
 #include <httplib.h>
 #include <openssl/err.h>
@@ -17,7 +17,7 @@
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
 
-namespace retryd::control {
+namespace retryd::http {
 namespace {
 
 // A request's headers and body must arrive, and a response leave, within
@@ -66,7 +66,7 @@ bool EachCertificate(const std::string& pem, const char* what, std::string& erro
 
 // Sets up `ctx` from `tls` as the gRPC listener would: TLS 1.2 or later,
 // the whole chain, and with a client CA, a certificate from every client.
-bool SetUpTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
+bool SetUpTls(SSL_CTX& ctx, const control::TlsOptions& tls, std::string& error) {
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
   bool leaf = true;
   if (!EachCertificate(tls.cert_chain_pem, "control.tls_cert_file", error, [&](X509* cert) {
@@ -157,7 +157,7 @@ HttpListener::HttpListener() = default;
 
 HttpListener::~HttpListener() { Stop(); }
 
-void HttpListener::Route(std::string path, Access access, Handler handler) {
+void HttpListener::Route(std::string path, control::Access access, Handler handler) {
   RouteOptions options;
   options.access = access;
   Route(std::move(path), options,
@@ -336,4 +336,4 @@ void HttpListener::Stop() {
   port_.store(0);
 }
 
-}  // namespace retryd::control
+}  // namespace retryd::http

@@ -1,4 +1,4 @@
-#include "server/console/console_assets.h"
+#include "server/http/console/console_assets.h"
 
 namespace retryd {
 

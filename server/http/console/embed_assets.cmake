@@ -35,10 +35,10 @@ foreach(name ${files})
   string(APPEND table "    {\"${name}\", \"${type}\", std::string_view(reinterpret_cast<const char*>(kAsset${index}), ${size})},\n")
   math(EXPR index "${index} + 1")
 endforeach()
-file(WRITE ${OUT}.tmp "// Written by server/console/embed_assets.cmake: do not edit.
+file(WRITE ${OUT}.tmp "// Written by server/http/console/embed_assets.cmake: do not edit.
 #include <string_view>
 
-#include \"server/console/console_assets.h\"
+#include \"server/http/console/console_assets.h\"
 
 namespace retryd::console_assets {
 namespace {

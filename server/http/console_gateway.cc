@@ -1,4 +1,4 @@
-#include "server/control/console_gateway.h"
+#include "server/http/console_gateway.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/dynamic_message.h>
@@ -21,10 +21,10 @@
 #include "retryd/v1/control.grpc.pb.h"
 #include "server/common/grpc_code_names.h"
 #include "server/common/logging.h"
-#include "server/console/console_assets.h"
 #include "server/control/auth.h"
+#include "server/http/console/console_assets.h"
 
-namespace retryd::control {
+namespace retryd::http {
 namespace {
 
 constexpr char kJson[] = "application/json";
@@ -145,7 +145,7 @@ std::optional<ConsoleCaller> ForwardedByConsole(
     return std::string(it->second.data(), it->second.size());
   };
   const std::optional<std::string> presented = value(kConsoleSecretMetadata);
-  if (!presented.has_value() || !BearerTokenAuth::ConstantTimeEquals(*presented, secret)) {
+  if (!presented.has_value() || !control::BearerTokenAuth::ConstantTimeEquals(*presented, secret)) {
     return std::nullopt;
   }
   return ConsoleCaller{value(kConsolePeerMetadata).value_or(""),
@@ -413,4 +413,4 @@ HttpResponse ConsoleGateway::Events(const HttpRequest& request) {
   return response;
 }
 
-}  // namespace retryd::control
+}  // namespace retryd::http

@@ -1,4 +1,4 @@
-#include "server/control/metrics_collector.h"
+#include "server/http/metrics_collector.h"
 
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_type.h>
@@ -18,7 +18,7 @@
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
 
-namespace retryd::control {
+namespace retryd::http {
 namespace {
 
 using prometheus::ClientMetric;
@@ -247,4 +247,4 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   return MetricFamilies(*sample, context_());
 }
 
-}  // namespace retryd::control
+}  // namespace retryd::http

@@ -26,8 +26,8 @@
 // Thread-safety: Route() before Start() only; Start() and Stop() from the
 // owner; port() from any thread. Handlers run on the pool's
 // threads, several at once.
-#ifndef RETRYD_SERVER_CONTROL_HTTP_LISTENER_H_
-#define RETRYD_SERVER_CONTROL_HTTP_LISTENER_H_
+#ifndef RETRYD_SERVER_HTTP_HTTP_LISTENER_H_
+#define RETRYD_SERVER_HTTP_HTTP_LISTENER_H_
 
 #include <atomic>
 #include <functional>
@@ -49,7 +49,7 @@ namespace httplib {
 class Server;
 }  // namespace httplib
 
-namespace retryd::control {
+namespace retryd::http {
 
 // Threads serving connections: each open connection holds one.
 inline constexpr int kDefaultHttpThreads = 8;
@@ -60,8 +60,8 @@ struct HttpListenerOptions {
   // `host:port` (an IPv6 host in brackets); port 0 picks a free one.
   std::string address;
   // HTTPS when set (mutual TLS with client_ca_pem), else plain HTTP.
-  std::optional<TlsOptions> tls;
-  BearerTokenAuth auth;
+  std::optional<control::TlsOptions> tls;
+  control::BearerTokenAuth auth;
   int threads = kDefaultHttpThreads;  // >= 1.
   // Hosts a check_host route answers to besides the address's host and the
   // loopback names (HostAllowed).
@@ -92,7 +92,7 @@ struct HttpResponse {
 };
 
 struct RouteOptions {
-  Access access = Access::kReadOnly;
+  control::Access access = control::Access::kReadOnly;
   // Whether the bearer-token rule applies (false: anyone the TLS handshake
   // admits, for pages that carry no data).
   bool authenticate = true;
@@ -120,7 +120,7 @@ class HttpListener {
 
   // Serves GET `path` (exact match) with `handler`, for callers `access`
   // admits. Before Start().
-  void Route(std::string path, Access access, Handler handler);
+  void Route(std::string path, control::Access access, Handler handler);
   // Serves `path` (or, with options.prefix, every path under it) with
   // `handler`. Before Start().
   void Route(std::string path, RouteOptions options, RequestHandler handler);
@@ -159,6 +159,6 @@ class HttpListener {
   std::atomic<int> port_{0};
 };
 
-}  // namespace retryd::control
+}  // namespace retryd::http
 
-#endif  // RETRYD_SERVER_CONTROL_HTTP_LISTENER_H_
+#endif  // RETRYD_SERVER_HTTP_HTTP_LISTENER_H_

@@ -24,8 +24,8 @@
 // Thread-safety: MetricFamilies() and kMetricsContentType are pure;
 // MetricsCollector is thread-safe (Collect() takes a sample, MetricsSampler
 // serialising it).
-#ifndef RETRYD_SERVER_CONTROL_METRICS_COLLECTOR_H_
-#define RETRYD_SERVER_CONTROL_METRICS_COLLECTOR_H_
+#ifndef RETRYD_SERVER_HTTP_METRICS_COLLECTOR_H_
+#define RETRYD_SERVER_HTTP_METRICS_COLLECTOR_H_
 
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
@@ -37,7 +37,7 @@
 
 #include "server/engine/metrics_sampler.h"
 
-namespace retryd::control {
+namespace retryd::http {
 
 // The Content-Type of the text exposition format.
 inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
@@ -75,6 +75,6 @@ class MetricsCollector : public prometheus::Collectable {
   const std::function<MetricsContext()> context_;
 };
 
-}  // namespace retryd::control
+}  // namespace retryd::http
 
-#endif  // RETRYD_SERVER_CONTROL_METRICS_COLLECTOR_H_
+#endif  // RETRYD_SERVER_HTTP_METRICS_COLLECTOR_H_
