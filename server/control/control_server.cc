@@ -11,12 +11,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -258,169 +261,235 @@ void WarnIfExposed(const ControlServerOptions& options) {
   }
 }
 
+// What the HTTP wing serves on options.metrics_address: /metrics and, with
+// options.console, the console. All null without metrics_address.
+struct HttpWing {
+  std::unique_ptr<MetricsCollector> collector;
+  std::unique_ptr<HttpListener> http;
+  std::unique_ptr<ConsoleGateway> console;
+};
+
+std::unique_ptr<ConsoleGateway> NewConsole(const ControlServerOptions& options,
+                                           const BearerTokenAuth& auth) {
+  ConsoleOptions console_options;
+  console_options.read_only = options.console_read_only;
+  console_options.token_for_actions = auth.enabled();
+  console_options.token_for_reads = auth.enabled() && options.read_only_requires_token;
+  console_options.secret = NewConsoleSecret();
+  console_options.max_event_streams = options.console_max_event_streams;
+  return std::make_unique<ConsoleGateway>(std::move(console_options));
+}
+
+HttpListenerOptions HttpOptions(const ControlServerOptions& options, const BearerTokenAuth& auth) {
+  HttpListenerOptions http_options;
+  http_options.address = options.metrics_address;
+  http_options.tls = options.tls;
+  http_options.auth = auth;
+  http_options.threads = options.http_threads;
+  if (options.console) {
+    http_options.threads = std::max(
+        http_options.threads, std::max(kConsoleHttpThreads, options.console_max_event_streams + 8));
+  }
+  http_options.allowed_hosts = options.allowed_hosts;
+  return http_options;
+}
+
+// Builds the HTTP wing and starts its listener; an error (naming
+// metrics_address) leaves nothing running.
+absl::StatusOr<HttpWing> StartHttpWing(const ControlServerOptions& options,
+                                       const BearerTokenAuth& auth, engine::MetricsSampler& sampler,
+                                       std::function<MetricsContext()> context) {
+  HttpWing wing;
+  if (options.metrics_address.empty()) return wing;
+  wing.collector = std::make_unique<MetricsCollector>(sampler, std::move(context));
+  wing.http = std::make_unique<HttpListener>();
+  wing.http->Route("/metrics", Access::kReadOnly, [collector = wing.collector.get()] {
+    HttpResponse response;
+    response.content_type = kMetricsContentType;
+    response.body = RenderMetrics(collector->Collect());
+    return response;
+  });
+  if (options.console) {
+    wing.console = NewConsole(options, auth);
+    wing.console->Register(*wing.http);
+  }
+  if (absl::Status s = wing.http->Start(HttpOptions(options, auth)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("metrics_address: ", s.message()));
+  }
+  return wing;
+}
+
+// Builds and starts the control API's server for `service`; UNAVAILABLE,
+// with nothing left running, if it cannot listen.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartControlApi(const ControlServerOptions& options,
+                                                              ControlService& service,
+                                                              int* bound_port) {
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which would let a second retryd
+  // share the port silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen_address, Credentials(options.tls), bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || (!IsUnix(options.listen_address) && *bound_port == 0)) {
+    if (server != nullptr) server->Shutdown();
+    return absl::UnavailableError(absl::StrCat(
+        "control API: cannot listen on ", options.listen_address, ": ",
+        BindFailureReason(options.listen_address),
+        options.tls.has_value() ? "; or the TLS certificate or key was rejected" : ""));
+  }
+  return server;
+}
+
+// NOT_SERVING until the first probe answers; liveness needs no probe.
+void ReportInitialHealth(engine::Engine& engine,
+                         const std::vector<grpc::HealthCheckServiceInterface*>& health) {
+  const bool live = engine.Liveness().ok();
+  for (grpc::HealthCheckServiceInterface* h : health) {
+    h->SetServingStatus("", false);
+    h->SetServingStatus(v1::Control::service_full_name(), false);
+    h->SetServingStatus(kLivenessHealthService, live);
+    h->SetServingStatus(kReadinessHealthService, false);
+    h->SetServingStatus(kDownstreamHealthService, !engine.downstream().down);
+  }
+}
+
+void LogHttpWing(const ControlServerOptions& options, const HttpWing& wing) {
+  if (wing.http == nullptr) return;
+  LogInfo("metrics: serving http", options.tls.has_value() ? "s" : "", "://",
+          options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
+          wing.http->port(), "/metrics");
+  if (wing.console != nullptr) {
+    LogInfo("console: serving http", options.tls.has_value() ? "s" : "", "://",
+            options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
+            wing.http->port(), "/console/", options.console_read_only ? " (read-only)" : "");
+  }
+}
+
+// The families' context for MetricsCollector, read at each scrape.
+std::function<MetricsContext()> MetricsContextOf(engine::Engine& engine,
+                                                 const std::atomic<bool>& kafka_reachable) {
+  return [&engine, &kafka_reachable, max_held_bytes = engine.options().max_held_bytes] {
+    MetricsContext context{RETRYD_VERSION, max_held_bytes, kafka_reachable.load(), {}};
+    for (const engine::RetryTier& tier : engine.options().retry.tiers) {
+      context.tier_topics.push_back(tier.topic);
+    }
+    return context;
+  };
+}
+
 }  // namespace
 
+// Fields in start order, so that they are destroyed in reverse.
+struct ControlServer::Started {
+  std::unique_ptr<engine::MetricsSampler> sampler;
+  HttpWing wing;
+  std::unique_ptr<ControlService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;                                     // The control API's bound port.
+  std::unique_ptr<HealthListener> health_listener;  // Null without one.
+  int health_port = 0;
+};
+
+// Starts the pieces in order, each with a guard that stops it should a
+// later one fail (the guards run in reverse order); once all run, the
+// guards are dropped and Publish() hands the pieces on to Stop().
 absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
-
   // Reflection describes grpc.health.v1.Health from the compiled-in
   // descriptor; touching it keeps the linker from dropping that file.
   grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  auto sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
-  sampler->Start();
+  Started started;
+  started.sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
+  started.sampler->Start();
+  absl::Cleanup stop_sampler = [&started] { started.sampler->Stop(); };
   const BearerTokenAuth auth =
       options.auth_token.has_value()
           ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
           : BearerTokenAuth();
-
   // The HTTP listener first: gRPC's server is the harder one to take back.
-  std::unique_ptr<MetricsCollector> collector;
-  std::unique_ptr<HttpListener> http;
-  std::unique_ptr<ConsoleGateway> console;
-  std::string console_secret;
-  if (!options.metrics_address.empty()) {
-    collector = std::make_unique<MetricsCollector>(
-        *sampler, [this, max_held_bytes = engine_.options().max_held_bytes] {
-          MetricsContext context{RETRYD_VERSION, max_held_bytes, kafka_reachable_.load(), {}};
-          for (const engine::RetryTier& tier : engine_.options().retry.tiers) {
-            context.tier_topics.push_back(tier.topic);
-          }
-          return context;
-        });
-    http = std::make_unique<HttpListener>();
-    http->Route("/metrics", Access::kReadOnly, [collector = collector.get()] {
-      HttpResponse response;
-      response.content_type = kMetricsContentType;
-      response.body = RenderMetrics(collector->Collect());
-      return response;
-    });
-    if (options.console) {
-      ConsoleOptions console_options;
-      console_options.read_only = options.console_read_only;
-      console_options.token_for_actions = auth.enabled();
-      console_options.token_for_reads = auth.enabled() && options.read_only_requires_token;
-      console_options.secret = NewConsoleSecret();
-      console_options.max_event_streams = options.console_max_event_streams;
-      console = std::make_unique<ConsoleGateway>(std::move(console_options));
-      console->Register(*http);
-      console_secret = console->secret();
-    }
-    HttpListenerOptions http_options;
-    http_options.address = options.metrics_address;
-    http_options.tls = options.tls;
-    http_options.auth = auth;
-    http_options.threads = options.http_threads;
-    if (options.console) {
-      http_options.threads =
-          std::max(http_options.threads,
-                   std::max(kConsoleHttpThreads, options.console_max_event_streams + 8));
-    }
-    http_options.allowed_hosts = options.allowed_hosts;
-    if (absl::Status s = http->Start(std::move(http_options)); !s.ok()) {
-      sampler->Stop();
-      return absl::Status(s.code(), absl::StrCat("metrics_address: ", s.message()));
-    }
-  }
+  absl::StatusOr<HttpWing> wing =
+      StartHttpWing(options, auth, *started.sampler, MetricsContextOf(engine_, kafka_reachable_));
+  if (!wing.ok()) return wing.status();
+  started.wing = std::move(*wing);
+  absl::Cleanup stop_http = [&started] {
+    if (started.wing.http != nullptr) started.wing.http->Stop();
+  };
 
   ControlServiceOptions service_options;
   service_options.config = WithoutSecrets(std::move(options.config));
   service_options.default_operation_timeout = options.default_operation_timeout;
   service_options.max_watchers = options.max_watchers;
-  service_options.console_secret = console_secret;
-  auto service = std::make_unique<ControlService>(
-      engine_, *sampler, auth, [this] { return kafka_reachable_.load(); },
+  if (started.wing.console != nullptr)
+    service_options.console_secret = started.wing.console->secret();
+  started.service = std::make_unique<ControlService>(
+      engine_, *started.sampler, auth, [this] { return kafka_reachable_.load(); },
       std::move(service_options));
+  absl::Cleanup stop_service = [&started] { started.service->Shutdown(); };
 
-  grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default, which would let a second retryd
-  // share the port silently instead of failing.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int bound_port = 0;
-  builder.AddListeningPort(options.listen_address, Credentials(options.tls), &bound_port);
-  builder.RegisterService(service.get());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  const bool unix_socket = IsUnix(options.listen_address);
-  if (server == nullptr || (!unix_socket && bound_port == 0)) {
-    if (server != nullptr) server->Shutdown();
-    service->Shutdown();
-    if (http != nullptr) http->Stop();
-    sampler->Stop();
-    return absl::UnavailableError(absl::StrCat(
-        "control API: cannot listen on ", options.listen_address, ": ",
-        BindFailureReason(options.listen_address),
-        options.tls.has_value() ? "; or the TLS certificate or key was rejected" : ""));
-  }
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartControlApi(options, *started.service, &started.port);
+  if (!server.ok()) return server.status();
+  started.server = std::move(*server);
+  absl::Cleanup stop_server = [&started] { started.server->Shutdown(); };
 
-  std::unique_ptr<HealthListener> health_listener;
-  int health_bound_port = 0;
   if (!options.health_listen_address.empty()) {
-    health_listener = std::make_unique<HealthListener>();
-    if (absl::Status s = StartHealthListener(options.health_listen_address, &health_bound_port,
-                                             health_listener->unknown, health_listener->server);
+    started.health_listener = std::make_unique<HealthListener>();
+    if (absl::Status s =
+            StartHealthListener(options.health_listen_address, &started.health_port,
+                                started.health_listener->unknown, started.health_listener->server);
         !s.ok()) {
-      server->Shutdown();
-      service->Shutdown();
-      if (http != nullptr) http->Stop();
-      sampler->Stop();
       return s;
     }
   }
+  std::move(stop_server).Cancel();
+  std::move(stop_service).Cancel();
+  std::move(stop_http).Cancel();
+  std::move(stop_sampler).Cancel();
+  Publish(options, std::move(started));
+  return absl::OkStatus();
+}
 
-  std::vector<grpc::HealthCheckServiceInterface*> health = {server->GetHealthCheckService()};
-  if (health_listener != nullptr) {
-    health.push_back(health_listener->server->GetHealthCheckService());
+void ControlServer::Publish(const ControlServerOptions& options, Started started) {
+  std::vector<grpc::HealthCheckServiceInterface*> health = {
+      started.server->GetHealthCheckService()};
+  if (started.health_listener != nullptr) {
+    health.push_back(started.health_listener->server->GetHealthCheckService());
   }
-  // NOT_SERVING until the first probe answers; liveness needs no probe.
-  const bool live = engine_.Liveness().ok();
-  for (grpc::HealthCheckServiceInterface* h : health) {
-    h->SetServingStatus("", false);
-    h->SetServingStatus(v1::Control::service_full_name(), false);
-    h->SetServingStatus(kLivenessHealthService, live);
-    h->SetServingStatus(kReadinessHealthService, false);
-    h->SetServingStatus(kDownstreamHealthService, !engine_.downstream().down);
-  }
-
+  ReportInitialHealth(engine_, health);
   // The console calls the service through the server itself, in process.
-  if (console != nullptr) console->SetChannel(server->InProcessChannel(grpc::ChannelArguments()));
-  WarnIfExposed(options);
-  if (http != nullptr) {
-    LogInfo("metrics: serving http", options.tls.has_value() ? "s" : "", "://",
-            options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
-            http->port(), "/metrics");
-    if (console != nullptr) {
-      LogInfo("console: serving http", options.tls.has_value() ? "s" : "", "://",
-              options.metrics_address.substr(0, options.metrics_address.rfind(':')), ":",
-              http->port(), "/console/", options.console_read_only ? " (read-only)" : "");
-    }
+  if (started.wing.console != nullptr) {
+    started.wing.console->SetChannel(started.server->InProcessChannel(grpc::ChannelArguments()));
   }
+  WarnIfExposed(options);
+  LogHttpWing(options, started.wing);
   absl::MutexLock lock(&mu_);
-  address_ = BoundAddress(options.listen_address, bound_port);
-  port_.store(unix_socket ? 0 : bound_port);
-  if (health_listener != nullptr) {
-    health_address_ = BoundAddress(options.health_listen_address, health_bound_port);
-    health_port_.store(IsUnix(options.health_listen_address) ? 0 : health_bound_port);
+  address_ = BoundAddress(options.listen_address, started.port);
+  port_.store(IsUnix(options.listen_address) ? 0 : started.port);
+  if (started.health_listener != nullptr) {
+    health_address_ = BoundAddress(options.health_listen_address, started.health_port);
+    health_port_.store(IsUnix(options.health_listen_address) ? 0 : started.health_port);
     LogInfo("control: health alone (plaintext) on ", health_address_);
   }
   prober_ = std::thread([this, health = std::move(health), interval = options.probe_interval,
                          timeout = options.probe_timeout]() mutable {
     ProbeLoop(std::move(health), interval, timeout);
   });
-  metrics_port_.store(http != nullptr ? http->port() : 0);
-  sampler_ = std::move(sampler);
+  metrics_port_.store(started.wing.http != nullptr ? started.wing.http->port() : 0);
+  sampler_ = std::move(started.sampler);
   // Redrives a stopped or killed retryd left unfinished go on, in the
   // background, now that their operations can be watched and cancelled.
-  service->ResumeRedrives();
-  service_ = std::move(service);
-  server_ = std::move(server);
-  collector_ = std::move(collector);
-  http_ = std::move(http);
-  console_ = std::move(console);
-  health_listener_ = std::move(health_listener);
+  started.service->ResumeRedrives();
+  service_ = std::move(started.service);
+  server_ = std::move(started.server);
+  collector_ = std::move(started.wing.collector);
+  http_ = std::move(started.wing.http);
+  console_ = std::move(started.wing.console);
+  health_listener_ = std::move(started.health_listener);
   phase_ = Phase::kRunning;
-  return absl::OkStatus();
 }
 
 void ControlServer::Stop(absl::Duration grace) {

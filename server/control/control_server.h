@@ -164,10 +164,17 @@ class ControlServer {
   bool kafka_reachable() const { return kafka_reachable_.load(); }
 
  private:
-  // The prober thread: probes, then reports through `health` on change.
+  // What StartUnlocked() started, in start order (control_server.cc).
+  struct Started;
   // Start() after it claimed the kStarting phase: validates, binds and
-  // starts without holding mu_, and publishes the result under it.
+  // starts without holding mu_ (on error stopping what it started), then
+  // Publish()es.
   absl::Status StartUnlocked(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets the health statuses, hands the console its channel, logs where
+  // each listener serves, starts the prober and keeps `started` under mu_
+  // for Stop().
+  void Publish(const ControlServerOptions& options, Started started) ABSL_LOCKS_EXCLUDED(mu_);
+  // The prober thread: probes, then reports through `health` on change.
   // `health`: the health service of each listener, all told the same.
   void ProbeLoop(std::vector<grpc::HealthCheckServiceInterface*> health, absl::Duration interval,
                  absl::Duration timeout);
