@@ -14,7 +14,7 @@ The limits (see docs/architecture.md, "Size limits and include cycles"):
   cycle     an include cycle among the project's own files: units A and B
             such that A includes B and B, directly or through others,
             includes A. A unit is a header and the source of the same name
-            beside it (server/engine/worker.h and worker.cc), or a file that
+            beside it (server/engine/worker/worker.h and worker.cc), or a file that
             has no such partner; an edge is an `#include "server/..."` or
             `#include "client/..."` line of any file of the unit naming a file
             of another unit. So a.h -> b.h -> a.h is a cycle, and so is a.cc

@@ -52,7 +52,7 @@
 #include "absl/time/time.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/byte_charge.h"
+#include "server/engine/held/byte_charge.h"
 #include "server/engine/stats/thread_stats.h"
 
 namespace retryd::engine {

@@ -14,7 +14,7 @@
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/retry_tiers.h"
-#include "server/engine/worker.h"
+#include "server/engine/worker/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"
 

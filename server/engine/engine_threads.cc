@@ -14,7 +14,7 @@
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
-#include "server/engine/worker.h"
+#include "server/engine/worker/worker.h"
 
 namespace retryd::engine {
 

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/in_flight.h"
+#include "server/engine/held/in_flight.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

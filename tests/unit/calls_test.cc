@@ -1,7 +1,7 @@
 // Calls (a worker's processor calls in flight) and RebalanceCheckpoint (the
 // steps of a checkpoint before a rebalance), with no broker: the processor
 // here (HeldCalls) keeps each call's `done` until the test ends it.
-#include "server/engine/calls.h"
+#include "server/engine/worker/calls.h"
 
 #include <map>
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/engine/rebalance_checkpoint.h"
+#include "server/engine/worker/rebalance_checkpoint.h"
 #include "tests/unit/held_calls.h"
 #include "tests/unit/held_record.h"
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/engine/hand_offs.h"
+#include "server/engine/handoff/hand_offs.h"
 #include "server/engine/handoff/retry_headers.h"
 
 namespace retryd::engine {

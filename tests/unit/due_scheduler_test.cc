@@ -1,4 +1,4 @@
-#include "server/engine/due_scheduler.h"
+#include "server/engine/worker/due_scheduler.h"
 
 #include <cstdint>
 #include <optional>

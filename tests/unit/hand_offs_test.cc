@@ -1,7 +1,7 @@
 // The hand-off pieces that need no broker: the records a worker builds for
 // an outcome, and what a delivery report does with a hand-off (complete,
 // send again, drop, fail the thread).
-#include "server/engine/hand_offs.h"
+#include "server/engine/handoff/hand_offs.h"
 
 #include <atomic>
 #include <memory>

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "server/engine/due_scheduler.h"
+#include "server/engine/held/held_record.h"
 
 namespace retryd::engine {
 

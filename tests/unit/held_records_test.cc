@@ -1,7 +1,7 @@
 // HeldRecords, with no broker: every place a worker holds a record seen as
 // one (what ListInFlight shows), and the record an operator dead-letters
 // taken out of wherever it waits.
-#include "server/engine/held_records.h"
+#include "server/engine/worker/held_records.h"
 
 #include <map>
 #include <memory>

@@ -1,6 +1,6 @@
 // InOrderQueue: the records waiting for their partition and the record
 // retried in place, with no broker.
-#include "server/engine/in_order_queue.h"
+#include "server/engine/ordering/in_order_queue.h"
 
 #include <set>
 #include <vector>

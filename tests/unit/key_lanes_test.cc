@@ -1,6 +1,6 @@
 // KeyLanes (one thread's key-order lanes) and KeyParking (the keys parked in
 // the retry topic), with no broker.
-#include "server/engine/key_lanes.h"
+#include "server/engine/ordering/key_lanes.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // Partitions: each assigned partition's state, created at assignment and
 // erased in one place at a revoke; no broker.
-#include "server/engine/partitions.h"
+#include "server/engine/worker/partitions.h"
 
 #include <vector>
 

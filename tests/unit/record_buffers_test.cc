@@ -1,6 +1,6 @@
 // The buffers a worker keeps of records done with: the next record read
 // gets them (the same memory), and what is kept stays bounded.
-#include "server/engine/record_buffers.h"
+#include "server/engine/handoff/record_buffers.h"
 
 #include <string>
 #include <utility>

@@ -5,8 +5,8 @@
 //
 // Thread-safety: the pointers are set once by the Engine before any worker
 // starts; what they point to says how it may be used.
-#ifndef RETRYD_SERVER_ENGINE_WORKER_CONTEXT_H_
-#define RETRYD_SERVER_ENGINE_WORKER_CONTEXT_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_WORKER_CONTEXT_H_
+#define RETRYD_SERVER_ENGINE_WORKER_WORKER_CONTEXT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -59,4 +59,4 @@ struct WorkerContext {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_WORKER_CONTEXT_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_WORKER_CONTEXT_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
-#include "server/engine/worker.h"
+#include "server/engine/worker/worker.h"
 
 namespace retryd::engine {
 namespace {

@@ -29,8 +29,8 @@
 //
 // Thread-safety: Start(), RequestStop() and Join() are for the owner (the
 // Engine); stats() may be read and Post() called from any thread.
-#ifndef RETRYD_SERVER_ENGINE_WORKER_H_
-#define RETRYD_SERVER_ENGINE_WORKER_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_WORKER_H_
+#define RETRYD_SERVER_ENGINE_WORKER_WORKER_H_
 
 #include <atomic>
 #include <deque>
@@ -53,26 +53,26 @@
 #include "server/common/log_throttle.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/backoff.h"
-#include "server/engine/byte_charge.h"
-#include "server/engine/calls.h"
 #include "server/engine/downstream_gate.h"
-#include "server/engine/due_scheduler.h"
-#include "server/engine/hand_offs.h"
 #include "server/engine/handoff/completion_tracker.h"
 #include "server/engine/handoff/done_above.h"
+#include "server/engine/handoff/hand_offs.h"
+#include "server/engine/handoff/record_buffers.h"
 #include "server/engine/handoff/retry_headers.h"
-#include "server/engine/held_records.h"
-#include "server/engine/in_flight.h"
-#include "server/engine/in_order_queue.h"
-#include "server/engine/key_lanes.h"
+#include "server/engine/held/byte_charge.h"
+#include "server/engine/held/in_flight.h"
+#include "server/engine/ordering/in_order_queue.h"
 #include "server/engine/ordering/in_place_retry.h"
+#include "server/engine/ordering/key_lanes.h"
 #include "server/engine/ordering/key_parking.h"
-#include "server/engine/partitions.h"
-#include "server/engine/rebalance_checkpoint.h"
-#include "server/engine/record_buffers.h"
 #include "server/engine/stats/thread_stats.h"
-#include "server/engine/worker_context.h"
+#include "server/engine/worker/backoff.h"
+#include "server/engine/worker/calls.h"
+#include "server/engine/worker/due_scheduler.h"
+#include "server/engine/worker/held_records.h"
+#include "server/engine/worker/partitions.h"
+#include "server/engine/worker/rebalance_checkpoint.h"
+#include "server/engine/worker/worker_context.h"
 #include "server/kafka/consumer.h"
 #include "server/kafka/producer.h"
 #include "server/model/record.h"
@@ -380,4 +380,4 @@ class Worker : public kafka::ConsumerListener {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_WORKER_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_WORKER_H_

@@ -16,8 +16,8 @@
 // does not stay behind as memory).
 //
 // Thread-compatible: the worker that owns it, on its own thread.
-#ifndef RETRYD_SERVER_ENGINE_RECORD_BUFFERS_H_
-#define RETRYD_SERVER_ENGINE_RECORD_BUFFERS_H_
+#ifndef RETRYD_SERVER_ENGINE_HANDOFF_RECORD_BUFFERS_H_
+#define RETRYD_SERVER_ENGINE_HANDOFF_RECORD_BUFFERS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -62,4 +62,4 @@ class RecordBuffers {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_RECORD_BUFFERS_H_
+#endif  // RETRYD_SERVER_ENGINE_HANDOFF_RECORD_BUFFERS_H_

@@ -13,8 +13,8 @@
 // that producer are dropped as their reports come (their records are not
 // complete, so nothing is committed past them), and the worker rewinds to
 // its last commit and moves to a new producer (ProducerSlot).
-#ifndef RETRYD_SERVER_ENGINE_HAND_OFFS_H_
-#define RETRYD_SERVER_ENGINE_HAND_OFFS_H_
+#ifndef RETRYD_SERVER_ENGINE_HANDOFF_HAND_OFFS_H_
+#define RETRYD_SERVER_ENGINE_HANDOFF_HAND_OFFS_H_
 
 #include <array>
 #include <atomic>
@@ -36,14 +36,14 @@
 #include "server/common/log_throttle.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/byte_charge.h"
-#include "server/engine/due_scheduler.h"
 #include "server/engine/handoff/completion_tracker.h"
 #include "server/engine/handoff/dlq_dialects.h"
+#include "server/engine/handoff/record_buffers.h"
 #include "server/engine/handoff/retry_headers.h"
-#include "server/engine/in_flight.h"
+#include "server/engine/held/byte_charge.h"
+#include "server/engine/held/held_record.h"
+#include "server/engine/held/in_flight.h"
 #include "server/engine/ordering/key_parking.h"
-#include "server/engine/record_buffers.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/kafka/producer.h"
 #include "server/model/record.h"
@@ -296,4 +296,4 @@ class HandOffs {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_HAND_OFFS_H_
+#endif  // RETRYD_SERVER_ENGINE_HANDOFF_HAND_OFFS_H_

@@ -1,4 +1,4 @@
-#include "server/engine/partitions.h"
+#include "server/engine/worker/partitions.h"
 
 #include <algorithm>
 #include <string>

@@ -9,20 +9,20 @@
 //
 // Thread-safety: NOT thread-safe. The worker's own thread only, as the parts
 // it borrows.
-#ifndef RETRYD_SERVER_ENGINE_HELD_RECORDS_H_
-#define RETRYD_SERVER_ENGINE_HELD_RECORDS_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_HELD_RECORDS_H_
+#define RETRYD_SERVER_ENGINE_WORKER_HELD_RECORDS_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "server/engine/calls.h"
-#include "server/engine/due_scheduler.h"
-#include "server/engine/in_flight.h"
-#include "server/engine/in_order_queue.h"
-#include "server/engine/key_lanes.h"
+#include "server/engine/held/in_flight.h"
+#include "server/engine/ordering/in_order_queue.h"
+#include "server/engine/ordering/key_lanes.h"
 #include "server/engine/stats/thread_stats.h"
+#include "server/engine/worker/calls.h"
+#include "server/engine/worker/due_scheduler.h"
 
 namespace retryd::engine {
 
@@ -58,4 +58,4 @@ class HeldRecords {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_HELD_RECORDS_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_HELD_RECORDS_H_

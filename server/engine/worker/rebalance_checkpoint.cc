@@ -1,4 +1,4 @@
-#include "server/engine/rebalance_checkpoint.h"
+#include "server/engine/worker/rebalance_checkpoint.h"
 
 namespace retryd::engine {
 

@@ -1,4 +1,4 @@
-#include "server/engine/record_buffers.h"
+#include "server/engine/handoff/record_buffers.h"
 
 #include <utility>
 

@@ -10,8 +10,8 @@
 // Thread-safety: InFlightRecord is a plain value. WorkerRequest is
 // thread-safe: its request fields are immutable, its answer is set once
 // under its mutex.
-#ifndef RETRYD_SERVER_ENGINE_IN_FLIGHT_H_
-#define RETRYD_SERVER_ENGINE_IN_FLIGHT_H_
+#ifndef RETRYD_SERVER_ENGINE_HELD_IN_FLIGHT_H_
+#define RETRYD_SERVER_ENGINE_HELD_IN_FLIGHT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -133,4 +133,4 @@ class WorkerRequest {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_IN_FLIGHT_H_
+#endif  // RETRYD_SERVER_ENGINE_HELD_IN_FLIGHT_H_

@@ -8,8 +8,8 @@
 // assignment.
 //
 // Thread-safety: none; confined to the worker's thread.
-#ifndef RETRYD_SERVER_ENGINE_IN_ORDER_QUEUE_H_
-#define RETRYD_SERVER_ENGINE_IN_ORDER_QUEUE_H_
+#ifndef RETRYD_SERVER_ENGINE_ORDERING_IN_ORDER_QUEUE_H_
+#define RETRYD_SERVER_ENGINE_ORDERING_IN_ORDER_QUEUE_H_
 
 #include <cstdint>
 #include <deque>
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "server/engine/byte_charge.h"
-#include "server/engine/due_scheduler.h"
-#include "server/engine/in_flight.h"
+#include "server/engine/held/byte_charge.h"
+#include "server/engine/held/held_record.h"
+#include "server/engine/held/in_flight.h"
 #include "server/engine/ordering/in_place_retry.h"
 #include "server/model/record.h"
 
@@ -92,4 +92,4 @@ class InOrderQueue {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_IN_ORDER_QUEUE_H_
+#endif  // RETRYD_SERVER_ENGINE_ORDERING_IN_ORDER_QUEUE_H_

@@ -7,8 +7,8 @@
 // shared by every thread); the lanes are one thread's own.
 //
 // Thread-safety: none; confined to the worker's thread.
-#ifndef RETRYD_SERVER_ENGINE_KEY_LANES_H_
-#define RETRYD_SERVER_ENGINE_KEY_LANES_H_
+#ifndef RETRYD_SERVER_ENGINE_ORDERING_KEY_LANES_H_
+#define RETRYD_SERVER_ENGINE_ORDERING_KEY_LANES_H_
 
 #include <cstdint>
 #include <deque>
@@ -18,8 +18,8 @@
 #include <set>
 #include <vector>
 
-#include "server/engine/due_scheduler.h"
-#include "server/engine/in_flight.h"
+#include "server/engine/held/held_record.h"
+#include "server/engine/held/in_flight.h"
 #include "server/engine/ordering/key_parking.h"
 #include "server/model/record.h"
 
@@ -74,4 +74,4 @@ class KeyLanes {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_KEY_LANES_H_
+#endif  // RETRYD_SERVER_ENGINE_ORDERING_KEY_LANES_H_

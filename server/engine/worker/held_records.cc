@@ -1,4 +1,4 @@
-#include "server/engine/held_records.h"
+#include "server/engine/worker/held_records.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "server/engine/backoff.h"
+#include "server/engine/worker/backoff.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 //
 // Thread-safety: thread-safe; the engine's calls and the worker's meet on
 // mu_, which is never held across anything that blocks but its own waits.
-#ifndef RETRYD_SERVER_ENGINE_REBALANCE_CHECKPOINT_H_
-#define RETRYD_SERVER_ENGINE_REBALANCE_CHECKPOINT_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_REBALANCE_CHECKPOINT_H_
+#define RETRYD_SERVER_ENGINE_WORKER_REBALANCE_CHECKPOINT_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -46,4 +46,4 @@ class RebalanceCheckpoint {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_REBALANCE_CHECKPOINT_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_REBALANCE_CHECKPOINT_H_

@@ -9,8 +9,8 @@
 //
 // Thread-safety: a ByteCharge is used by one thread at a time; the account
 // is an atomic that any thread may read.
-#ifndef RETRYD_SERVER_ENGINE_BYTE_CHARGE_H_
-#define RETRYD_SERVER_ENGINE_BYTE_CHARGE_H_
+#ifndef RETRYD_SERVER_ENGINE_HELD_BYTE_CHARGE_H_
+#define RETRYD_SERVER_ENGINE_HELD_BYTE_CHARGE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -83,4 +83,4 @@ class ByteCharge {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_BYTE_CHARGE_H_
+#endif  // RETRYD_SERVER_ENGINE_HELD_BYTE_CHARGE_H_

@@ -1,4 +1,4 @@
-#include "server/engine/in_order_queue.h"
+#include "server/engine/ordering/in_order_queue.h"
 
 #include <algorithm>
 #include <utility>

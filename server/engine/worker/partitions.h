@@ -11,8 +11,8 @@
 // held until due (DueScheduler, dropped by the worker with its partition).
 //
 // Thread-safety: none; confined to the worker's thread.
-#ifndef RETRYD_SERVER_ENGINE_PARTITIONS_H_
-#define RETRYD_SERVER_ENGINE_PARTITIONS_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_PARTITIONS_H_
+#define RETRYD_SERVER_ENGINE_WORKER_PARTITIONS_H_
 
 #include <cstdint>
 #include <map>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "server/engine/handoff/completion_tracker.h"
-#include "server/engine/in_order_queue.h"
-#include "server/engine/key_lanes.h"
+#include "server/engine/ordering/in_order_queue.h"
+#include "server/engine/ordering/key_lanes.h"
 #include "server/kafka/consumer.h"
 #include "server/model/record.h"
 
@@ -126,4 +126,4 @@ class Partitions {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_PARTITIONS_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_PARTITIONS_H_

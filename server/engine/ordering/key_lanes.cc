@@ -1,4 +1,4 @@
-#include "server/engine/key_lanes.h"
+#include "server/engine/ordering/key_lanes.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "server/engine/worker.h"
+#include "server/engine/worker/worker.h"
 
 #include <algorithm>
 #include <map>

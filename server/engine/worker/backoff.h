@@ -8,8 +8,8 @@
 // Thread-safety: a Backoff is NOT thread-safe; DelayMs() advances a private
 // random engine. Each worker thread owns its own instance. CapMs() is a pure
 // function and may be called from any thread.
-#ifndef RETRYD_SERVER_ENGINE_BACKOFF_H_
-#define RETRYD_SERVER_ENGINE_BACKOFF_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_BACKOFF_H_
+#define RETRYD_SERVER_ENGINE_WORKER_BACKOFF_H_
 
 #include <cstdint>
 #include <random>
@@ -44,4 +44,4 @@ class Backoff {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_BACKOFF_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_BACKOFF_H_

@@ -1,4 +1,4 @@
-#include "server/engine/in_flight.h"
+#include "server/engine/held/in_flight.h"
 
 #include <algorithm>
 #include <tuple>

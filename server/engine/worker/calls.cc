@@ -1,4 +1,4 @@
-#include "server/engine/calls.h"
+#include "server/engine/worker/calls.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "server/engine/hand_offs.h"
+#include "server/engine/handoff/hand_offs.h"
 
 #include <algorithm>
 #include <charconv>

@@ -8,8 +8,8 @@
 // Thread-safety: Calls is confined to the worker's thread; WorkerMailbox is
 // shared with the processor's callbacks (and the producer's delivery
 // reports), each field under the lock that says so.
-#ifndef RETRYD_SERVER_ENGINE_CALLS_H_
-#define RETRYD_SERVER_ENGINE_CALLS_H_
+#ifndef RETRYD_SERVER_ENGINE_WORKER_CALLS_H_
+#define RETRYD_SERVER_ENGINE_WORKER_CALLS_H_
 
 #include <cstdint>
 #include <functional>
@@ -23,10 +23,10 @@
 #include "absl/time/time.h"
 #include "server/engine/api/cancellation.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/due_scheduler.h"
-#include "server/engine/hand_offs.h"
 #include "server/engine/handoff/completion_tracker.h"
-#include "server/engine/in_flight.h"
+#include "server/engine/handoff/hand_offs.h"
+#include "server/engine/held/in_flight.h"
+#include "server/engine/worker/due_scheduler.h"
 #include "server/kafka/consumer.h"
 #include "server/model/record.h"
 
@@ -106,4 +106,4 @@ class Calls {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_CALLS_H_
+#endif  // RETRYD_SERVER_ENGINE_WORKER_CALLS_H_
