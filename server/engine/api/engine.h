@@ -45,6 +45,7 @@ namespace retryd::engine {
 
 class Autoscaler;
 class Worker;
+struct ThreadPlan;
 
 // Sums over every thread the engine ran, stopped ones included.
 struct EngineTotals : Counters {
@@ -390,12 +391,17 @@ class Engine {
   struct PendingChange;
   // What a batch decided, and the workers it starts and stops.
   struct ChangeBatch;
-  // Checks the queued changes in turn against the running retry threads;
-  // returns whether any changes something. With `take`, takes them (each
-  // decided, the ids of the threads to start reserved) into `batch`;
-  // without, only plans: `batch` (if not null) gets the threads to stop.
+  // What the queued changes would do to the running retry threads, decided
+  // in turn (PlanThreadChanges); takes nothing.
   // REQUIRES: mu_ held, the control slot held by the caller.
-  bool DecideChangesLocked(bool take, ChangeBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ThreadPlan PlanChangesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The parts of RunChangeBatch, in order (see engine_threads.cc).
+  std::vector<Worker*> ThreadsToCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  void TakeChangesLocked(ChangeBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartBatchThreads(ChangeBatch* batch) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Worker*> RetireBatchThreads(ChangeBatch* batch,
+                                          const std::vector<Worker*>& checkpointed)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The leader's part of ChangeRetryThreads: applies every queued change,
   // then waits (until `deadline`) for the threads started to join and the
   // others to be through the rebalance.
