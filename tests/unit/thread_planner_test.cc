@@ -164,7 +164,9 @@ TEST(ThreadPlannerTest, StopIdsRefusesAThreadAnEarlierChangeStopsOrStarts) {
 TEST(ThreadPlannerTest, StopIdsStopsThreadsOfAnyTier) {
   RetryThreadsNow now = Running(1);
   now.running.push_back({.id = 2, .tier = 1});
-  ThreadChangeDecision d = Decide(Retry(0, 16, 2), now, StopIds({2, 1}));
+  RetryThreadChange change = StopIds({2, 1});
+  change.tier = 7;  // Not read: no such tier, and no refusal.
+  ThreadChangeDecision d = Decide(Retry(0, 16, 2), now, change);
   ASSERT_TRUE(d.status.ok()) << d.status;
   EXPECT_THAT(d.stop, ElementsAre(2, 1));
 }
