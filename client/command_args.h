@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "client/retryctl_args.h"
+#include "client/invocation.h"
 
 namespace retryd::retryctl {
 
