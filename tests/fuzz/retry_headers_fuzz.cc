@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "server/engine/handoff/dead_letter_fit.h"
 #include "server/engine/handoff/dlq_dialects.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/model/record.h"

@@ -1,4 +1,6 @@
 // FitDeadLetter: the dead-letter form of a record Kafka refused as it was.
+#include "server/engine/handoff/dead_letter_fit.h"
+
 #include <string>
 
 #include "absl/strings/str_cat.h"

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/engine/handoff/dead_letter_fit.h"
 #include "server/engine/handoff/hand_offs.h"
 #include "server/engine/handoff/retry_headers.h"
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "server/engine/handoff/dead_letter_fit.h"
 
 namespace retryd::engine {
 namespace {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
+#include "server/engine/handoff/dead_letter_fit.h"
 
 namespace retryd::engine {
 namespace {

@@ -62,7 +62,7 @@ inline constexpr std::string_view kDeadLetteredByHeader = "retryd-dead-lettered-
 // loop guard reads the count.
 inline constexpr std::string_view kRedrivenFromHeader = "retryd-redriven-from";
 inline constexpr std::string_view kRedriveCountHeader = "retryd-redrive-count";
-// Only on a dead-letter record cut to fit (FitDeadLetter): the original and
+// Only on a dead-letter record cut to fit (FitDeadLetter, dead_letter_fit.h): the original and
 // the kept sizes, so nothing mistakes it for the record itself.
 inline constexpr std::string_view kTruncatedHeader = "retryd-truncated";
 
@@ -174,23 +174,6 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes);
 
 // Removes every header whose key is `key`, then appends {key, value}.
 void SetHeader(Headers& headers, std::string_view key, std::string value);
-
-// An upper bound of the bytes `record` takes against a producer's
-// message.max.bytes: key, value, headers and per-record framing.
-size_t RecordWireSize(const OutgoingRecord& record);
-
-// The form of `dead_letter` (a dead-letter record: the original key, value
-// and headers plus its retryd headers) that fits in `max_bytes` as counted
-// by RecordWireSize(), for a record Kafka refused as it was. Its retryd
-// headers, and other tools' dead-letter headers (IsDialectHeader), are
-// always kept; then, while they fit, the key, the original
-// headers (in order, each whole or not at all) and as much of the value as
-// fits (cut at a byte boundary: values are opaque). What does not fit is
-// left out (null). A retryd-truncated header is added:
-//   original key=K value=V headers=H; kept key=K' value=V' headers=H'
-// K and V are sizes in bytes ("null" for a null field), H a header count.
-// When even the retryd headers do not fit, they are returned alone.
-OutgoingRecord FitDeadLetter(const OutgoingRecord& dead_letter, size_t max_bytes);
 
 }  // namespace retryd::engine
 
