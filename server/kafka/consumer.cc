@@ -311,7 +311,10 @@ absl::StatusOr<CommitOffsets> Consumer::Committed(const std::vector<TopicPartiti
     if (p.err != RD_KAFKA_RESP_ERR_NO_ERROR) return ErrorStatus(p.err, "committed offset");
     out.push_back({{p.topic, p.partition}, p.offset >= 0 ? p.offset : -1, MetadataOf(p)});
     // Where librdkafka starts the partition, if nothing was handed out yet.
-    if (p.offset >= 0) next_offsets_[p.topic].try_emplace(p.partition, p.offset);
+    if (p.offset >= 0) {
+      next_offsets_[p.topic].try_emplace(p.partition, p.offset);
+      last_topic_ = nullptr;  // The map may have moved its values.
+    }
   }
   return out;
 }
@@ -350,9 +353,15 @@ absl::Status Consumer::CommitWithin(const CommitOffsets& offsets, absl::Time dea
 
 bool Consumer::UndoneReset(const rd_kafka_message_t& m) {
   const char* topic = rd_kafka_topic_name(m.rkt);
-  auto by_topic = next_offsets_.find(absl::string_view(topic));
-  if (by_topic == next_offsets_.end()) by_topic = next_offsets_.try_emplace(topic).first;
-  const auto [it, first] = by_topic->second.try_emplace(m.partition, m.offset + 1);
+  // Records come in runs of one topic: its partitions' map is looked up by
+  // name only when the topic changes.
+  if (m.rkt != last_topic_) {
+    auto by_topic = next_offsets_.find(absl::string_view(topic));
+    if (by_topic == next_offsets_.end()) by_topic = next_offsets_.try_emplace(topic).first;
+    last_topic_ = m.rkt;
+    last_topic_offsets_ = &by_topic->second;
+  }
+  const auto [it, first] = last_topic_offsets_->try_emplace(m.partition, m.offset + 1);
   if (first) return false;
   const int64_t next = it->second;
   if (m.offset >= next) {

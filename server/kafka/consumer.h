@@ -200,6 +200,10 @@ class Consumer {
   // Committed() read at the assignment (where librdkafka starts). Forgotten
   // at an assignment, a revoke and a seek.
   absl::flat_hash_map<std::string, absl::flat_hash_map<int32_t, int64_t>> next_offsets_;
+  // The topic of the last record UndoneReset saw (librdkafka's topic object)
+  // and its entry of next_offsets_; reset where next_offsets_ may rehash.
+  const void* last_topic_ = nullptr;
+  absl::flat_hash_map<int32_t, int64_t>* last_topic_offsets_ = nullptr;
   LogThrottle reset_log_{absl::Seconds(1)};
 };
 
