@@ -1,8 +1,8 @@
-// RedrivePacer (server/control/redrive_pacer.h) on a clock of its own: the
+// RedrivePacer (server/dlq/redrive_pacer.h) on a clock of its own: the
 // pace starts with the first record, a pause earns at most the burst, and
 // records that wait unacknowledged never come out as more than the burst,
 // whatever the wait: the bound a redrive promises where its records land.
-#include "server/control/redrive_pacer.h"
+#include "server/dlq/redrive_pacer.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include "absl/time/time.h"
 
-namespace retryd::control {
+namespace retryd::dlq {
 namespace {
 
 constexpr double kRate = 40;
@@ -110,4 +110,4 @@ TEST(RedrivePacerTest, LandingsKeepTheRatePlusTheBurstWhateverTheDelays) {
 }
 
 }  // namespace
-}  // namespace retryd::control
+}  // namespace retryd::dlq

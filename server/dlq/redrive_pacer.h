@@ -11,14 +11,14 @@
 // record earns nothing: the clock starts when sending can start.
 //
 // Thread-compatible: its owner serializes the calls.
-#ifndef RETRYD_SERVER_CONTROL_REDRIVE_PACER_H_
-#define RETRYD_SERVER_CONTROL_REDRIVE_PACER_H_
+#ifndef RETRYD_SERVER_DLQ_REDRIVE_PACER_H_
+#define RETRYD_SERVER_DLQ_REDRIVE_PACER_H_
 
 #include <cstdint>
 
 #include "absl/time/time.h"
 
-namespace retryd::control {
+namespace retryd::dlq {
 
 class RedrivePacer {
  public:
@@ -44,6 +44,6 @@ class RedrivePacer {
   absl::Time filled_ = absl::InfinitePast();  // Until the first record: none yet.
 };
 
-}  // namespace retryd::control
+}  // namespace retryd::dlq
 
-#endif  // RETRYD_SERVER_CONTROL_REDRIVE_PACER_H_
+#endif  // RETRYD_SERVER_DLQ_REDRIVE_PACER_H_

@@ -1,8 +1,8 @@
-#include "server/control/redrive_pacer.h"
+#include "server/dlq/redrive_pacer.h"
 
 #include <algorithm>
 
-namespace retryd::control {
+namespace retryd::dlq {
 namespace {
 
 // Below a token by this much counts as a whole one: filling at the rate
@@ -44,4 +44,4 @@ void RedrivePacer::Acknowledged(absl::Time now) {
   if (unacknowledged_ > 0) --unacknowledged_;
 }
 
-}  // namespace retryd::control
+}  // namespace retryd::dlq
