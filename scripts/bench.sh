@@ -18,7 +18,7 @@
 #                  set the pace: about 2.5 hours with the defaults on 2 busy
 #                  cores, --scale 0.3 about one, --scale 0.1 about 20 minutes.
 #                  SKIP_BUILD=1 uses the binaries and jars already built.
-#                  See docs/performance.md, "Against the peers".
+#                  See docs/performance-peers.md, "Against the peers".
 #   --kafka        on a real Apache Kafka instead of the embedded broker (the
 #                  mock cluster in each bench's process): the cluster at
 #                  RETRYD_TEST_KAFKA=host:port if that is set, else one KRaft
@@ -58,7 +58,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
 
-# In the order they run, with the figures docs/performance.md shows.
+# In the order they run, with the figures docs/performance.md and its pages show.
 ALL_BENCHES=(relay_bench head_of_line_bench retry_drain_bench control_plane_bench memory_bench
   held_work_bench)
 

@@ -6,7 +6,7 @@
          [--b6-partitions P,...] [--keep-logs]
 
 scripts/bench.sh peers builds what this needs, starts the broker and runs
-it; see docs/performance.md, "Against the peers", for what it measures.
+it; see docs/performance-peers.md, "Against the peers", for what it measures.
 
 For each workload and each side, on topics of its own (16 partitions, or --partitions; the
 output and dead-letter topics stamped by the broker, LogAppendTime). The JVM
