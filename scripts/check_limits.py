@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Checks the size limits and the include graph of server/ and client/.
+"""Checks the size limits and the include graph of server/ and client/, and
+the size of the docs' pages.
 
   scripts/check_limits.py [ROOT] [--baseline FILE]        # check the tree
   scripts/check_limits.py [ROOT] --update [--accept-new]  # rewrite the baseline
@@ -21,6 +22,8 @@ The limits (see docs/architecture.md, "Size limits and include cycles"):
             including b.h while b.cc includes a.h. Each strongly connected
             component of more than one unit is one offender; its size is its
             number of units.
+  doc       a page docs/*.md larger than 30,000 bytes (30 KB); its size is
+            its number of bytes.
 
 The baseline (scripts/limits_baseline.txt) lists the offenders the tree had
 when the limits came, one a line: `SIZE KIND PATH [NAME]`, or for a cycle
@@ -56,6 +59,8 @@ import tempfile
 
 FILE_LIMIT = 800
 FUNCTION_LIMIT = 60
+DOC_LIMIT = 30000
+DOC_ROOT = "docs"
 FILE_ROOTS = ("server",)
 FUNCTION_ROOTS = ("server", "client")
 CPP = (".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
@@ -452,6 +457,8 @@ class Offender:
     def describe(self):
         if self.kind == "file":
             return "%s: file has %d lines, limit %d" % (self.where, self.size, self.limit)
+        if self.kind == "doc":
+            return "%s: page has %d bytes, limit %d" % (self.where, self.size, self.limit)
         if self.kind == "function":
             return "%s: function %s has %d lines, limit %d" % (self.where, self.name, self.size,
                                                                self.limit)
@@ -474,7 +481,20 @@ def offenders(root):
                                       "%s:%d" % (rel, line)))
     for comp, example in cycles(root, cpp):
         found.append(Offender("cycle", comp[0], " ".join(comp[1:]), len(comp), 1, example))
+    for rel in doc_pages(root):
+        size = os.path.getsize(os.path.join(root, rel))
+        if size > DOC_LIMIT:
+            found.append(Offender("doc", rel, "", size, DOC_LIMIT, rel))
     return found, cpp
+
+
+def doc_pages(root):
+    """Relative paths of the pages docs/*.md, sorted."""
+    top = os.path.join(root, DOC_ROOT)
+    if not os.path.isdir(top):
+        return []
+    return sorted("%s/%s" % (DOC_ROOT, f) for f in os.listdir(top)
+                  if f.endswith(".md") and os.path.isfile(os.path.join(top, f)))
 
 
 # ----------------------------------------------------------------- baseline
@@ -491,7 +511,7 @@ def parse_baseline(path):
                 continue
             parts = text.split(None, 3)
             if len(parts) < 3 or not parts[0].isdigit() or parts[1] not in (
-                    "file", "function", "cycle"):
+                    "file", "function", "cycle", "doc"):
                 raise ValueError("%s:%d: not `SIZE KIND PATH [NAME]`: %s" % (path, number, text))
             entries.append(Offender(parts[1], parts[2], parts[3] if len(parts) > 3 else "",
                                     int(parts[0]), 0, "%s:%d" % (path, number)))
@@ -537,7 +557,7 @@ def compare(current, baseline):
 
 
 def write_baseline(path, entries):
-    order = {"file": 0, "function": 1, "cycle": 2}
+    order = {"file": 0, "function": 1, "cycle": 2, "doc": 3}
     lines = sorted((e.line() for e in entries),
                    key=lambda s: (order[s.split()[1]], s.split(None, 2)[2]))
     with open(path, "w", encoding="utf-8") as f:
@@ -568,11 +588,14 @@ def check(root, baseline_path, update=False, accept_new=False, out=sys.stdout):
         print("GREW: %s (baseline %d, %s)" % (o.describe(), b.size, b.where), file=out)
     for o in new:
         print("NEW: %s" % o.describe(), file=out)
-    counts = {k: sum(1 for o in current if o.kind == k) for k in ("file", "function", "cycle")}
+    counts = {k: sum(1 for o in current if o.kind == k)
+              for k in ("file", "function", "cycle", "doc")}
     print("%d C++ files; files over %d lines: %d; functions over %d lines: %d; include "
-          "cycles: %d; baselined %d, grew %d, new %d, no longer offending %d" % (
+          "cycles: %d; docs pages over %d bytes: %d; baselined %d, grew %d, new %d, no longer "
+          "offending %d" % (
               len(cpp), FILE_LIMIT, counts["file"], FUNCTION_LIMIT, counts["function"],
-              counts["cycle"], len(kept), len(grown), len(new), len(gone)), file=out)
+              counts["cycle"], DOC_LIMIT, counts["doc"], len(kept), len(grown), len(new),
+              len(gone)), file=out)
     if update:
         # Kept entries take their current (smaller or equal) size; grown ones
         # keep the baseline's; new ones come in only when accepted.
@@ -582,9 +605,10 @@ def check(root, baseline_path, update=False, accept_new=False, out=sys.stdout):
         print("wrote %s (%d entries)" % (baseline_path, len(entries)), file=out)
         return 0 if accept_new or not (grown or new) else 1
     if grown or new:
-        print("limits: a file over %d lines, a function over %d lines or an include cycle "
-              "that the baseline %s does not allow; shorten it, or see docs/architecture.md" % (
-                  FILE_LIMIT, FUNCTION_LIMIT, baseline_path), file=out)
+        print("limits: a file over %d lines, a function over %d lines, an include cycle or a "
+              "docs page over %d bytes that the baseline %s does not allow; shorten it, or see "
+              "docs/architecture.md" % (FILE_LIMIT, FUNCTION_LIMIT, DOC_LIMIT, baseline_path),
+              file=out)
         return 1
     return 0
 
@@ -705,6 +729,14 @@ T Twice(T t) {
                "server/d.cc:2 includes server/e.h; server/e.cc:2 includes server/d.h" in out,
                "two sources including each other's headers fail:\n" + out)
         run(root, update=True, accept_new=True)
+        write(root, "docs/short.md", "# Short\n" + "x" * 29990 + "\n")
+        write(root, "docs/notes.txt", "x" * 40000)
+        write(root, "docs/long.md", "# Long\n" + "x" * 30000 + "\n")
+        rc, out = run(root)
+        expect(rc == 1 and "NEW: docs/long.md: page has 30008 bytes, limit 30000" in out
+               and "short.md" not in out and "notes.txt" not in out,
+               "a docs page over 30,000 bytes fails, one under and a non-page do not:\n" + out)
+        run(root, update=True, accept_new=True)
         rc, out = run(root)
         expect(rc == 0, "the baselined tree passes:\n" + out)
 
@@ -718,6 +750,11 @@ T Twice(T t) {
         expect(rc == 1 and "GREW: client/long_function.cc:3: function Long has 62 lines, "
                "limit 60 (baseline 61" in out, "a baselined function that grows fails:\n" + out)
         write(root, "client/long_function.cc", "\n\n" + function_source("Long", 61))
+        write(root, "docs/long.md", "# Long\n" + "x" * 30001 + "\n")
+        rc, out = run(root)
+        expect(rc == 1 and "GREW: docs/long.md: page has 30009 bytes, limit 30000 "
+               "(baseline 30008" in out, "a baselined docs page that grows fails:\n" + out)
+        write(root, "docs/long.md", "# Long\n" + "x" * 30000 + "\n")
         write(root, "server/d.cc", '#include "server/d.h"\n#include "server/a.h"\n'
               '#include "server/e.h"\n')
         write(root, "server/c.h", '#include "server/a.h"\n#include "server/d.h"\n')
@@ -730,9 +767,11 @@ T Twice(T t) {
         write(root, "server/long_file.cc", "// now short\n")
         write(root, "client/long_function.cc", function_source("Long", 58))
         write(root, "server/c.h", "")
+        write(root, "docs/long.md", "# Now short\n")
         before = open(os.path.join(root, "baseline.txt")).read()
         rc, out = run(root)
-        expect(rc == 0 and out.count("no longer offends") == 3
+        expect(rc == 0 and out.count("no longer offends") == 4
+               and "30008 doc docs/long.md" in out
                and "802 file server/long_file.cc" in out
                and "61 function client/long_function.cc Long" in out
                and "3 cycle server/a server/b server/c" in out,
@@ -742,6 +781,7 @@ T Twice(T t) {
         rc, out = run(root, update=True)
         after = open(os.path.join(root, "baseline.txt")).read()
         expect(rc == 0 and "long_file" not in after and "Long" not in after
+               and "long.md" not in after
                and "server/a" not in after and "2 cycle server/d server/e" in after,
                "--update drops them:\n" + after)
 
