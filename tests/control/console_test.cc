@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -413,6 +414,24 @@ TEST_F(ConsoleApiTest, PagesAreServedWithTheirPolicy) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("javascript"));
+  // Every file the page loads (its scripts, in order, and its stylesheet) is
+  // served, with its type.
+  const std::string page(FindConsoleAsset("index.html")->body);
+  int loaded = 0;
+  for (std::string_view attr : {"<script src=\"", "<link rel=\"stylesheet\" href=\""}) {
+    for (size_t at = page.find(attr); at != std::string::npos; at = page.find(attr, at + 1)) {
+      const size_t start = at + attr.size();
+      const std::string name = page.substr(start, page.find('"', start) - start);
+      r = http->Get("/console/" + name);
+      ASSERT_TRUE(r) << name;
+      EXPECT_EQ(r->status, 200) << name;
+      EXPECT_THAT(r->get_header_value("Content-Type"),
+                  HasSubstr(absl::EndsWith(name, ".js") ? "javascript" : "text/css"))
+          << name;
+      ++loaded;
+    }
+  }
+  EXPECT_EQ(loaded, 8);  // Seven scripts and the stylesheet.
   r = http->Get("/console/../metrics");
   ASSERT_TRUE(r);
   EXPECT_NE(r->status, 200);
