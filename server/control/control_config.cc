@@ -1,6 +1,7 @@
 #include "server/control/control_config.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -67,16 +68,9 @@ void StripOneNewline(std::string& text) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
-    const retryd::v1::Config& config) {
-  const retryd::v1::ControlConfig& control = config.control();
-  ControlServerOptions options;
-  options.listen_address =
-      config.listen_address().empty() ? DefaultListenAddress() : config.listen_address();
-  options.config = config;
-
+// The bearer token auth_token_file or auth_token_env names, checked;
+// nullopt with neither.
+absl::StatusOr<std::optional<std::string>> ReadToken(const retryd::v1::ControlConfig& control) {
   if (!control.auth_token_file().empty() && !control.auth_token_env().empty()) {
     return Invalid("auth_token_file", "set auth_token_file or auth_token_env, not both");
   }
@@ -90,27 +84,26 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
         !s.ok()) {
       return s;
     }
-    options.auth_token = *std::move(token);
-  } else if (!control.auth_token_env().empty()) {
-    const char* value = std::getenv(control.auth_token_env().c_str());
-    if (value == nullptr) {
-      return Invalid("auth_token_env", absl::StrCat("the environment variable ",
-                                                    control.auth_token_env(), " is not set"));
-    }
-    if (absl::Status s =
-            CheckToken("auth_token_env",
-                       absl::StrCat("the environment variable ", control.auth_token_env()), value);
-        !s.ok()) {
-      return s;
-    }
-    options.auth_token = value;
+    return *std::move(token);
   }
-  if (control.read_only_requires_token() && !options.auth_token.has_value()) {
-    return Invalid("read_only_requires_token",
-                   "needs a token: set auth_token_file or auth_token_env");
+  if (control.auth_token_env().empty()) return std::nullopt;
+  const char* value = std::getenv(control.auth_token_env().c_str());
+  if (value == nullptr) {
+    return Invalid("auth_token_env", absl::StrCat("the environment variable ",
+                                                  control.auth_token_env(), " is not set"));
   }
-  options.read_only_requires_token = control.read_only_requires_token();
+  if (absl::Status s =
+          CheckToken("auth_token_env",
+                     absl::StrCat("the environment variable ", control.auth_token_env()), value);
+      !s.ok()) {
+    return s;
+  }
+  return std::string(value);
+}
 
+// The TLS material tls_cert_file, tls_key_file and tls_client_ca_file
+// name, read; nullopt without TLS.
+absl::StatusOr<std::optional<TlsOptions>> ReadTls(const retryd::v1::ControlConfig& control) {
   const bool cert = !control.tls_cert_file().empty();
   const bool key = !control.tls_key_file().empty();
   if (cert != key) {
@@ -121,24 +114,45 @@ absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
     return Invalid("tls_client_ca_file",
                    "mutual TLS needs the server's own tls_cert_file and tls_key_file too");
   }
-  if (cert) {
-    TlsOptions tls;
-    absl::StatusOr<std::string> chain =
-        ReadPem("tls_cert_file", control.tls_cert_file(), "certificate");
-    if (!chain.ok()) return chain.status();
-    absl::StatusOr<std::string> private_key =
-        ReadPem("tls_key_file", control.tls_key_file(), "private key");
-    if (!private_key.ok()) return private_key.status();
-    tls.cert_chain_pem = *std::move(chain);
-    tls.private_key_pem = *std::move(private_key);
-    if (!control.tls_client_ca_file().empty()) {
-      absl::StatusOr<std::string> ca =
-          ReadPem("tls_client_ca_file", control.tls_client_ca_file(), "CA certificate");
-      if (!ca.ok()) return ca.status();
-      tls.client_ca_pem = *std::move(ca);
-    }
-    options.tls = std::move(tls);
+  if (!cert) return std::nullopt;
+  TlsOptions tls;
+  absl::StatusOr<std::string> chain =
+      ReadPem("tls_cert_file", control.tls_cert_file(), "certificate");
+  if (!chain.ok()) return chain.status();
+  absl::StatusOr<std::string> private_key =
+      ReadPem("tls_key_file", control.tls_key_file(), "private key");
+  if (!private_key.ok()) return private_key.status();
+  tls.cert_chain_pem = *std::move(chain);
+  tls.private_key_pem = *std::move(private_key);
+  if (!control.tls_client_ca_file().empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadPem("tls_client_ca_file", control.tls_client_ca_file(), "CA certificate");
+    if (!ca.ok()) return ca.status();
+    tls.client_ca_pem = *std::move(ca);
   }
+  return tls;
+}
+
+}  // namespace
+
+absl::StatusOr<ControlServerOptions> ControlServerOptionsFromConfig(
+    const retryd::v1::Config& config) {
+  const retryd::v1::ControlConfig& control = config.control();
+  ControlServerOptions options;
+  options.listen_address =
+      config.listen_address().empty() ? DefaultListenAddress() : config.listen_address();
+  options.config = config;
+  absl::StatusOr<std::optional<std::string>> token = ReadToken(control);
+  if (!token.ok()) return token.status();
+  options.auth_token = *std::move(token);
+  if (control.read_only_requires_token() && !options.auth_token.has_value()) {
+    return Invalid("read_only_requires_token",
+                   "needs a token: set auth_token_file or auth_token_env");
+  }
+  options.read_only_requires_token = control.read_only_requires_token();
+  absl::StatusOr<std::optional<TlsOptions>> tls = ReadTls(control);
+  if (!tls.ok()) return tls.status();
+  options.tls = *std::move(tls);
   options.allow_unauthenticated_remote = control.allow_unauthenticated_remote();
   options.metrics_address = config.metrics_address();
   options.console = config.http().console();

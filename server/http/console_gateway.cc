@@ -134,6 +134,37 @@ std::optional<int64_t> QueryNumber(const HttpRequest& request, const std::string
   return value;
 }
 
+// GET /: the console's page.
+HttpResponse RedirectToConsole(const HttpRequest&) {
+  HttpResponse response;
+  response.status = 302;
+  response.headers.emplace_back("Location", "/console/");
+  response.body = "see /console/\n";
+  return response;
+}
+
+// GET /console/<name>: one of the console's files (index.html for none),
+// with headers that keep it to its own origin.
+HttpResponse ServeConsoleAsset(const HttpRequest& request) {
+  std::string name = request.path.substr(std::string("/console/").size());
+  if (name.empty()) name = "index.html";
+  const ConsoleAsset* asset = FindConsoleAsset(name);
+  HttpResponse response;
+  if (asset == nullptr) {
+    response.status = 404;
+    response.body = "not found\n";
+    return response;
+  }
+  response.content_type = std::string(asset->content_type);
+  response.body = std::string(asset->body);
+  response.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
+  response.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  response.headers.emplace_back("X-Frame-Options", "DENY");
+  response.headers.emplace_back("Referrer-Policy", "no-referrer");
+  response.headers.emplace_back("Cache-Control", "no-cache");
+  return response;
+}
+
 }  // namespace
 
 std::optional<ConsoleCaller> ForwardedByConsole(
@@ -263,33 +294,9 @@ void ConsoleGateway::Register(HttpListener& http) {
   RouteOptions pages;
   pages.check_host = true;
   pages.authenticate = false;
-  http.Route("/", pages, [](const HttpRequest&) {
-    HttpResponse response;
-    response.status = 302;
-    response.headers.emplace_back("Location", "/console/");
-    response.body = "see /console/\n";
-    return response;
-  });
+  http.Route("/", pages, RedirectToConsole);
   pages.prefix = true;
-  http.Route("/console/", pages, [](const HttpRequest& request) {
-    std::string name = request.path.substr(std::string("/console/").size());
-    if (name.empty()) name = "index.html";
-    const ConsoleAsset* asset = FindConsoleAsset(name);
-    HttpResponse response;
-    if (asset == nullptr) {
-      response.status = 404;
-      response.body = "not found\n";
-      return response;
-    }
-    response.content_type = std::string(asset->content_type);
-    response.body = std::string(asset->body);
-    response.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
-    response.headers.emplace_back("X-Content-Type-Options", "nosniff");
-    response.headers.emplace_back("X-Frame-Options", "DENY");
-    response.headers.emplace_back("Referrer-Policy", "no-referrer");
-    response.headers.emplace_back("Cache-Control", "no-cache");
-    return response;
-  });
+  http.Route("/console/", pages, ServeConsoleAsset);
 }
 
 HttpResponse ConsoleGateway::ConsoleInfo() const {

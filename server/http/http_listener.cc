@@ -7,8 +7,14 @@
 #include <openssl/x509.h>
 #include <sys/socket.h>
 
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -127,6 +133,166 @@ void SetSocketOptions(int socket) {
 
 }  // namespace
 
+// What every request is checked against before its route's handler runs.
+struct RequestGate {
+  control::BearerTokenAuth auth;
+  std::string listen_host;
+  std::vector<std::string> allowed_hosts;
+};
+
+namespace {
+
+// Answers `status` with `text` into `response`; false, for Admit to return.
+bool Refuse(httplib::Response& response, int status, absl::string_view text) {
+  response.status = status;
+  response.set_content(absl::StrCat(text, "\n"), "text/plain; charset=utf-8");
+  return false;
+}
+
+// Whether `request` may go on to `route` (null: no route serves its path);
+// if not, the refusal is written into `response`: 404, 405, 403 or 401.
+bool Admit(const RouteOptions* route, const RequestGate& gate, const httplib::Request& request,
+           httplib::Response& response) {
+  if (route == nullptr) return Refuse(response, 404, "not found");
+  const bool post = request.method == "POST";
+  if (request.method != "GET" && request.method != "HEAD" && !(post && route->allow_post)) {
+    response.set_header("Allow", route->allow_post ? "GET, HEAD, POST" : "GET, HEAD");
+    return Refuse(
+        response, 405,
+        route->allow_post ? "method not allowed: use GET or POST" : "method not allowed: use GET");
+  }
+  if (route->check_host &&
+      !HostAllowed(request.get_header_value("Host"), gate.listen_host, gate.allowed_hosts)) {
+    return Refuse(response, 403,
+                  "Host not allowed: use the listen address, a loopback name, or one of "
+                  "http.allowed_hosts");
+  }
+  if (!route->authenticate) return true;
+  const std::string header = request.get_header_value("Authorization");
+  std::optional<absl::string_view> authorization;
+  if (request.has_header("Authorization")) authorization = header;
+  if (absl::Status s =
+          gate.auth.AuthenticateHeader(authorization, route->access,
+                                       absl::StrCat(request.remote_addr, ":", request.remote_port));
+      !s.ok()) {
+    response.set_header("WWW-Authenticate", "Bearer");
+    return Refuse(response, 401, s.message());
+  }
+  return true;
+}
+
+// What a handler sees of `request`.
+HttpRequest ToHttpRequest(const httplib::Request& request) {
+  HttpRequest in;
+  in.method = request.method;
+  in.path = request.path;
+  for (const auto& [name, value] : request.params) in.query[name] = value;
+  if (request.has_header("Authorization")) {
+    in.authorization = request.get_header_value("Authorization");
+  }
+  in.body = request.body;
+  in.peer = absl::StrCat(request.remote_addr, ":", request.remote_port);
+  in.client_subject = ClientSubject(request);
+  return in;
+}
+
+// Writes a handler's `answer` into `response`, streamed if it streams.
+void Answer(HttpResponse answer, httplib::Response& response) {
+  response.status = answer.status;
+  for (auto& [name, value] : answer.headers) response.set_header(name, value);
+  if (answer.stream == nullptr) {
+    response.set_content(answer.body, answer.content_type);
+    return;
+  }
+  response.set_chunked_content_provider(
+      answer.content_type, [stream = std::move(answer.stream)](size_t, httplib::DataSink& sink) {
+        stream([&sink](std::string_view piece) {
+          return sink.is_writable() && sink.write(piece.data(), piece.size());
+        });
+        sink.done();
+        return true;
+      });
+}
+
+// The port `options` asks for, once its address and threads are checked.
+absl::StatusOr<int> RequestedPort(const HttpListenerOptions& options) {
+  if (absl::StartsWith(options.address, "unix:")) {
+    return absl::InvalidArgumentError("HTTP listener: unix: sockets are not supported");
+  }
+  if (std::optional<std::string> problem = ListenAddressProblem(options.address)) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: ", *problem));
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError("HTTP listener: needs at least one thread");
+  }
+  const ListenHostPort host_port = SplitListenAddress(options.address);
+  int port = 0;
+  if (!absl::SimpleAtoi(host_port.port, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: bad port ", host_port.port));
+  }
+  return port;
+}
+
+// A server, HTTPS with `tls`, with retryd's socket options, timeouts and
+// request size limit; INVALID_ARGUMENT if OpenSSL refuses the TLS material.
+absl::StatusOr<std::unique_ptr<httplib::Server>> NewServer(
+    const std::optional<control::TlsOptions>& tls) {
+  std::unique_ptr<httplib::Server> server;
+  if (tls.has_value()) {
+    std::string tls_error;
+    auto https = std::make_unique<httplib::SSLServer>(
+        [&](SSL_CTX& ctx) { return SetUpTls(ctx, *tls, tls_error); });
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HTTP listener: TLS: ", tls_error.empty() ? OpenSslErrors() : tls_error));
+    }
+    server = std::move(https);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+  server->set_socket_options(SetSocketOptions);
+  server->set_keep_alive_timeout(absl::ToInt64Seconds(kKeepAliveTimeout));
+  server->set_read_timeout(kReadTimeoutSeconds, 0);
+  server->set_write_timeout(kWriteTimeoutSeconds, 0);
+  server->set_payload_max_length(kMaxPayloadBytes);
+  return server;
+}
+
+// Binds `server` to `host`:`port` (0: a free port); the bound port, or
+// UNAVAILABLE naming `address` and the reason.
+absl::StatusOr<int> Bind(httplib::Server& server, const std::string& host, int port,
+                         const std::string& address) {
+  const int bound =
+      port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat("HTTP listener: cannot listen on ", address, ": ",
+                                               BindFailureReason(address)));
+  }
+  return bound;
+}
+
+// Starts the thread accepting on the bound `server`, with a pool of
+// `threads`, and returns it once it accepts.
+std::thread StartAccepting(httplib::Server& server, int threads) {
+  auto ready = std::make_shared<absl::Notification>();
+  // cpp-httplib makes the task queue as it begins to accept (is_running() is
+  // true from then on, so that stop() takes effect): the moment Start()
+  // waits for. Should it return without, the thread says so itself.
+  server.new_task_queue = [ready, threads]() -> httplib::TaskQueue* {
+    ready->Notify();
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  std::thread accept_thread([serving = &server, ready] {
+    SetThreadName("http");
+    serving->listen_after_bind();
+    if (!ready->HasBeenNotified()) ready->Notify();  // Same thread: no race.
+  });
+  ready->WaitForNotification();
+  return accept_thread;
+}
+
+}  // namespace
+
 bool HostAllowed(absl::string_view host_header, absl::string_view listen_host,
                  const std::vector<std::string>& allowed) {
   absl::string_view host = host_header;
@@ -181,150 +347,45 @@ const HttpListener::RouteEntry* HttpListener::Find(const std::string& path) cons
   return best;
 }
 
-absl::Status HttpListener::Start(HttpListenerOptions options) {
-  if (server_ != nullptr) {
-    return absl::FailedPreconditionError("the HTTP listener was started before; it runs once");
-  }
-  if (absl::StartsWith(options.address, "unix:")) {
-    return absl::InvalidArgumentError("HTTP listener: unix: sockets are not supported");
-  }
-  if (std::optional<std::string> problem = ListenAddressProblem(options.address)) {
-    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: ", *problem));
-  }
-  if (options.threads < 1) {
-    return absl::InvalidArgumentError("HTTP listener: needs at least one thread");
-  }
-  const ListenHostPort host_port = SplitListenAddress(options.address);
-  int port = 0;
-  if (!absl::SimpleAtoi(host_port.port, &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("HTTP listener: bad port ", host_port.port));
-  }
-
-  std::unique_ptr<httplib::Server> server;
-  if (options.tls.has_value()) {
-    std::string tls_error;
-    auto https = std::make_unique<httplib::SSLServer>(
-        [&](SSL_CTX& ctx) { return SetUpTls(ctx, *options.tls, tls_error); });
-    if (!https->is_valid()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("HTTP listener: TLS: ", tls_error.empty() ? OpenSslErrors() : tls_error));
-    }
-    server = std::move(https);
-  } else {
-    server = std::make_unique<httplib::Server>();
-  }
-
-  server->set_socket_options(SetSocketOptions);
-  server->set_keep_alive_timeout(absl::ToInt64Seconds(kKeepAliveTimeout));
-  server->set_read_timeout(kReadTimeoutSeconds, 0);
-  server->set_write_timeout(kWriteTimeoutSeconds, 0);
-  server->set_payload_max_length(kMaxPayloadBytes);
+void HttpListener::Install(httplib::Server& server, RequestGate gate) {
   // Every request is checked here, before cpp-httplib's own routing: the
   // routes are few, and 404, 405, 403 and 401 come out alike for all. GET
   // and HEAD are answered here too; a POST goes on to the handler below,
   // once cpp-httplib has read its body.
-  auto check = [this, auth = std::move(options.auth), listen_host = std::string(host_port.host),
-                allowed_hosts = std::move(options.allowed_hosts)](
-                   const httplib::Request& request,
-                   httplib::Response& response) -> const RouteEntry* {
-    const RouteEntry* route = Find(request.path);
-    auto refuse = [&](int status, absl::string_view text) {
-      response.status = status;
-      response.set_content(absl::StrCat(text, "\n"), "text/plain; charset=utf-8");
-      return nullptr;
-    };
-    if (route == nullptr) return refuse(404, "not found");
-    const bool post = request.method == "POST";
-    if (request.method != "GET" && request.method != "HEAD" &&
-        !(post && route->options.allow_post)) {
-      response.set_header("Allow", route->options.allow_post ? "GET, HEAD, POST" : "GET, HEAD");
-      return refuse(405, route->options.allow_post ? "method not allowed: use GET or POST"
-                                                   : "method not allowed: use GET");
-    }
-    if (route->options.check_host &&
-        !HostAllowed(request.get_header_value("Host"), listen_host, allowed_hosts)) {
-      return refuse(403,
-                    "Host not allowed: use the listen address, a loopback name, or one of "
-                    "http.allowed_hosts");
-    }
-    if (!route->options.authenticate) return route;
-    const std::string header = request.get_header_value("Authorization");
-    std::optional<absl::string_view> authorization;
-    if (request.has_header("Authorization")) authorization = header;
-    if (absl::Status s =
-            auth.AuthenticateHeader(authorization, route->options.access,
-                                    absl::StrCat(request.remote_addr, ":", request.remote_port));
-        !s.ok()) {
-      response.set_header("WWW-Authenticate", "Bearer");
-      return refuse(401, s.message());
-    }
-    return route;
-  };
-  auto serve = [](const RouteEntry& route, const httplib::Request& request,
-                  httplib::Response& response) {
-    HttpRequest in;
-    in.method = request.method;
-    in.path = request.path;
-    for (const auto& [name, value] : request.params) in.query[name] = value;
-    if (request.has_header("Authorization")) {
-      in.authorization = request.get_header_value("Authorization");
-    }
-    in.body = request.body;
-    in.peer = absl::StrCat(request.remote_addr, ":", request.remote_port);
-    in.client_subject = ClientSubject(request);
-    HttpResponse answer = route.handler(in);
-    response.status = answer.status;
-    for (auto& [name, value] : answer.headers) response.set_header(name, value);
-    if (answer.stream == nullptr) {
-      response.set_content(answer.body, answer.content_type);
-      return;
-    }
-    response.set_chunked_content_provider(
-        answer.content_type, [stream = std::move(answer.stream)](size_t, httplib::DataSink& sink) {
-          stream([&sink](std::string_view piece) {
-            return sink.is_writable() && sink.write(piece.data(), piece.size());
-          });
-          sink.done();
-          return true;
-        });
-  };
-  server->set_pre_routing_handler(
-      [check, serve](const httplib::Request& request, httplib::Response& response) {
-        const RouteEntry* route = check(request, response);
-        if (route == nullptr) return httplib::Server::HandlerResponse::Handled;
+  server.set_pre_routing_handler(
+      [this, gate = std::move(gate)](const httplib::Request& request, httplib::Response& response) {
+        const RouteEntry* route = Find(request.path);
+        if (!Admit(route != nullptr ? &route->options : nullptr, gate, request, response)) {
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (request.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
-        serve(*route, request, response);
+        Answer(route->handler(ToHttpRequest(request)), response);
         return httplib::Server::HandlerResponse::Handled;
       });
   // Only a POST the check above let through reaches this.
-  server->Post(".*", [this, serve](const httplib::Request& request, httplib::Response& response) {
-    if (const RouteEntry* route = Find(request.path)) serve(*route, request, response);
+  server.Post(".*", [this](const httplib::Request& request, httplib::Response& response) {
+    if (const RouteEntry* route = Find(request.path)) {
+      Answer(route->handler(ToHttpRequest(request)), response);
+    }
   });
+}
 
-  const int bound = port == 0 ? server->bind_to_any_port(host_port.host)
-                              : (server->bind_to_port(host_port.host, port) ? port : -1);
-  if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat("HTTP listener: cannot listen on ", options.address,
-                                               ": ", BindFailureReason(options.address)));
+absl::Status HttpListener::Start(HttpListenerOptions options) {
+  if (server_ != nullptr) {
+    return absl::FailedPreconditionError("the HTTP listener was started before; it runs once");
   }
-  auto ready = std::make_shared<absl::Notification>();
-  httplib::Server* serving = server.get();
-  // cpp-httplib makes the task queue as it begins to accept (is_running() is
-  // true from then on, so that stop() takes effect): the moment Start()
-  // waits for. Should it return without, the thread says so itself.
-  server->new_task_queue = [ready, threads = options.threads]() -> httplib::TaskQueue* {
-    ready->Notify();
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
-  };
-  std::thread accept_thread([serving, ready] {
-    SetThreadName("http");
-    serving->listen_after_bind();
-    if (!ready->HasBeenNotified()) ready->Notify();  // Same thread: no race.
-  });
-  ready->WaitForNotification();
-  server_ = std::move(server);
-  accept_thread_ = std::move(accept_thread);
-  port_.store(bound);
+  absl::StatusOr<int> port = RequestedPort(options);
+  if (!port.ok()) return port.status();
+  const ListenHostPort host_port = SplitListenAddress(options.address);
+  absl::StatusOr<std::unique_ptr<httplib::Server>> server = NewServer(options.tls);
+  if (!server.ok()) return server.status();
+  Install(**server,
+          RequestGate{std::move(options.auth), host_port.host, std::move(options.allowed_hosts)});
+  absl::StatusOr<int> bound = Bind(**server, host_port.host, *port, options.address);
+  if (!bound.ok()) return bound.status();
+  accept_thread_ = StartAccepting(**server, options.threads);
+  server_ = *std::move(server);
+  port_.store(*bound);
   return absl::OkStatus();
 }
 

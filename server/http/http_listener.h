@@ -50,6 +50,10 @@ class Server;
 }  // namespace httplib
 
 namespace retryd::http {
+struct RequestGate;  // http_listener.cc
+}  // namespace retryd::http
+
+namespace retryd::http {
 
 // Threads serving connections: each open connection holds one.
 inline constexpr int kDefaultHttpThreads = 8;
@@ -148,6 +152,9 @@ class HttpListener {
   };
   // The route serving `path`: an exact one, else the longest prefix one.
   const RouteEntry* Find(const std::string& path) const;
+  // Installs on `server` the handlers that check each request against
+  // `gate` and the routes, then hand it to its route's handler.
+  void Install(httplib::Server& server, RequestGate gate);
 
   // Read by the pool's threads once started, when it no longer changes.
   std::map<std::string, RouteEntry> routes_;

@@ -153,19 +153,8 @@ void AddDownstream(const engine::EngineSample& sample, Families& f) {
           static_cast<double>(sample.downstream.consecutive_unavailable));
 }
 
-}  // namespace
-
-std::vector<double> LatencyBucketBounds() {
-  std::vector<double> out;
-  for (int k = kFirstBoundLog2Micros; k <= kLastBoundLog2Micros; ++k) {
-    out.push_back(std::ldexp(1.0, k) / 1e6);
-  }
-  return out;
-}
-
-std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
-                                         const MetricsContext& context) {
-  Families f;
+// The engine as a whole: release, state, ordering mode, Kafka's reach.
+void AddEngine(const engine::EngineSample& sample, const MetricsContext& context, Families& f) {
   f.Gauge("retryd_build_info", "The running release, as the label version; always 1.",
           {{"version", context.version}}, 1);
   for (engine::EngineState state : kEngineStates) {
@@ -179,6 +168,10 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
   }
   f.Gauge("retryd_kafka_reachable", "1 if the last probe of the Kafka cluster answered, else 0.",
           {}, context.kafka_reachable ? 1 : 0);
+}
+
+// Every thread's outcome counters summed, and the hand-offs in flight.
+void AddTotals(const engine::EngineSample& sample, Families& f) {
   f.Counter("retryd_consumed_total", "First attempts by the primary threads.", {},
             static_cast<double>(sample.totals.consumed));
   for (const engine::CounterField& c : engine::kCounterFields) {
@@ -188,6 +181,11 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
   }
   f.Gauge("retryd_in_flight", "Hand-offs awaiting their acknowledgement, all threads.", {},
           static_cast<double>(sample.totals.in_flight));
+}
+
+// The retry topics' backlog: in all, by tier and by partition.
+void AddRetryBacklog(const engine::EngineSample& sample, const MetricsContext& context,
+                     Families& f) {
   f.Gauge("retryd_retry_backlog",
           "Records in the retry topic whose outcome the retry group has not committed.", {},
           static_cast<double>(sample.retry_backlog));
@@ -204,17 +202,11 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
             {{"topic", context.tier_topics[p.tier]}, {"partition", absl::StrCat(p.partition)}},
             static_cast<double>(p.backlog));
   }
-  f.Gauge("retryd_parked_keys", "Key order: keys parked now.", {},
-          static_cast<double>(sample.parked_keys.keys));
-  f.Gauge("retryd_parked_records",
-          "Key order: records of parked keys in the retry topic, not yet complete.", {},
-          static_cast<double>(sample.parked_keys.records));
-  f.Gauge("retryd_max_held_bytes",
-          "The budget each thread's retryd_thread_held_bytes is held to (max_held_bytes); 0: no "
-          "limit.",
-          {}, static_cast<double>(context.max_held_bytes));
-  // Consumer lag by group and topic: the sum of the running threads' (a
-  // partition belongs to one thread of its group at a time).
+}
+
+// Consumer lag by group and topic: the sum of the running threads' (a
+// partition belongs to one thread of its group at a time).
+void AddConsumerLag(const engine::EngineSample& sample, Families& f) {
   std::map<std::pair<std::string, std::string>, int64_t> lag;
   for (const engine::ThreadSample& t : sample.threads) {
     if (engine::IsEnded(t.state)) continue;
@@ -227,6 +219,34 @@ std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
             {{"group", group_topic.first}, {"topic", group_topic.second}},
             static_cast<double>(records));
   }
+}
+
+}  // namespace
+
+std::vector<double> LatencyBucketBounds() {
+  std::vector<double> out;
+  for (int k = kFirstBoundLog2Micros; k <= kLastBoundLog2Micros; ++k) {
+    out.push_back(std::ldexp(1.0, k) / 1e6);
+  }
+  return out;
+}
+
+std::vector<MetricFamily> MetricFamilies(const engine::EngineSample& sample,
+                                         const MetricsContext& context) {
+  Families f;
+  AddEngine(sample, context, f);
+  AddTotals(sample, f);
+  AddRetryBacklog(sample, context, f);
+  f.Gauge("retryd_parked_keys", "Key order: keys parked now.", {},
+          static_cast<double>(sample.parked_keys.keys));
+  f.Gauge("retryd_parked_records",
+          "Key order: records of parked keys in the retry topic, not yet complete.", {},
+          static_cast<double>(sample.parked_keys.records));
+  f.Gauge("retryd_max_held_bytes",
+          "The budget each thread's retryd_thread_held_bytes is held to (max_held_bytes); 0: no "
+          "limit.",
+          {}, static_cast<double>(context.max_held_bytes));
+  AddConsumerLag(sample, f);
   AddDownstream(sample, f);
   AddThreads(sample, f);
   return f.Take();
