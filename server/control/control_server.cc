@@ -9,20 +9,22 @@
 #include <grpcpp/server_builder.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/common/listen_address.h"
 #include "server/common/logging.h"
@@ -96,7 +98,10 @@ const std::string& DefaultListenAddress() {
       .GetExtension(v1::default_text);
 }
 
-struct ControlServer::HealthListener {
+namespace {
+
+// The health-only listener.
+struct HealthListener {
   // Answers UNIMPLEMENTED for every method but health's (its default
   // reactor). gRPC wants a service before it starts a server, and the
   // default health service only comes with the start.
@@ -104,13 +109,12 @@ struct ControlServer::HealthListener {
   std::unique_ptr<grpc::Server> server;  // After `unknown`: goes first.
 };
 
-namespace {
-
 // Starts the health-only listener on `address`: plaintext, the default
 // health service alone. UNAVAILABLE naming the field if it cannot listen.
 absl::Status StartHealthListener(const std::string& address, int* bound_port,
-                                 grpc::CallbackGenericService& unknown,
-                                 std::unique_ptr<grpc::Server>& server) {
+                                 HealthListener& listener) {
+  grpc::CallbackGenericService& unknown = listener.unknown;
+  std::unique_ptr<grpc::Server>& server = listener.server;
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetOption(std::make_unique<WithoutPlugins>());
@@ -263,10 +267,12 @@ void WarnIfExposed(const ControlServerOptions& options) {
 
 // What the HTTP wing serves on options.metrics_address: /metrics and, with
 // options.console, the console. All null without metrics_address.
+// Declared so that the listener goes (~HttpListener stops it) before the
+// console and the collector its handlers call.
 struct HttpWing {
   std::unique_ptr<MetricsCollector> collector;
-  std::unique_ptr<HttpListener> http;
   std::unique_ptr<ConsoleGateway> console;
+  std::unique_ptr<HttpListener> http;
 };
 
 std::unique_ptr<ConsoleGateway> NewConsole(const ControlServerOptions& options,
@@ -378,131 +384,177 @@ std::function<MetricsContext()> MetricsContextOf(engine::Engine& engine,
   };
 }
 
-}  // namespace
+// The health prober's thread, told to stop through `stop` and joined when
+// it goes.
+struct ProberThread {
+  ProberThread() = default;
+  ProberThread(const ProberThread&) = delete;
+  ProberThread& operator=(const ProberThread&) = delete;
+  ~ProberThread() {
+    if (thread.joinable()) thread.join();
+  }
 
-// Fields in start order, so that they are destroyed in reverse.
-struct ControlServer::Started {
-  std::unique_ptr<engine::MetricsSampler> sampler;
-  HttpWing wing;
-  std::unique_ptr<ControlService> service;
-  std::unique_ptr<grpc::Server> server;
-  int port = 0;                                     // The control API's bound port.
-  std::unique_ptr<HealthListener> health_listener;  // Null without one.
-  int health_port = 0;
+  absl::Notification stop;
+  std::thread thread;  // Not joinable until Publish() starts it.
 };
 
-// Starts the pieces in order, each with a guard that stops it should a
-// later one fail (the guards run in reverse order); once all run, the
-// guards are dropped and Publish() hands the pieces on to Stop().
-absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+BearerTokenAuth AuthOf(const ControlServerOptions& options) {
+  return options.auth_token.has_value()
+             ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
+             : BearerTokenAuth();
+}
+
+// The control API's service, for `options` (whose config it takes).
+std::unique_ptr<ControlService> NewService(engine::Engine& engine, engine::MetricsSampler& sampler,
+                                           const BearerTokenAuth& auth,
+                                           const std::atomic<bool>& kafka_reachable,
+                                           const ConsoleGateway* console,
+                                           ControlServerOptions& options) {
+  ControlServiceOptions service_options;
+  service_options.config = WithoutSecrets(std::move(options.config));
+  service_options.default_operation_timeout = options.default_operation_timeout;
+  service_options.max_watchers = options.max_watchers;
+  if (console != nullptr) service_options.console_secret = console->secret();
+  return std::make_unique<ControlService>(
+      engine, sampler, auth, [&kafka_reachable] { return kafka_reachable.load(); },
+      std::move(service_options));
+}
+
+// Readies gRPC's process-wide parts the servers use.
+void PrepareGrpc() {
   // Reflection describes grpc.health.v1.Health from the compiled-in
   // descriptor; touching it keeps the linker from dropping that file.
   grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
 
-  Started started;
-  started.sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
-  started.sampler->Start();
-  absl::Cleanup stop_sampler = [&started] { started.sampler->Stop(); };
-  const BearerTokenAuth auth =
-      options.auth_token.has_value()
-          ? BearerTokenAuth(*options.auth_token, options.read_only_requires_token)
-          : BearerTokenAuth();
+}  // namespace
+
+// Members in start order, so that they are destroyed, and stopped, in
+// reverse: the prober joined, the health-only listener, the control API's
+// server and its service gone, the HTTP listener stopped, the sampler
+// stopped. Before that, the destructor's body quiesces, in the order the
+// parts must hear of the stop. A part not started (null) is skipped.
+struct ControlServer::Listeners {
+  Listeners() = default;
+  Listeners(const Listeners&) = delete;
+  Listeners& operator=(const Listeners&) = delete;
+  ~Listeners();
+
+  // What the control API's server gives calls in progress (Stop's grace).
+  absl::Duration grace = absl::Seconds(2);
+  std::unique_ptr<engine::MetricsSampler> sampler;  // ~MetricsSampler stops it.
+  HttpWing wing;                                    // Null parts without metrics_address.
+  std::unique_ptr<ControlService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;                                     // The control API's bound port.
+  std::unique_ptr<HealthListener> health_listener;  // Null without one.
+  int health_port = 0;
+  ProberThread prober;
+};
+
+ControlServer::Listeners::~Listeners() {
+  prober.stop.Notify();
+  // No console call begins from here on, and its event streams end.
+  if (wing.console != nullptr) wing.console->Close();
+  // Every health check and watch sees NOT_SERVING from here on, on both
+  // listeners; the health-only one answers so until the control API is
+  // down.
+  grpc::Server* health_only = health_listener ? health_listener->server.get() : nullptr;
+  for (grpc::Server* s : {server.get(), health_only}) {
+    if (s == nullptr) continue;
+    if (grpc::HealthCheckServiceInterface* health = s->GetHealthCheckService()) health->Shutdown();
+  }
+  if (service != nullptr) service->BeginShutdown();
+  if (server != nullptr) {
+    server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server->Wait();
+  }
+  if (health_only != nullptr) {
+    // Only health calls: a Watch is ended at once.
+    health_only->Shutdown(absl::ToChronoTime(absl::Now()));
+    health_only->Wait();
+  }
+  if (service != nullptr) service->Shutdown();
+  // The members go now, in reverse: the prober is joined (a probe in
+  // progress may take up to probe_timeout) before the servers and their
+  // health services go, and the HTTP listener stops before the collector
+  // and the sampler it reads.
+}
+
+// Starts the parts in order into a Listeners; should one fail, returning
+// destroys the Listeners, which stops those started before it.
+absl::Status ControlServer::StartUnlocked(ControlServerOptions options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  PrepareGrpc();
+  auto started = std::make_unique<Listeners>();
+  started->sampler = std::make_unique<engine::MetricsSampler>(engine_, options.sample_tick);
+  started->sampler->Start();
+  const BearerTokenAuth auth = AuthOf(options);
   // The HTTP listener first: gRPC's server is the harder one to take back.
   absl::StatusOr<HttpWing> wing =
-      StartHttpWing(options, auth, *started.sampler, MetricsContextOf(engine_, kafka_reachable_));
+      StartHttpWing(options, auth, *started->sampler, MetricsContextOf(engine_, kafka_reachable_));
   if (!wing.ok()) return wing.status();
-  started.wing = std::move(*wing);
-  absl::Cleanup stop_http = [&started] {
-    if (started.wing.http != nullptr) started.wing.http->Stop();
-  };
-
-  ControlServiceOptions service_options;
-  service_options.config = WithoutSecrets(std::move(options.config));
-  service_options.default_operation_timeout = options.default_operation_timeout;
-  service_options.max_watchers = options.max_watchers;
-  if (started.wing.console != nullptr)
-    service_options.console_secret = started.wing.console->secret();
-  started.service = std::make_unique<ControlService>(
-      engine_, *started.sampler, auth, [this] { return kafka_reachable_.load(); },
-      std::move(service_options));
-  absl::Cleanup stop_service = [&started] { started.service->Shutdown(); };
-
+  started->wing = std::move(*wing);
+  started->service = NewService(engine_, *started->sampler, auth, kafka_reachable_,
+                                started->wing.console.get(), options);
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartControlApi(options, *started.service, &started.port);
+      StartControlApi(options, *started->service, &started->port);
   if (!server.ok()) return server.status();
-  started.server = std::move(*server);
-  absl::Cleanup stop_server = [&started] { started.server->Shutdown(); };
-
+  started->server = std::move(*server);
   if (!options.health_listen_address.empty()) {
-    started.health_listener = std::make_unique<HealthListener>();
-    if (absl::Status s =
-            StartHealthListener(options.health_listen_address, &started.health_port,
-                                started.health_listener->unknown, started.health_listener->server);
+    started->health_listener = std::make_unique<HealthListener>();
+    if (absl::Status s = StartHealthListener(options.health_listen_address, &started->health_port,
+                                             *started->health_listener);
         !s.ok()) {
       return s;
     }
   }
-  std::move(stop_server).Cancel();
-  std::move(stop_service).Cancel();
-  std::move(stop_http).Cancel();
-  std::move(stop_sampler).Cancel();
   Publish(options, std::move(started));
   return absl::OkStatus();
 }
 
-void ControlServer::Publish(const ControlServerOptions& options, Started started) {
+void ControlServer::Publish(const ControlServerOptions& options,
+                            std::unique_ptr<Listeners> listeners) {
   std::vector<grpc::HealthCheckServiceInterface*> health = {
-      started.server->GetHealthCheckService()};
-  if (started.health_listener != nullptr) {
-    health.push_back(started.health_listener->server->GetHealthCheckService());
+      listeners->server->GetHealthCheckService()};
+  if (listeners->health_listener != nullptr) {
+    health.push_back(listeners->health_listener->server->GetHealthCheckService());
   }
   ReportInitialHealth(engine_, health);
   // The console calls the service through the server itself, in process.
-  if (started.wing.console != nullptr) {
-    started.wing.console->SetChannel(started.server->InProcessChannel(grpc::ChannelArguments()));
+  if (listeners->wing.console != nullptr) {
+    listeners->wing.console->SetChannel(
+        listeners->server->InProcessChannel(grpc::ChannelArguments()));
   }
   WarnIfExposed(options);
-  LogHttpWing(options, started.wing);
+  LogHttpWing(options, listeners->wing);
   absl::MutexLock lock(&mu_);
-  address_ = BoundAddress(options.listen_address, started.port);
-  port_.store(IsUnix(options.listen_address) ? 0 : started.port);
-  if (started.health_listener != nullptr) {
-    health_address_ = BoundAddress(options.health_listen_address, started.health_port);
-    health_port_.store(IsUnix(options.health_listen_address) ? 0 : started.health_port);
+  address_ = BoundAddress(options.listen_address, listeners->port);
+  port_.store(IsUnix(options.listen_address) ? 0 : listeners->port);
+  if (listeners->health_listener != nullptr) {
+    health_address_ = BoundAddress(options.health_listen_address, listeners->health_port);
+    health_port_.store(IsUnix(options.health_listen_address) ? 0 : listeners->health_port);
     LogInfo("control: health alone (plaintext) on ", health_address_);
   }
-  prober_ = std::thread([this, health = std::move(health), interval = options.probe_interval,
-                         timeout = options.probe_timeout]() mutable {
-    ProbeLoop(std::move(health), interval, timeout);
-  });
-  metrics_port_.store(started.wing.http != nullptr ? started.wing.http->port() : 0);
-  sampler_ = std::move(started.sampler);
+  listeners->prober.thread =
+      std::thread([this, health = std::move(health), interval = options.probe_interval,
+                   timeout = options.probe_timeout, &stop = listeners->prober.stop]() mutable {
+        ProbeLoop(std::move(health), interval, timeout, stop);
+      });
+  metrics_port_.store(listeners->wing.http != nullptr ? listeners->wing.http->port() : 0);
   // Redrives a stopped or killed retryd left unfinished go on, in the
   // background, now that their operations can be watched and cancelled.
-  started.service->ResumeRedrives();
-  service_ = std::move(started.service);
-  server_ = std::move(started.server);
-  collector_ = std::move(started.wing.collector);
-  http_ = std::move(started.wing.http);
-  console_ = std::move(started.wing.console);
-  health_listener_ = std::move(started.health_listener);
+  listeners->service->ResumeRedrives();
+  listeners_ = std::move(listeners);
   phase_ = Phase::kRunning;
 }
 
 void ControlServer::Stop(absl::Duration grace) {
   // Taken out under the lock, then stopped without it: the shutdown waits
   // for calls in progress and for the prober's Kafka request.
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<HealthListener> health_listener;
-  std::unique_ptr<ControlService> service;
-  std::unique_ptr<engine::MetricsSampler> sampler;
-  std::unique_ptr<MetricsCollector> collector;
-  std::unique_ptr<HttpListener> http;
-  std::unique_ptr<ConsoleGateway> console;
-  std::thread prober;
+  std::unique_ptr<Listeners> listeners;
   std::string address;
   {
     absl::MutexLock lock(&mu_);
@@ -511,44 +563,13 @@ void ControlServer::Stop(absl::Duration grace) {
         +[](Phase* phase) { return *phase != Phase::kStarting; }, &phase_));
     if (phase_ != Phase::kRunning) return;
     phase_ = Phase::kStopped;
-    server = std::move(server_);
-    health_listener = std::move(health_listener_);
-    service = std::move(service_);
-    sampler = std::move(sampler_);
-    collector = std::move(collector_);
-    http = std::move(http_);
-    console = std::move(console_);
-    prober = std::move(prober_);
+    listeners = std::move(listeners_);
     address = address_;
   }
-  stop_probing_.Notify();
-  // No console call begins from here on, and its event streams end.
-  if (console != nullptr) console->Close();
-  // Every health check and watch sees NOT_SERVING from here on, on both
-  // listeners; the health-only one answers so until the control API is
-  // down.
-  for (grpc::Server* s :
-       {server.get(), health_listener ? health_listener->server.get() : nullptr}) {
-    if (s == nullptr) continue;
-    if (grpc::HealthCheckServiceInterface* health = s->GetHealthCheckService()) health->Shutdown();
-  }
-  service->BeginShutdown();
-  server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  server->Wait();
-  if (health_listener != nullptr) {
-    // Only health calls: a Watch is ended at once.
-    health_listener->server->Shutdown(absl::ToChronoTime(absl::Now()));
-    health_listener->server->Wait();
-  }
-  service->Shutdown();
-  prober.join();  // Before the servers (and their health services) go.
-  health_listener.reset();
+  listeners->grace = grace;
+  listeners.reset();  // ~Listeners: the teardown.
   health_port_.store(0);
-  server.reset();
-  service.reset();
-  if (http != nullptr) http->Stop();  // Before the collector and sampler it reads.
   metrics_port_.store(0);
-  sampler->Stop();
   port_.store(0);
   LogInfo("control API on ", address, " stopped");
 }
@@ -563,80 +584,112 @@ std::string ControlServer::health_address() const {
   return health_address_;
 }
 
+namespace {
+
+// What the prober last told the health services, so that it sets (and
+// logs) a status only when it changes.
+class HealthReports {
+ public:
+  explicit HealthReports(std::vector<grpc::HealthCheckServiceInterface*> health)
+      : health_(std::move(health)) {}
+
+  // "" and retryd.v1.Control: SERVING while Kafka answers, no thread failed
+  // and the engine runs (or drains).
+  void Overall(const absl::Status& probe, const absl::Status& threads, engine::EngineState state) {
+    const bool serving =
+        probe.ok() && threads.ok() &&
+        (state == engine::EngineState::kRunning || state == engine::EngineState::kDraining);
+    if (overall_ == serving) return;
+    Set("", serving);
+    Set(v1::Control::service_full_name(), serving);
+    if (serving) {
+      LogInfo("control: health SERVING (engine ", engine::EngineStateName(state),
+              ", Kafka answers)");
+    } else {
+      LogWarning("control: health NOT_SERVING: ",
+                 !probe.ok()     ? absl::StrCat("Kafka did not answer: ", probe.message())
+                 : !threads.ok() ? std::string(threads.message())
+                                 : absl::StrCat("the engine is ", engine::EngineStateName(state)));
+    }
+    overall_ = serving;
+  }
+
+  void Downstream(bool up) {
+    if (downstream_ == up) return;
+    Set(kDownstreamHealthService, up);
+    downstream_ = up;
+  }
+
+  // Kafka's faults and the downstream's take an instance out of the
+  // Service (readiness), never restart it (liveness).
+  void Readiness(const absl::Status& probe, const absl::Status& engine_ready) {
+    const bool ready = probe.ok() && engine_ready.ok();
+    if (ready_ == ready) return;
+    Set(kReadinessHealthService, ready);
+    if (ready) {
+      LogInfo("control: ", kReadinessHealthService, " SERVING");
+    } else {
+      LogWarning("control: ", kReadinessHealthService, " NOT_SERVING: ",
+                 !engine_ready.ok() ? std::string(engine_ready.message())
+                                    : absl::StrCat("Kafka did not answer: ", probe.message()));
+    }
+    ready_ = ready;
+  }
+
+  void Liveness(const absl::Status& live) {
+    if (live_ == live.ok()) return;
+    Set(kLivenessHealthService, live.ok());
+    if (live.ok()) {
+      LogInfo("control: ", kLivenessHealthService, " SERVING");
+    } else {
+      LogError("control: ", kLivenessHealthService, " NOT_SERVING: ", live.message());
+    }
+    live_ = live.ok();
+  }
+
+ private:
+  void Set(const std::string& service, bool serving) {
+    for (grpc::HealthCheckServiceInterface* h : health_) h->SetServingStatus(service, serving);
+  }
+
+  const std::vector<grpc::HealthCheckServiceInterface*> health_;
+  std::optional<bool> overall_;
+  std::optional<bool> downstream_;
+  std::optional<bool> ready_;
+  std::optional<bool> live_;
+};
+
+// Measures the retry backlog that status and metrics report, here, off
+// every request path, with what is left of the round until `deadline`.
+void MeasureRetryBacklog(engine::Engine& engine, absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return;
+  if (absl::StatusOr<int64_t> backlog = engine.MeasureRetryBacklog(left); !backlog.ok()) {
+    LogDebug("control: retry backlog not measured: ", backlog.status().message());
+  }
+}
+
+}  // namespace
+
 void ControlServer::ProbeLoop(std::vector<grpc::HealthCheckServiceInterface*> health,
-                              absl::Duration interval, absl::Duration timeout) {
+                              absl::Duration interval, absl::Duration timeout,
+                              const absl::Notification& stop) {
   SetThreadName("control-health");
   SetThreadComponent("control");
-  auto set = [&health](const std::string& service, bool serving) {
-    for (grpc::HealthCheckServiceInterface* h : health) h->SetServingStatus(service, serving);
-  };
-  std::optional<bool> reported;
-  std::optional<bool> downstream_reported;
-  std::optional<bool> live_reported;
-  std::optional<bool> ready_reported;
+  HealthReports reports(std::move(health));
   do {
     // One timeout for the whole round, so that a round (and a Stop waiting
     // for it) takes at most `timeout`, not one per request.
     const absl::Time round_deadline = absl::Now() + timeout;
     const absl::Status probe = engine_.ProbeKafka(timeout);
     const engine::EngineState state = engine_.state();
-    // The retry backlog that status and metrics report is measured here,
-    // off every request path.
-    if (const absl::Duration left = round_deadline - absl::Now();
-        probe.ok() && left > absl::ZeroDuration()) {
-      if (absl::StatusOr<int64_t> backlog = engine_.MeasureRetryBacklog(left); !backlog.ok()) {
-        LogDebug("control: retry backlog not measured: ", backlog.status().message());
-      }
-    }
+    if (probe.ok()) MeasureRetryBacklog(engine_, round_deadline);
     kafka_reachable_.store(probe.ok());
-    const absl::Status threads = engine_.ThreadFailure();
-    const bool serving =
-        probe.ok() && threads.ok() &&
-        (state == engine::EngineState::kRunning || state == engine::EngineState::kDraining);
-    if (reported != serving) {
-      set("", serving);
-      set(v1::Control::service_full_name(), serving);
-      if (serving) {
-        LogInfo("control: health SERVING (engine ", engine::EngineStateName(state),
-                ", Kafka answers)");
-      } else {
-        LogWarning("control: health NOT_SERVING: ",
-                   !probe.ok() ? absl::StrCat("Kafka did not answer: ", probe.message())
-                   : !threads.ok()
-                       ? std::string(threads.message())
-                       : absl::StrCat("the engine is ", engine::EngineStateName(state)));
-      }
-      reported = serving;
-    }
-    if (const bool up = !engine_.downstream().down; downstream_reported != up) {
-      set(kDownstreamHealthService, up);
-      downstream_reported = up;
-    }
-    // Kafka's faults and the downstream's take an instance out of the
-    // Service (readiness), never restart it (liveness).
-    const absl::Status engine_ready = engine_.Readiness();
-    if (const bool ready = probe.ok() && engine_ready.ok(); ready_reported != ready) {
-      set(kReadinessHealthService, ready);
-      if (ready) {
-        LogInfo("control: ", kReadinessHealthService, " SERVING");
-      } else {
-        LogWarning("control: ", kReadinessHealthService, " NOT_SERVING: ",
-                   !engine_ready.ok() ? std::string(engine_ready.message())
-                                      : absl::StrCat("Kafka did not answer: ", probe.message()));
-      }
-      ready_reported = ready;
-    }
-    const absl::Status live = engine_.Liveness();
-    if (live_reported != live.ok()) {
-      set(kLivenessHealthService, live.ok());
-      if (live.ok()) {
-        LogInfo("control: ", kLivenessHealthService, " SERVING");
-      } else {
-        LogError("control: ", kLivenessHealthService, " NOT_SERVING: ", live.message());
-      }
-      live_reported = live.ok();
-    }
-  } while (!stop_probing_.WaitForNotificationWithTimeout(interval));
+    reports.Overall(probe, engine_.ThreadFailure(), state);
+    reports.Downstream(!engine_.downstream().down);
+    reports.Readiness(probe, engine_.Readiness());
+    reports.Liveness(engine_.Liveness());
+  } while (!stop.WaitForNotificationWithTimeout(interval));
 }
 
 }  // namespace retryd::control

@@ -164,43 +164,39 @@ class ControlServer {
   bool kafka_reachable() const { return kafka_reachable_.load(); }
 
  private:
-  // What StartUnlocked() started, in start order (control_server.cc).
-  struct Started;
+  // The composition root of a started server: every part Start() starts,
+  // each owned by a member whose destructor stops it, in reverse start order
+  // (control_server.cc). The one teardown: Stop() destroys the published
+  // one, and an error half-way through StartUnlocked() unwinds the parts
+  // started so far through the same destructor.
+  struct Listeners;
   // Start() after it claimed the kStarting phase: validates, binds and
-  // starts without holding mu_ (on error stopping what it started), then
-  // Publish()es.
+  // starts the parts into a Listeners without holding mu_, then Publish()es
+  // it; on error the Listeners goes, and with it what it started.
   absl::Status StartUnlocked(ControlServerOptions options) ABSL_LOCKS_EXCLUDED(mu_);
   // Sets the health statuses, hands the console its channel, logs where
-  // each listener serves, starts the prober and keeps `started` under mu_
+  // each listener serves, starts the prober and keeps `listeners` under mu_
   // for Stop().
-  void Publish(const ControlServerOptions& options, Started started) ABSL_LOCKS_EXCLUDED(mu_);
-  // The prober thread: probes, then reports through `health` on change.
-  // `health`: the health service of each listener, all told the same.
+  void Publish(const ControlServerOptions& options, std::unique_ptr<Listeners> listeners)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The prober thread: probes, then reports through `health` on change,
+  // until `stop` is notified. `health`: the health service of each
+  // listener, all told the same.
   void ProbeLoop(std::vector<grpc::HealthCheckServiceInterface*> health, absl::Duration interval,
-                 absl::Duration timeout);
+                 absl::Duration timeout, const absl::Notification& stop);
 
   engine::Engine& engine_;
   std::atomic<int> port_{0};
   std::atomic<int> metrics_port_{0};
   std::atomic<int> health_port_{0};
   std::atomic<bool> kafka_reachable_{false};
-  absl::Notification stop_probing_;
 
   mutable absl::Mutex mu_;  // Guards the fields below; never held while stopping them.
   enum class Phase { kNew, kStarting, kRunning, kStopped };
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kNew;
   std::string address_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<engine::MetricsSampler> sampler_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<ControlService> service_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<http::MetricsCollector> collector_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<http::HttpListener> http_ ABSL_GUARDED_BY(mu_);  // Null without metrics_address.
-  std::unique_ptr<http::ConsoleGateway> console_ ABSL_GUARDED_BY(mu_);  // Null without console.
-  // The health-only listener; null without one.
-  struct HealthListener;
-  std::string health_address_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<HealthListener> health_listener_ ABSL_GUARDED_BY(mu_);
-  std::thread prober_ ABSL_GUARDED_BY(mu_);
+  std::string health_address_ ABSL_GUARDED_BY(mu_);  // Empty without the health-only listener.
+  std::unique_ptr<Listeners> listeners_ ABSL_GUARDED_BY(mu_);  // Null unless kRunning.
 };
 
 // Checks a listen address: `host:port` (IPv6 hosts in brackets, port
