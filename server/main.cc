@@ -317,29 +317,23 @@ absl::StatusOr<std::unique_ptr<DemoLoad>> StartDemo(const engine::EngineOptions&
   return demo;
 }
 
-int Main(int argc, char** argv) {
-  MatchMutexChecksToBuild();
-  ParseFlags(argc, argv);
+// Sets the log format --log_format names; false (having said why) if it
+// names none.
+bool SetLogFormatFromFlag() {
   const std::optional<LogFormat> log_format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!log_format.has_value()) {
     std::fprintf(stderr, "retryd: --log_format=%s: must be text or json\n",
                  absl::GetFlag(FLAGS_log_format).c_str());
-    return kExitUsage;
+    return false;
   }
   SetLogFormat(*log_format);
-  absl::StatusOr<Configuration> configuration = LoadConfiguration();
-  if (!configuration.ok()) {
-    Fail(configuration.status().message());
-    return kExitUsage;
-  }
-  const std::string& config_path = configuration->path;
-  const v1::Config& config = configuration->loaded.proto;
-  engine::EngineOptions options = configuration->loaded.engine;
-  options.instance_name = control::InstanceName(control::DescribeInstance(absl::Now()));
+  return true;
+}
 
-  // SIGINT and SIGTERM are taken synchronously by this thread (sigtimedwait
-  // below); blocking them first means every thread started later inherits
-  // the mask and none is interrupted.
+// Blocks SIGINT and SIGTERM (and SIGUSR1 for a test) in this thread, which
+// takes them synchronously (RunUntilSignal); blocking them first means
+// every thread started later inherits the mask and none is interrupted.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -348,18 +342,59 @@ int Main(int argc, char** argv) {
     sigaddset(&stop_signals, SIGUSR1);
   }
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
 
-  // Declared before the engine, so that it outlives it: it hosts the cluster
-  // the engine uses when kafka.bootstrap_servers is empty.
+// The composition root: everything Main starts, each part a member
+// declared in start order. Stop() stops them all on one path, and the
+// destructor calls it, so that an error half-way through start-up unwinds
+// what started through the same path as a normal stop.
+class Running {
+ public:
+  Running() = default;
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+  ~Running() { Stop(); }
+
+  // Each step starts one part; nullopt, or the exit code after saying why
+  // it could not.
+  std::optional<int> StartEngine(const Configuration& configuration,
+                                 engine::EngineOptions& options);
+  std::optional<int> StartControl(control::ControlServerOptions options);
+  std::optional<int> StartDemoLoad(const engine::EngineOptions& options);
+
+  // The control API and the engine stop side by side, so that the whole
+  // stop stays within shutdown_timeout_ms and a little more: the control
+  // API's grace for calls in progress and its last Kafka probe would
+  // otherwise come on top. A control operation racing the stop is safe:
+  // the engine finishes or aborts it first (Engine::Stop). Idempotent.
+  void Stop();
+
+  const engine::Engine& engine() const { return *engine_; }
+  const DemoLoad* demo() const { return demo_.get(); }
+
+ private:
+  bool stopped_ = false;
+  // Before the engine, so that it outlives it: it hosts the cluster the
+  // engine uses when kafka.bootstrap_servers is empty.
+  std::unique_ptr<kafka::EmbeddedBroker> broker_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<control::ControlServer> control_;  // After the engine it steers.
+  std::unique_ptr<DemoLoad> demo_;
+};
+
+std::optional<int> Running::StartEngine(const Configuration& configuration,
+                                        engine::EngineOptions& options) {
+  const v1::Config& config = configuration.loaded.proto;
   absl::StatusOr<std::unique_ptr<kafka::EmbeddedBroker>> broker = StartKafka(config, options);
   if (!broker.ok()) {
     Fail(broker.status().message());
     return kExitRuntime;
   }
-
+  broker_ = *std::move(broker);
   absl::StatusOr<std::unique_ptr<engine::Processor>> processor = MakeProcessor(config.processor());
   if (!processor.ok()) {
-    Fail(absl::StrCat(config_path, ": processor: ", processor.status().message()));
+    Fail(absl::StrCat(configuration.path, ": processor: ", processor.status().message()));
     return kExitUsage;
   }
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
@@ -369,45 +404,74 @@ int Main(int argc, char** argv) {
     // A Kafka property the engine cannot use is a config error.
     return engine.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
-  if (absl::Status s = (*engine)->Start(); !s.ok()) {
+  engine_ = *std::move(engine);
+  if (absl::Status s = engine_->Start(); !s.ok()) {
     Fail(s.message());
     return kExitRuntime;
   }
-  control::ControlServer control_server(**engine);
-  if (absl::Status s = control_server.Start(std::move(configuration->control_options)); !s.ok()) {
+  return std::nullopt;
+}
+
+std::optional<int> Running::StartControl(control::ControlServerOptions options) {
+  control_ = std::make_unique<control::ControlServer>(*engine_);
+  if (absl::Status s = control_->Start(std::move(options)); !s.ok()) {
     Fail(s.message());
-    (*engine)->Stop();
     return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
-  PrintLine(absl::StrCat("control API listening on ", control_server.address()));
-  if (const std::string health = control_server.health_address(); !health.empty()) {
+  PrintLine(absl::StrCat("control API listening on ", control_->address()));
+  if (const std::string health = control_->health_address(); !health.empty()) {
     PrintLine(absl::StrCat("health listening on ", health));
   }
-  if (const int metrics_port = control_server.metrics_port(); metrics_port > 0) {
+  if (const int metrics_port = control_->metrics_port(); metrics_port > 0) {
     PrintLine(absl::StrCat("metrics listening on port ", metrics_port));
   }
+  return std::nullopt;
+}
 
-  absl::StatusOr<std::unique_ptr<DemoLoad>> started_demo = StartDemo(options);
-  if (!started_demo.ok()) {
-    Fail(absl::StrCat("demo load: ", started_demo.status().message()));
-    control_server.Stop();
-    (*engine)->Stop();
+std::optional<int> Running::StartDemoLoad(const engine::EngineOptions& options) {
+  absl::StatusOr<std::unique_ptr<DemoLoad>> demo = StartDemo(options);
+  if (!demo.ok()) {
+    Fail(absl::StrCat("demo load: ", demo.status().message()));
     return kExitUsage;
   }
-  const std::unique_ptr<DemoLoad> demo = *std::move(started_demo);
+  demo_ = *std::move(demo);
+  return std::nullopt;
+}
+
+void Running::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  std::thread control_stop;
+  if (control_ != nullptr) control_stop = std::thread([this] { control_->Stop(); });
+  if (demo_ != nullptr) demo_->Stop();
+  if (engine_ != nullptr) engine_->Stop();
+  if (control_stop.joinable()) control_stop.join();
+}
+
+int Main(int argc, char** argv) {
+  MatchMutexChecksToBuild();
+  ParseFlags(argc, argv);
+  if (!SetLogFormatFromFlag()) return kExitUsage;
+  absl::StatusOr<Configuration> configuration = LoadConfiguration();
+  if (!configuration.ok()) {
+    Fail(configuration.status().message());
+    return kExitUsage;
+  }
+  engine::EngineOptions options = configuration->loaded.engine;
+  options.instance_name = control::InstanceName(control::DescribeInstance(absl::Now()));
+  const sigset_t stop_signals = BlockStopSignals();
+
+  Running running;
+  if (std::optional<int> failed = running.StartEngine(*configuration, options)) return *failed;
+  if (std::optional<int> failed = running.StartControl(std::move(configuration->control_options))) {
+    return *failed;
+  }
+  if (std::optional<int> failed = running.StartDemoLoad(options)) return *failed;
   LogInfo("retryd running; Ctrl-C or SIGTERM stops it gracefully");
 
-  const int exit_code = RunUntilSignal(stop_signals, **engine, demo.get());
-  // The control API and the engine stop side by side, so that the whole
-  // stop stays within shutdown_timeout_ms and a little more: the control
-  // API's grace for calls in progress and its last Kafka probe would
-  // otherwise come on top. A control operation racing the stop is safe:
-  // the engine finishes or aborts it first (Engine::Stop).
-  std::thread control_stop([&control_server] { control_server.Stop(); });
-  if (demo) demo->Stop();
-  (*engine)->Stop();
-  control_stop.join();
-  PrintSummary((*engine)->Totals(), demo ? demo->produced() : -1);
+  const int exit_code = RunUntilSignal(stop_signals, running.engine(), running.demo());
+  running.Stop();
+  PrintSummary(running.engine().Totals(), running.demo() ? running.demo()->produced() : -1);
   return exit_code;
 }
 
