@@ -20,6 +20,7 @@
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/control/instance.h"
+#include "server/control/operation_watcher.h"
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
 #include "server/control/status.h"

@@ -46,11 +46,11 @@
 #include "server/control/blocking_executor.h"
 #include "server/control/dead_letter_tools.h"
 #include "server/control/metrics_watcher.h"
-#include "server/control/operations.h"
 #include "server/control/request_ids.h"
 #include "server/engine/api/cancellation.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/metrics_sampler.h"
+#include "server/operations/operation_registry.h"
 
 namespace retryd::control {
 

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "retryd/v1/control.pb.h"
-#include "server/control/operations.h"
 #include "server/dlq/dead_letter_tools.h"
+#include "server/operations/operation_registry.h"
 
 namespace retryd::control {
 

@@ -6,7 +6,9 @@
 // enums describe the same canonical codes) and the message is kept as is.
 // A status with a reason (server/common/error_reason.h) also carries a
 // google.rpc.Status in the call's details (the `grpc-status-details-bin`
-// trailer) holding one google.rpc.ErrorInfo{reason, domain "retryd.io"}.
+// trailer) holding one google.rpc.ErrorInfo{reason, domain "retryd.io"}:
+// the google.rpc.Status of server/operations/rpc_status.h, which also gives
+// an ended operation its error.
 //
 // Thread-safe: a pure function.
 #ifndef RETRYD_SERVER_CONTROL_STATUS_H_
@@ -15,12 +17,8 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 
 namespace retryd::control {
-
-// ErrorInfo.domain of every reason.
-inline constexpr absl::string_view kErrorDomain = "retryd.io";
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

@@ -15,8 +15,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/common/error_reason.h"
-#include "server/control/operations.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/operations/operation_registry.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"
 

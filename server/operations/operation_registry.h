@@ -1,5 +1,5 @@
 // Long-running operations of the control API (retryd.v1.Operation): a drain
-// today, the dead-letter tools' redrives later.
+// and the dead-letter tools' redrives.
 //
 // An OperationRegistry keeps every running operation and, for an hour after
 // it ended, each ended one (the last 100 at most). Whoever runs an operation
@@ -9,23 +9,18 @@
 // The registry can also run an operation on a thread of its own (Run()),
 // joined by Shutdown().
 //
-// An OperationWatcher is one WatchOperation stream: it writes the operation
-// at once, then again whenever it changed (looked at every
-// `kOperationWatchInterval`), and finishes OK after writing it ended.
+// No gRPC here: the WatchOperation stream is control/'s OperationWatcher
+// (server/control/operation_watcher.h), and an ended operation's error is
+// built by rpc_status.h.
 //
-// Thread-safety: the registry is thread-safe; a watcher's reactions run on
-// gRPC threads (as MetricsWatcher's).
-#ifndef RETRYD_SERVER_CONTROL_OPERATIONS_H_
-#define RETRYD_SERVER_CONTROL_OPERATIONS_H_
-
-#include <grpcpp/alarm.h>
-#include <grpcpp/support/server_callback.h>
+// Thread-safety: the registry is thread-safe.
+#ifndef RETRYD_SERVER_OPERATIONS_OPERATION_REGISTRY_H_
+#define RETRYD_SERVER_OPERATIONS_OPERATION_REGISTRY_H_
 
 #include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,12 +33,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "retryd/v1/control.pb.h"
-#include "server/control/metrics_watcher.h"
 #include "server/engine/api/cancellation.h"
 
 namespace retryd::control {
-
-inline constexpr absl::Duration kOperationWatchInterval = absl::Milliseconds(500);
 
 class OperationRegistry {
  public:
@@ -120,38 +112,6 @@ class OperationRegistry {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class OperationWatcher final : public grpc::ServerWriteReactor<v1::Operation>,
-                               public StoppableStream {
- public:
-  // Registers with `watchers` and writes the operation `id`, or finishes
-  // with NOT_FOUND. `operations` and `watchers` must outlive the call.
-  OperationWatcher(WatcherRegistry& watchers, const OperationRegistry& operations, std::string id);
-
-  void Stop(absl::Status why) override ABSL_LOCKS_EXCLUDED(mu_);
-
-  // grpc::ServerWriteReactor.
-  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
-  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
-  void OnDone() override;
-
- private:
-  ~OperationWatcher() override = default;  // Only OnDone deletes.
-
-  void OnAlarm(bool fired) ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes the operation if it changed, or waits, or finishes.
-  void Step() ABSL_LOCKS_EXCLUDED(mu_);
-
-  WatcherRegistry& watchers_;
-  const OperationRegistry& operations_;
-  const std::string id_;
-
-  absl::Mutex mu_;  // Guards the fields below; never held across two reactions.
-  std::optional<absl::Status> stop_ ABSL_GUARDED_BY(mu_);
-  v1::Operation written_ ABSL_GUARDED_BY(mu_);  // Being written, or last written.
-  bool wrote_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
-};
-
 }  // namespace retryd::control
 
-#endif  // RETRYD_SERVER_CONTROL_OPERATIONS_H_
+#endif  // RETRYD_SERVER_OPERATIONS_OPERATION_REGISTRY_H_
