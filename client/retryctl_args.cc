@@ -531,6 +531,40 @@ std::variant<SplitArgs, UsageError> SplitGlobalFlags(const std::vector<std::stri
   return split;
 }
 
+// Runs the parser of `command` over its arguments, filling in `invocation`.
+std::optional<UsageError> ParseCommand(const std::string& command, CommandArgs& command_args,
+                                       Invocation& invocation) {
+  if (command == "status") return ParseNoArguments(Command::kStatus, command_args, invocation);
+  if (command == "threads") return ParseThreads(command_args, invocation);
+  if (command == "inorder") return ParseInOrder(command_args, invocation);
+  if (command == "ordering") return ParseOrdering(command_args, invocation);
+  if (command == "watch") return ParseWatch(command_args, invocation);
+  if (command == "inflight") return ParseInFlight(command_args, invocation);
+  if (command == "dlq-record") return ParseDlqRecord(command_args, invocation);
+  if (command == "dlq") return ParseDlq(command_args, invocation);
+  if (command == "version") return ParseNoArguments(Command::kVersion, command_args, invocation);
+  if (command == "health") return ParseHealth(command_args, invocation);
+  if (command == "drain") return ParseDrain(command_args, invocation);
+  if (command == "operations") {
+    return ParseNoArguments(Command::kOperations, command_args, invocation);
+  }
+  if (command == "operation" || command == "op") {
+    return ParseOperation(command_args, command, invocation);
+  }
+  return Usage(absl::StrCat("unknown command '", command, "'"), "");
+}
+
+// "retryctl help [TOPIC]" or --help anywhere: the help of the topic named
+// ("retryctl threads start --help" shows the threads help).
+std::variant<Invocation, UsageError> ParseHelp(const std::vector<std::string>& rest,
+                                               Invocation invocation) {
+  const std::string topic = HelpTopicOf(rest, !rest.empty() && rest[0] == "help" ? 1 : 0);
+  if (!IsKnownTopic(topic)) return Usage(absl::StrCat("unknown command '", topic, "'"), "");
+  invocation.command = Command::kHelp;
+  invocation.help_topic = topic;
+  return invocation;
+}
+
 }  // namespace
 
 std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& args,
@@ -543,49 +577,16 @@ std::variant<Invocation, UsageError> ParseArgs(const std::vector<std::string>& a
   invocation.flags = std::move(parsed.settings.flags);
 
   if (parsed.settings.help || (!rest.empty() && rest[0] == "help")) {
-    // "retryctl threads start --help" shows the threads help.
-    const std::string topic = HelpTopicOf(rest, !rest.empty() && rest[0] == "help" ? 1 : 0);
-    if (!IsKnownTopic(topic)) return Usage(absl::StrCat("unknown command '", topic, "'"), "");
-    invocation.command = Command::kHelp;
-    invocation.help_topic = topic;
-    return invocation;
+    return ParseHelp(rest, std::move(invocation));
   }
   if (rest.empty()) return Usage("missing COMMAND", "");
 
   const std::string command = rest[0];
   CommandArgs command_args(std::vector<std::string>(rest.begin() + 1, rest.end()), command,
                            command);
-  std::optional<UsageError> error;
-  if (command == "status") {
-    error = ParseNoArguments(Command::kStatus, command_args, invocation);
-  } else if (command == "threads") {
-    error = ParseThreads(command_args, invocation);
-  } else if (command == "inorder") {
-    error = ParseInOrder(command_args, invocation);
-  } else if (command == "ordering") {
-    error = ParseOrdering(command_args, invocation);
-  } else if (command == "watch") {
-    error = ParseWatch(command_args, invocation);
-  } else if (command == "inflight") {
-    error = ParseInFlight(command_args, invocation);
-  } else if (command == "dlq-record") {
-    error = ParseDlqRecord(command_args, invocation);
-  } else if (command == "dlq") {
-    error = ParseDlq(command_args, invocation);
-  } else if (command == "version") {
-    error = ParseNoArguments(Command::kVersion, command_args, invocation);
-  } else if (command == "health") {
-    error = ParseHealth(command_args, invocation);
-  } else if (command == "drain") {
-    error = ParseDrain(command_args, invocation);
-  } else if (command == "operations") {
-    error = ParseNoArguments(Command::kOperations, command_args, invocation);
-  } else if (command == "operation" || command == "op") {
-    error = ParseOperation(command_args, command, invocation);
-  } else {
-    return Usage(absl::StrCat("unknown command '", command, "'"), "");
+  if (std::optional<UsageError> error = ParseCommand(command, command_args, invocation)) {
+    return *std::move(error);
   }
-  if (error.has_value()) return *std::move(error);
   if (!invocation.flags.request_id.empty() && !IsMutating(invocation.command)) {
     return Usage(absl::StrCat("--request-id applies only to a command that changes retryd, "
                               "not to '",

@@ -338,7 +338,11 @@ std::string FormatInstance(const v1::Instance& instance, int64_t now_ms) {
   return out;
 }
 
-std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
+namespace {
+
+// The lines about the whole process: engine, instance, ordering, Kafka and
+// the downstream.
+std::string FormatOverview(const v1::GetStatusResponse& status, int64_t now_ms) {
   std::string out;
   std::string engine = EngineStateName(status.state());
   if (!status.version().empty()) {
@@ -349,14 +353,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
                        ? "-"
                        : SanitizeForTerminal(status.kafka_bootstrap_servers(), 0),
                    status.kafka_reachable() ? " (reachable)" : " (NOT reachable)");
-  int primaries = 0;
-  int retries = 0;
-  for (const v1::ThreadInfo& thread : status.threads()) {
-    if (thread.role() == v1::THREAD_ROLE_PRIMARY) ++primaries;
-    if (thread.role() == v1::THREAD_ROLE_RETRY) ++retries;
-  }
   absl::StrAppendFormat(&out, "%-14s%s\n", "engine", engine);
-  const int64_t now_ms = absl::ToUnixMillis(now);
   if (status.has_instance()) {
     absl::StrAppendFormat(&out, "%-14s%s\n", "instance", FormatInstance(status.instance(), now_ms));
   }
@@ -368,20 +365,37 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
     absl::StrAppendFormat(&out, "%-14s%s\n", "downstream",
                           FormatDownstream(status.downstream(), now_ms));
   }
+  return out;
+}
+
+// The retry backlog, and with tiered retry topics each tier's delay,
+// attempts, threads and backlog.
+std::string FormatRetryBacklog(const v1::GetStatusResponse& status) {
+  std::string out;
   absl::StrAppendFormat(&out, "%-14s%s\n", "retry backlog",
                         Plural(status.retry_backlog(), "record", "records"));
-  if (status.retry_tiers_size() > 1) {
-    // Tiered retry topics: each tier's delay, attempts, threads and backlog.
-    for (const v1::RetryTierStatus& tier : status.retry_tiers()) {
-      absl::StrAppendFormat(&out, "%-14s%s: every %s, attempts %d-%d, %s, %s\n", "  tier",
-                            SanitizeForTerminal(tier.topic(), 249),
-                            FormatElapsed(static_cast<int64_t>(tier.delay_ms())),
-                            tier.first_attempt(), tier.last_attempt(),
-                            Plural(tier.thread_ids_size(), "thread", "threads"),
-                            Plural(tier.backlog(), "record", "records"));
-    }
+  if (status.retry_tiers_size() <= 1) return out;
+  for (const v1::RetryTierStatus& tier : status.retry_tiers()) {
+    absl::StrAppendFormat(&out, "%-14s%s: every %s, attempts %d-%d, %s, %s\n", "  tier",
+                          SanitizeForTerminal(tier.topic(), 249),
+                          FormatElapsed(static_cast<int64_t>(tier.delay_ms())),
+                          tier.first_attempt(), tier.last_attempt(),
+                          Plural(tier.thread_ids_size(), "thread", "threads"),
+                          Plural(tier.backlog(), "record", "records"));
   }
-  out.append(FormatTotals(status.totals()));
+  return out;
+}
+
+// The count of threads by role, with the retry threads' range, and the
+// newest scaling events.
+std::string FormatThreadCounts(const v1::GetStatusResponse& status, int64_t now_ms) {
+  std::string out;
+  int primaries = 0;
+  int retries = 0;
+  for (const v1::ThreadInfo& thread : status.threads()) {
+    if (thread.role() == v1::THREAD_ROLE_PRIMARY) ++primaries;
+    if (thread.role() == v1::THREAD_ROLE_RETRY) ++retries;
+  }
   if (status.min_retry_threads() == 0 && !status.autoscale()) {
     absl::StrAppendFormat(&out, "%-14s%d: %d primary, %d retry (at most %d retry)\n", "threads",
                           status.threads_size(), primaries, retries, status.max_retry_threads());
@@ -396,10 +410,14 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
   const int shown = std::min(status.scaling_events_size(), kShownEvents);
   for (int i = status.scaling_events_size() - shown; i < status.scaling_events_size(); ++i) {
     absl::StrAppendFormat(&out, "%-14s%s\n", "autoscale",
-                          FormatScalingEvent(status.scaling_events(i), absl::ToUnixMillis(now)));
+                          FormatScalingEvent(status.scaling_events(i), now_ms));
   }
-  if (status.threads().empty()) return out;
+  return out;
+}
 
+// One row per thread, by id: role, state, time in it, partitions.
+std::string FormatThreadTable(const v1::GetStatusResponse& status, int64_t now_ms) {
+  std::string out;
   std::vector<const v1::ThreadInfo*> threads;
   for (const v1::ThreadInfo& thread : status.threads()) threads.push_back(&thread);
   std::stable_sort(threads.begin(), threads.end(),
@@ -414,6 +432,18 @@ std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
                           RoleName(thread->role()), ThreadStateName(thread->state()), in_state,
                           FormatPartitions(thread->assigned_partitions()));
   }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatStatus(const v1::GetStatusResponse& status, absl::Time now) {
+  const int64_t now_ms = absl::ToUnixMillis(now);
+  std::string out = FormatOverview(status, now_ms);
+  out.append(FormatRetryBacklog(status));
+  out.append(FormatTotals(status.totals()));
+  out.append(FormatThreadCounts(status, now_ms));
+  if (!status.threads().empty()) out.append(FormatThreadTable(status, now_ms));
   return out;
 }
 

@@ -127,33 +127,55 @@ TEST(RetryctlDlqFormatTest, ErrorIsCutToTheTerminalsWidth) {
               EndsWith("  " + std::string(13, 'e') + "..."));
 }
 
+// `dlq ls` with every filter flag set; ExpectEveryFilterFlagMapped checks
+// what a request made of them carries.
+std::vector<std::string> DlqListWithEveryFilterFlag() {
+  return {"dlq",
+          "ls",
+          "--reason",
+          "ORDER_LOCKED",
+          "--key-prefix",
+          "k",
+          "--topic",
+          "orders",
+          "--original-partition",
+          "0",
+          "--error",
+          "Deadline",
+          "--since",
+          "2026-12-01T08:00:00Z",
+          "--until",
+          "1796198400000",
+          "--min-attempts",
+          "1",
+          "--max-attempts",
+          "9",
+          "--partition",
+          "0,1",
+          "--max-value-bytes",
+          "64"};
+}
+
+void ExpectEveryFilterFlagMapped(const v1::ListDeadLettersRequest& request) {
+  const v1::DeadLetterFilter& filter = request.filter();
+  EXPECT_EQ(filter.reason(), "ORDER_LOCKED");
+  EXPECT_EQ(filter.key_prefix(), "k");
+  EXPECT_EQ(filter.original_topic(), "orders");
+  ASSERT_TRUE(filter.has_original_partition());
+  EXPECT_EQ(filter.original_partition(), 0);
+  EXPECT_EQ(filter.error_contains(), "Deadline");
+  EXPECT_EQ(filter.first_failure_from_unix_ms(), kDecemberFirstMs);
+  EXPECT_EQ(filter.first_failure_to_unix_ms(), 1'796'198'400'000);
+  EXPECT_EQ(filter.min_attempts(), 1);
+  EXPECT_EQ(filter.max_attempts(), 9);
+  EXPECT_THAT(filter.partitions(), ElementsAre(0, 1));
+  EXPECT_EQ(request.max_value_bytes(), 64u);
+}
+
 TEST(RetryctlDlqListTest, FollowsPageTokensAndMapsTheFilter) {
   FakeRetryd fake;
   fake.set_dead_letter_pages(Pages(3));
-  const RunResult run = RunAgainst(fake, {"dlq",
-                                          "ls",
-                                          "--reason",
-                                          "ORDER_LOCKED",
-                                          "--key-prefix",
-                                          "k",
-                                          "--topic",
-                                          "orders",
-                                          "--original-partition",
-                                          "0",
-                                          "--error",
-                                          "Deadline",
-                                          "--since",
-                                          "2026-12-01T08:00:00Z",
-                                          "--until",
-                                          "1796198400000",
-                                          "--min-attempts",
-                                          "1",
-                                          "--max-attempts",
-                                          "9",
-                                          "--partition",
-                                          "0,1",
-                                          "--max-value-bytes",
-                                          "64"});
+  const RunResult run = RunAgainst(fake, DlqListWithEveryFilterFlag());
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.err, "");
   const std::vector<std::string> lines = Lines(run.out);
@@ -173,19 +195,7 @@ TEST(RetryctlDlqListTest, FollowsPageTokensAndMapsTheFilter) {
   EXPECT_EQ(requests[1].page_size(), 98u);
   EXPECT_EQ(requests[2].page_size(), 96u);
   for (const v1::ListDeadLettersRequest& request : requests) {
-    const v1::DeadLetterFilter& filter = request.filter();
-    EXPECT_EQ(filter.reason(), "ORDER_LOCKED");
-    EXPECT_EQ(filter.key_prefix(), "k");
-    EXPECT_EQ(filter.original_topic(), "orders");
-    ASSERT_TRUE(filter.has_original_partition());
-    EXPECT_EQ(filter.original_partition(), 0);
-    EXPECT_EQ(filter.error_contains(), "Deadline");
-    EXPECT_EQ(filter.first_failure_from_unix_ms(), kDecemberFirstMs);
-    EXPECT_EQ(filter.first_failure_to_unix_ms(), 1'796'198'400'000);
-    EXPECT_EQ(filter.min_attempts(), 1);
-    EXPECT_EQ(filter.max_attempts(), 9);
-    EXPECT_THAT(filter.partitions(), ElementsAre(0, 1));
-    EXPECT_EQ(request.max_value_bytes(), 64u);
+    ASSERT_NO_FATAL_FAILURE(ExpectEveryFilterFlagMapped(request));
   }
 }
 

@@ -51,10 +51,9 @@ constexpr absl::string_view kTokenVersion = "c1";
 // DeadLetter.dialect of a record retryd wrote.
 constexpr std::string_view kRetrydDialect = "retryd";
 
-}  // namespace
-
-v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
-  v1::DeadLetter out;
+// The record as it sits in the dead-letter topic: position, timestamp, key
+// and value (cut to `max_value_bytes`).
+void SetRecordFields(const Record& record, size_t max_value_bytes, v1::DeadLetter& out) {
   out.set_partition(record.partition);
   out.set_offset(record.offset);
   out.set_timestamp_unix_ms(record.timestamp_ms);
@@ -65,11 +64,13 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
     out.set_value_size(static_cast<int64_t>(record.value->size()));
     out.set_value(record.value->substr(0, max_value_bytes));
   }
-  const Headers own = engine::StripRetrydHeaders(record.headers);
-  // Retryd's own first; another tool's only where retryd's are absent
-  // (its lineage headers aside, which any redriven record carries).
-  std::optional<engine::DeadLetterDialect> dialect;
-  if (own.size() == record.headers.size()) dialect = engine::DetectDialect(record.headers);
+}
+
+// The record's own headers (`own`: without retryd's; without `dialect`'s
+// too, if another tool wrote it), its lineage headers aside, and what the
+// lineage and truncation headers say.
+void SetHeaders(const Record& record, const Headers& own,
+                const std::optional<engine::DeadLetterDialect>& dialect, v1::DeadLetter& out) {
   for (const Header& h : dialect ? engine::StripDialectHeaders(own, *dialect) : own) {
     if (h.key == kRedrivenFromHeader || h.key == kRedriveCountHeader) continue;
     v1::DeadLetterHeader* header = out.add_headers();
@@ -85,6 +86,40 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
     out.set_redriven_from(*v);
   }
   if (const std::string* v = LastHeader(record.headers, kTruncatedHeader)) out.set_truncated(*v);
+}
+
+// What the retry metadata says of the record's history, and when and by
+// whom retryd dead-lettered it.
+void SetHistory(const Record& record, const engine::RetryMetadata& meta, v1::DeadLetter& out) {
+  out.set_original_topic(meta.original_topic);
+  out.set_original_partition(meta.original_partition);
+  out.set_original_offset(meta.original_offset);
+  out.set_original_timestamp_unix_ms(meta.original_timestamp_ms);
+  out.set_attempts(meta.attempt);
+  out.set_first_failure_unix_ms(meta.first_failure_ms);
+  out.set_error(meta.error);
+  out.set_first_error(meta.first_error);
+  out.set_error_reason(meta.error_reason);
+  if (const std::string* v = LastHeader(record.headers, kDeadLetteredMsHeader)) {
+    int64_t ms = 0;
+    if (absl::SimpleAtoi(*v, &ms) && ms > 0) out.set_dead_lettered_unix_ms(ms);
+  }
+  if (const std::string* v = LastHeader(record.headers, kDeadLetteredByHeader)) {
+    out.set_dead_lettered_by(*v);
+  }
+}
+
+}  // namespace
+
+v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
+  v1::DeadLetter out;
+  SetRecordFields(record, max_value_bytes, out);
+  const Headers own = engine::StripRetrydHeaders(record.headers);
+  // Retryd's own first; another tool's only where retryd's are absent
+  // (its lineage headers aside, which any redriven record carries).
+  std::optional<engine::DeadLetterDialect> dialect;
+  if (own.size() == record.headers.size()) dialect = engine::DetectDialect(record.headers);
+  SetHeaders(record, own, dialect, out);
   // A record with neither retryd's headers nor another tool's is described
   // by the first retryd header missing. Another tool's leave the fields
   // retryd alone knows empty.
@@ -101,22 +136,7 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
     out.set_decode_error(std::string(meta.status().message()));
     return out;
   }
-  out.set_original_topic(meta->original_topic);
-  out.set_original_partition(meta->original_partition);
-  out.set_original_offset(meta->original_offset);
-  out.set_original_timestamp_unix_ms(meta->original_timestamp_ms);
-  out.set_attempts(meta->attempt);
-  out.set_first_failure_unix_ms(meta->first_failure_ms);
-  out.set_error(meta->error);
-  out.set_first_error(meta->first_error);
-  out.set_error_reason(meta->error_reason);
-  if (const std::string* v = LastHeader(record.headers, kDeadLetteredMsHeader)) {
-    int64_t ms = 0;
-    if (absl::SimpleAtoi(*v, &ms) && ms > 0) out.set_dead_lettered_unix_ms(ms);
-  }
-  if (const std::string* v = LastHeader(record.headers, kDeadLetteredByHeader)) {
-    out.set_dead_lettered_by(*v);
-  }
+  SetHistory(record, *meta, out);
   return out;
 }
 

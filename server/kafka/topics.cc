@@ -136,14 +136,12 @@ absl::StatusCode CreateErrorCode(rd_kafka_resp_err_t err) {
   }
 }
 
-// Sends one CreateTopics request for `topics` and waits for its answer.
-// Returns the topics the cluster created (not those that existed already).
-absl::StatusOr<std::vector<std::string>> SendCreateTopics(
-    rd_kafka_t* rk, const std::vector<std::string>& topics, int partitions, int replication_factor,
-    const std::optional<int64_t>& retention_ms, absl::Time deadline) {
+// One NewTopic per topic, with its retention if given.
+absl::StatusOr<std::vector<NewTopicPtr>> NewTopics(const std::vector<std::string>& topics,
+                                                   int partitions, int replication_factor,
+                                                   const std::optional<int64_t>& retention_ms) {
   char errstr[512];
   std::vector<NewTopicPtr> owned;
-  std::vector<rd_kafka_NewTopic_t*> requests;
   for (const std::string& topic : topics) {
     NewTopicPtr request(rd_kafka_NewTopic_new(topic.c_str(), partitions, replication_factor, errstr,
                                               sizeof(errstr)));
@@ -158,11 +156,17 @@ absl::StatusOr<std::vector<std::string>> SendCreateTopics(
             absl::StrCat("retention.ms of topic ", topic, ": ", rd_kafka_err2str(err)));
       }
     }
-    requests.push_back(request.get());
     owned.push_back(std::move(request));
   }
-  const std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
-      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
+  return owned;
+}
+
+using AdminOptionsPtr = std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter>;
+
+// The options of a CreateTopics request that ends by `deadline`.
+absl::StatusOr<AdminOptionsPtr> CreateTopicsOptions(rd_kafka_t* rk, absl::Time deadline) {
+  char errstr[512];
+  AdminOptionsPtr options(rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
   // The broker answers once the controller has created the topics, or when
   // the operation timeout passes.
   if (rd_kafka_AdminOptions_set_request_timeout(options.get(), RemainingMs(deadline), errstr,
@@ -171,20 +175,13 @@ absl::StatusOr<std::vector<std::string>> SendCreateTopics(
                                                   sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return absl::InvalidArgumentError(absl::StrCat("CreateTopics options: ", errstr));
   }
-  const std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
-  rd_kafka_CreateTopics(rk, requests.data(), requests.size(), options.get(), queue.get());
-  // The request timeout ends the request with an error event; the margin
-  // lets that event arrive.
-  const std::unique_ptr<rd_kafka_event_t, EventDeleter> event(
-      rd_kafka_queue_poll(queue.get(), RemainingMs(deadline) + 1000));
-  if (event == nullptr) {
-    return absl::DeadlineExceededError("the cluster did not answer CreateTopics in time");
-  }
-  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::Status(CreateErrorCode(rd_kafka_event_error(event.get())),
-                        absl::StrCat("CreateTopics: ", rd_kafka_event_error_string(event.get())));
-  }
-  const rd_kafka_CreateTopics_result_t* result = rd_kafka_event_CreateTopics_result(event.get());
+  return options;
+}
+
+// The topics a CreateTopics answer says were created, or why some were
+// refused (a topic that existed already is neither).
+absl::StatusOr<std::vector<std::string>> TopicsCreated(rd_kafka_event_t* event) {
+  const rd_kafka_CreateTopics_result_t* result = rd_kafka_event_CreateTopics_result(event);
   if (result == nullptr) return absl::InternalError("CreateTopics: no result in its answer");
   size_t count = 0;
   const rd_kafka_topic_result_t** results = rd_kafka_CreateTopics_result_topics(result, &count);
@@ -213,6 +210,34 @@ absl::StatusOr<std::vector<std::string>> SendCreateTopics(
         code, absl::StrCat("the cluster refused to create ", absl::StrJoin(refused, "; ")));
   }
   return created;
+}
+
+// Sends one CreateTopics request for `topics` and waits for its answer.
+// Returns the topics the cluster created (not those that existed already).
+absl::StatusOr<std::vector<std::string>> SendCreateTopics(
+    rd_kafka_t* rk, const std::vector<std::string>& topics, int partitions, int replication_factor,
+    const std::optional<int64_t>& retention_ms, absl::Time deadline) {
+  absl::StatusOr<std::vector<NewTopicPtr>> owned =
+      NewTopics(topics, partitions, replication_factor, retention_ms);
+  if (!owned.ok()) return owned.status();
+  std::vector<rd_kafka_NewTopic_t*> requests;
+  for (const NewTopicPtr& request : *owned) requests.push_back(request.get());
+  absl::StatusOr<AdminOptionsPtr> options = CreateTopicsOptions(rk, deadline);
+  if (!options.ok()) return options.status();
+  const std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  rd_kafka_CreateTopics(rk, requests.data(), requests.size(), options->get(), queue.get());
+  // The request timeout ends the request with an error event; the margin
+  // lets that event arrive.
+  const std::unique_ptr<rd_kafka_event_t, EventDeleter> event(
+      rd_kafka_queue_poll(queue.get(), RemainingMs(deadline) + 1000));
+  if (event == nullptr) {
+    return absl::DeadlineExceededError("the cluster did not answer CreateTopics in time");
+  }
+  if (rd_kafka_event_error(event.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::Status(CreateErrorCode(rd_kafka_event_error(event.get())),
+                        absl::StrCat("CreateTopics: ", rd_kafka_event_error_string(event.get())));
+  }
+  return TopicsCreated(event.get());
 }
 
 }  // namespace
