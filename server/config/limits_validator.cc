@@ -7,22 +7,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/config/section_validators.h"
+#include "server/engine/api/options.h"
 
 namespace retryd::config_validation {
 namespace {
 
-constexpr uint64_t kDefaultMaxHeldBytes = uint64_t{64} << 20;
 constexpr uint64_t kMinHeldBytes = 1024;
 constexpr uint64_t kMaxHeldBytes = uint64_t{1} << 40;  // 1 TiB.
-// liveness_stall_ms's default, unless its rule asks for more (config.proto).
-constexpr uint64_t kDefaultLivenessStallMs = 120'000;
 
 }  // namespace
 
 // Optional, so an explicit 0 (no limit) differs from leaving it out.
 void ValidateMaxHeldBytes(Checker& checker, v1::Config& config) {
   if (!config.has_max_held_bytes()) {
-    config.set_max_held_bytes(kDefaultMaxHeldBytes);
+    config.set_max_held_bytes(engine::kMaxHeldBytesDefault);
     return;
   }
   const uint64_t value = config.max_held_bytes();
@@ -46,7 +44,8 @@ void ValidateLivenessStall(Checker& checker, v1::Config& config) {
   const uint64_t floor_ms = longest_call_ms + config.shutdown_timeout_ms();
   const bool written = config.liveness_stall_ms() != 0 || root.Written("liveness_stall_ms");
   if (!written) {
-    config.set_liveness_stall_ms(std::max<uint64_t>(kDefaultLivenessStallMs, floor_ms + 10'000));
+    config.set_liveness_stall_ms(
+        std::max<uint64_t>(engine::kLivenessStallMsDefault, floor_ms + 10'000));
     return;
   }
   const uint64_t value = config.liveness_stall_ms();

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "server/common/grpc_code_names.h"
 #include "server/config/section_validators.h"
+#include "server/engine/api/options.h"
 
 namespace retryd::config_validation {
 namespace {
@@ -23,8 +24,9 @@ void CheckProbeMax(Checker& checker, v1::GrpcProcessorConfig& grpc, const Node& 
   const bool initial_ok = InBounds(node.Field("probe_initial_ms"), initial);
   const uint64_t max_probe_max_ms = BoundsOf(node.Field("probe_max_ms")).max();
   if (grpc.probe_max_ms() == 0 && !node.Written("probe_max_ms")) {
-    grpc.set_probe_max_ms(initial_ok ? std::max<uint32_t>(30'000, grpc.probe_initial_ms())
-                                     : 30'000);
+    constexpr uint32_t kProbeMax = engine::kProbeMaxMsDefault;
+    grpc.set_probe_max_ms(initial_ok ? std::max<uint32_t>(kProbeMax, grpc.probe_initial_ms())
+                                     : kProbeMax);
   } else if (grpc.probe_max_ms() < 1 || grpc.probe_max_ms() > max_probe_max_ms) {
     checker.Error(
         node, "probe_max_ms",

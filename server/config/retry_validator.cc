@@ -39,7 +39,8 @@ void CheckThreads(Checker& checker, const v1::Config& config, v1::RetryConfig& r
                   const Node& node, bool min_ok) {
   const bool in_order = config.ordering() == v1::ORDERING_IN_ORDER;
   if (!retry.has_threads()) {
-    retry.set_threads(in_order ? 0 : std::max<uint32_t>(1, retry.min_threads()));
+    retry.set_threads(
+        in_order ? 0 : std::max<uint32_t>(engine::kRetryThreadsDefault, retry.min_threads()));
   } else if (in_order && retry.threads() > 0) {
     // Named as the file spells it.
     const bool old_spelling = !checker.root().Written("ordering");
@@ -133,7 +134,7 @@ void CheckTiers(Checker& checker, const v1::Config& config, v1::RetryConfig& ret
 void CheckBackoff(Checker& checker, v1::BackoffConfig& backoff, const Node& backoff_node) {
   checker.Number(backoff, backoff_node, "initial_ms");
   if (backoff.multiplier() == 0 && !backoff_node.Written("multiplier")) {
-    backoff.set_multiplier(2.0);
+    backoff.set_multiplier(engine::kBackoffMultiplierDefault);
   } else if (!(backoff.multiplier() >= 1 && backoff.multiplier() <= 100)) {
     checker.Error(backoff_node, "multiplier",
                   absl::StrCat("must be between 1 and 100, got ", backoff.multiplier()));
@@ -142,7 +143,8 @@ void CheckBackoff(Checker& checker, v1::BackoffConfig& backoff, const Node& back
   const bool initial_ok = InBounds(backoff_node.Field("initial_ms"), initial);
   const uint64_t max_max_ms = BoundsOf(backoff_node.Field("max_ms")).max();
   if (backoff.max_ms() == 0 && !backoff_node.Written("max_ms")) {
-    backoff.set_max_ms(initial_ok ? std::max<uint64_t>(60'000, initial) : 60'000);
+    constexpr uint64_t kMaxMs = engine::kBackoffMaxMsDefault;
+    backoff.set_max_ms(initial_ok ? std::max<uint64_t>(kMaxMs, initial) : kMaxMs);
   } else if (backoff.max_ms() < 1 || backoff.max_ms() > max_max_ms) {
     checker.Error(backoff_node, "max_ms",
                   absl::StrCat("must be between 1 and ", max_max_ms, ", got ", backoff.max_ms()));

@@ -271,6 +271,24 @@ TEST(ConfigBoundsTest, TheEngineOptionDefaultsAgree) {
   EXPECT_EQ(e.downstream.probe_max_ms, defaults.downstream.probe_max_ms);
   EXPECT_EQ(e.max_held_bytes, defaults.max_held_bytes);
   EXPECT_EQ(e.liveness_stall_ms, defaults.liveness_stall_ms);
+  EXPECT_EQ(e.retry.threads, defaults.retry.threads);
+  EXPECT_EQ(e.retry.min_threads, defaults.retry.min_threads);
+  EXPECT_EQ(e.retry.seed, defaults.retry.seed);
+  EXPECT_EQ(e.ordering, defaults.ordering);
+}
+
+// A tier's own defaults (RetryTier) are a tier's that leaves them out.
+TEST(ConfigBoundsTest, TheRetryTierDefaultsAgree) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfigText(
+      "group_id: \"g\"\ninput_topics: \"in\"\n"
+      "retry { tiers { topic: \"r1\" delay_ms: 1000 } }\nprocessor { simulate {} }\n",
+      "t", {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->engine.retry.tiers.size(), 1u);
+  const engine::RetryTier& tier = loaded->engine.retry.tiers[0];
+  const engine::RetryTier defaults;
+  EXPECT_EQ(tier.max_attempts, defaults.max_attempts);
+  EXPECT_EQ(tier.threads, defaults.threads);
 }
 
 }  // namespace
