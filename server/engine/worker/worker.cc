@@ -23,13 +23,6 @@ constexpr int kMaxBatch = 500;
 // again (heartbeats and max.poll.interval.ms depend on it). A round may
 // overrun by one processor call.
 constexpr absl::Duration kMaxRound = absl::Milliseconds(200);
-// Key order: how long a primary may wait, at an assignment, to learn the
-// keys parked in the retry topic, and how often it tries again after a
-// failure; how often it looks for keys released by another process.
-constexpr absl::Duration kLearnTimeout = absl::Seconds(10);
-constexpr absl::Duration kLearnRetry = absl::Seconds(1);
-constexpr absl::Duration kSweepInterval = absl::Seconds(2);
-constexpr absl::Duration kSweepTimeout = absl::Milliseconds(500);
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -623,55 +616,6 @@ bool Worker::MaySendBack(const HeldRecord& held, ByteCharge* counted) const {
   return true;
 }
 
-bool Worker::TakenByItsKey(HeldRecord& held) {
-  if (!KeyOrder() || !held.record.key.has_value()) return false;
-  PartitionKey key = KeyOf(held.record);
-  if (lanes_.QueueBehind(key, held)) return true;
-  if (role_ == ThreadRole::kPrimary && context_.parking->FollowIfParked(key, held.record.offset)) {
-    Follow(std::move(held));
-    return true;
-  }
-  lanes_.Open(std::move(key), held.source);
-  held.laned = true;
-  return false;
-}
-
-void Worker::Follow(HeldRecord held) {
-  // Not yet attempted: the retry thread makes its first attempt, after the
-  // records of its key before it.
-  held.due_ms = NowMs();
-  held.last_error = "follows an earlier record of its key (key order)";
-  const ParkedRecord parks{KeyOf(held.record), held.record.offset, absl::Now()};
-  HandOff h = ToRetryTopic(std::move(held), HandOffKind::kFollow);
-  h.parks = parks;
-  Emit(std::move(h));
-}
-
-void Worker::EndOfLane(const HeldRecord& held) { lanes_.End(held); }
-
-bool Worker::DrainLanes(absl::Time deadline) {
-  return lanes_.DrainReady([this, deadline] { return !AtCallLimit() && absl::Now() < deadline; },
-                           [this](const PartitionKey& key, HeldRecord next) {
-                             // Its next record is the key's record in progress, unless (a
-                             // primary's) its key was parked meanwhile: then it and all behind
-                             // it follow.
-                             if (role_ == ThreadRole::kPrimary &&
-                                 context_.parking->FollowIfParked(key, next.record.offset)) {
-                               Follow(std::move(next));
-                               return false;
-                             }
-                             next.laned = true;
-                             const int64_t now = NowMs();
-                             if (role_ == ThreadRole::kRetry) ClampDue(next, now);
-                             if (next.due_ms <= now) {
-                               Attempt(std::move(next));
-                             } else {
-                               scheduler_.Add(std::move(next));
-                             }
-                             return true;
-                           });
-}
-
 HandOff Worker::ToRetryTopic(HeldRecord held, HandOffKind kind) const {
   const TopicPartition source = held.source;
   // To the topic of the tier that makes the record's next attempt.
@@ -696,54 +640,6 @@ bool Worker::RestoreInPlaceRetry(HeldRecord& held) {
   LogInfo("thread ", id_, ": ", held.source.topic, "/", held.source.partition, "@",
           held.source_offset, " resumes at attempt ", held.attempt, " (from committed metadata)");
   return true;
-}
-
-void Worker::LearnParkedKeys() {
-  const std::vector<TopicPartition> unknown = partitions_.KeysUnknown();
-  absl::StatusOr<std::vector<ParkedRecord>> parked = context_.read_parked(kLearnTimeout);
-  if (!parked.ok()) {
-    next_learn_ = absl::Now() + kLearnRetry;
-    if (int64_t held_back = 0; learn_log_.Allow(absl::Now(), &held_back)) {
-      LogWarning("thread ", id_, ": key order: the parked keys of ", unknown.size(),
-                 " partitions are not known (", parked.status().message(), "); their records wait",
-                 LogThrottle::HeldBackNote(held_back));
-    }
-    return;
-  }
-  context_.parking->Replace(unknown, *parked);
-  partitions_.ClearKeysUnknown();
-  // Records that arrived meanwhile wait in queue_: they go on now.
-  for (const TopicPartition& tp : unknown) queue_.MarkReady(tp);
-  LogInfo("thread ", id_, ": key order: learned the parked keys of ", unknown.size(),
-          " partitions (", context_.parking->summary().keys, " keys parked in all)");
-}
-
-void Worker::AdoptLanes() {
-  // A call in flight is its key's record in progress.
-  calls_.ForEachMutable([this](Calls::Call& call) {
-    HeldRecord& held = call.held;
-    if (!held.record.key.has_value() || held.laned) return;
-    if (lanes_.Open(KeyOf(held.record), held.source)) held.laned = true;
-  });
-  std::vector<HeldRecord> held;
-  for (const TopicPartition& tp : partitions_.Assigned()) {
-    for (HeldRecord& h : scheduler_.TakePartition(tp)) held.push_back(std::move(h));
-  }
-  std::stable_sort(held.begin(), held.end(), [](const HeldRecord& a, const HeldRecord& b) {
-    return a.record.offset < b.record.offset;
-  });
-  for (HeldRecord& h : held) {
-    if (h.laned || !TakenByItsKey(h)) scheduler_.Add(std::move(h));
-  }
-}
-
-void Worker::SweepParkedKeys() {
-  next_sweep_ = absl::Now() + kSweepInterval;
-  absl::StatusOr<std::map<int32_t, int64_t>> committed = context_.retry_committed(kSweepTimeout);
-  // Not reached: the keys stay parked a little longer, which orders no
-  // record wrongly.
-  if (!committed.ok()) return;
-  context_.parking->ReleaseCommitted(*committed);
 }
 
 void Worker::DeadLetter(const HeldRecord& held, std::string reason,
@@ -828,99 +724,6 @@ bool Worker::DrainWaiting(absl::Time deadline) {
       [this](HeldRecord held) {
         if (!TakenByItsKey(held)) Attempt(std::move(held));
       });
-}
-
-void Worker::WaitForAcks() {
-  constexpr absl::Duration kMaxWait = absl::Milliseconds(500);
-  if (mailbox_->in_flight.load(std::memory_order_relaxed) < context_.options->max_in_flight) return;
-  mailbox_->counters.Add(&Counters::backpressure_waits);
-  const Mailbox* sink = mailbox_.get();
-  const std::atomic<bool>* stop = &stop_requested_;
-  auto relieved = [sink, stop] {
-    return sink->in_flight.load(std::memory_order_relaxed) < sink->resume_below ||
-           stop->load(std::memory_order_relaxed);
-  };
-  absl::MutexLock lock(&mailbox_->flight_mu);
-  mailbox_->flight_mu.AwaitWithTimeout(absl::Condition(&relieved), kMaxWait);
-}
-
-bool Worker::LookaheadFull(const TopicPartition& tp) const {
-  int64_t held = role_ == ThreadRole::kPrimary ? RecordsAhead(tp)
-                                               : static_cast<int64_t>(scheduler_.CountFor(tp));
-  held += lanes_.WaitingFrom(tp);
-  if (held >= Lookahead()) return true;
-  // A fixed-delay tier: the records after the last one read are due no
-  // sooner than it.
-  if (read_ahead_ms_ < 0) return false;
-  const std::optional<int64_t> last_due = scheduler_.LastDueFor(tp);
-  return last_due.has_value() && *last_due > NowMs() + read_ahead_ms_;
-}
-
-int Worker::Lookahead() const { return context_.options->retry.lookahead; }
-
-bool Worker::AnyLookaheadMayBeFull() const {
-  if (InOrder()) return true;
-  if (read_ahead_ms_ >= 0 && scheduler_.size() > 0) return true;
-  const int64_t held =
-      static_cast<int64_t>(scheduler_.size()) + queue_.waiting() + lanes_.waiting();
-  return held >= Lookahead();
-}
-
-void Worker::ReconcilePauses() {
-  const int64_t in_flight = mailbox_->in_flight.load(std::memory_order_relaxed);
-  if (in_flight >= context_.options->max_in_flight) {
-    backpressure_ = true;
-  } else if (in_flight < mailbox_->resume_below) {
-    backpressure_ = false;
-  }
-  std::vector<TopicPartition> pause, resume;
-  const bool input_paused =
-      role_ == ThreadRole::kPrimary && context_.input_paused->load(std::memory_order_relaxed);
-  const bool all = backpressure_ || input_paused || quiesced_ ||
-                   context_.gate->IntakePaused(role_, absl::Now()) || OverBudget();
-  // Run every loop turn: the steady state, where nothing is paused and no
-  // partition can want a pause, is told without a look at each partition.
-  if (!all && !partitions_.any_paused() && !partitions_.any_keys_unknown() &&
-      !AnyLookaheadMayBeFull()) {
-    return;
-  }
-  for (const TopicPartition& tp : partitions_.Assigned()) {
-    // In order, records behind a held one wait in `queue_` rather than
-    // pausing at once: a pause drops what was fetched and costs a fetch
-    // round trip, far more than a short backoff. Both roles stop fetching
-    // once `lookahead` records of a partition are held.
-    const bool is = partitions_.paused(tp);
-    const bool want = all || partitions_.keys_unknown(tp) || LookaheadFull(tp);
-    if (want && !is) pause.push_back(tp);
-    if (!want && is) resume.push_back(tp);
-  }
-  if (!pause.empty()) {
-    if (absl::Status s = consumer_->Pause(pause); s.ok()) {
-      partitions_.NotePaused(pause, true);
-    } else {
-      LogWarning("thread ", id_, ": ", s.message());
-    }
-  }
-  if (!resume.empty()) {
-    if (absl::Status s = consumer_->Resume(resume); s.ok()) {
-      partitions_.NotePaused(resume, false);
-    } else {
-      LogWarning("thread ", id_, ": ", s.message());
-    }
-  }
-}
-
-bool Worker::OverBudget() {
-  const int64_t budget = context_.options->max_held_bytes;
-  if (budget <= 0) return false;
-  const int64_t held = mailbox_->held_bytes.load(std::memory_order_relaxed);
-  if (!over_budget_ && held > budget) {
-    over_budget_ = true;
-    mailbox_->counters.Add(&Counters::budget_pauses);
-  } else if (over_budget_ && held < budget / 4 * 3) {
-    over_budget_ = false;
-  }
-  return over_budget_;
 }
 
 absl::Status Worker::CommitNow(const kafka::CommitOffsets& offsets, absl::Time deadline) {
