@@ -102,6 +102,31 @@ constexpr absl::string_view kRefusedWhile = "refused while ";
 constexpr absl::string_view kRefusedAgain = "refused again ";
 constexpr absl::string_view kRefusedAs = "refused as the ";
 
+// What the processor's health shows of the downstream, when a call was
+// refused with `reason`: kChannel or kHealth (the downstream down, `why`
+// saying so), or kNone.
+DownstreamGate::Evidence ShownDown(const DownstreamHealth& health, const std::string& reason,
+                                   std::string& why) {
+  if (health.channel == DownstreamHealth::Channel::kNotReady) {
+    why = absl::StrCat("its channel is not ready (", reason, ")");
+    return DownstreamGate::Evidence::kChannel;
+  }
+  if (health.serving == DownstreamHealth::Serving::kNotServing) {
+    why = absl::StrCat("its health service answers NOT_SERVING (", reason, ")");
+    return DownstreamGate::Evidence::kHealth;
+  }
+  return DownstreamGate::Evidence::kNone;
+}
+
+// Why a record refused before (and made to wait) owns its refusal now.
+std::string RefusedAgainReason(const DownstreamGate::RefusedRecord& record,
+                               const std::string& reason) {
+  return record.answers_since > 0
+             ? absl::StrCat(kRefusedWhile, "the downstream answered ", record.answers_since,
+                            " other records: ", reason)
+             : absl::StrCat(kRefusedAgain, "while nothing showed the downstream down: ", reason);
+}
+
 }  // namespace
 
 bool DownstreamGate::IsRefusalReason(absl::string_view error) {
@@ -122,16 +147,8 @@ DownstreamGate::Verdict DownstreamGate::Refused(ThreadRole role, const RefusedRe
   Role& r = roles_[i];
 
   // The downstream itself says it is down: every role waits, no attempt used.
-  Evidence shown = Evidence::kNone;
   std::string why;
-  if (health.channel == DownstreamHealth::Channel::kNotReady) {
-    shown = Evidence::kChannel;
-    why = absl::StrCat("its channel is not ready (", reason, ")");
-  } else if (health.serving == DownstreamHealth::Serving::kNotServing) {
-    shown = Evidence::kHealth;
-    why = absl::StrCat("its health service answers NOT_SERVING (", reason, ")");
-  }
-  if (shown != Evidence::kNone) {
+  if (const Evidence shown = ShownDown(health, reason, why); shown != Evidence::kNone) {
     for (size_t j = 0; j < roles_.size(); ++j) GoDown(j, shown, now, why);
     if (probe) ProbeRefused(i, now, reason);
     return {.own = false, .mark = false, .reason = {}, .epoch = outage_epoch()};
@@ -163,11 +180,7 @@ DownstreamGate::Verdict DownstreamGate::Refused(ThreadRole role, const RefusedRe
   if (record.refused_before) {
     return {.own = true,
             .mark = true,
-            .reason = record.answers_since > 0
-                          ? absl::StrCat(kRefusedWhile, "the downstream answered ",
-                                         record.answers_since, " other records: ", reason)
-                          : absl::StrCat(kRefusedAgain,
-                                         "while nothing showed the downstream down: ", reason),
+            .reason = RefusedAgainReason(record, reason),
             .epoch = outage_epoch()};
   }
   if (!record.refused_last_attempt) {

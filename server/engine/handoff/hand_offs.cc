@@ -44,6 +44,71 @@ std::string_view Decimal(int64_t value, char (&buffer)[N]) {
   return {buffer, static_cast<size_t>(std::to_chars(buffer, buffer + N, value).ptr - buffer)};
 }
 
+// HandOffs::OnFailed, a hand-off no one sends again: forgotten, its
+// request (if any) answered.
+void DropFailed(HandOffMailbox& mailbox, const HandOff& hand_off, const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mailbox.redo_mu);
+    mailbox.ForgetFailedHandOff(hand_off);
+  }
+  if (hand_off.requested_by != nullptr) {
+    hand_off.requested_by->Answer(absl::IsInternal(status) ? status
+                                                           : PartitionGivenUp(mailbox.id()));
+  }
+  mailbox.HandOffDone();
+}
+
+// HandOffs::OnFailed, a hand-off that can never get through: the thread
+// fails.
+void FailForGood(HandOffMailbox& mailbox, const HandOff& hand_off, const absl::Status& status) {
+  const std::string reason =
+      absl::StrCat(HandOffKindName(hand_off.kind), " hand-off of ", hand_off.origin.original_topic,
+                   "/", hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
+                   " to ", hand_off.record.topic, " failed for good: ", status.message());
+  if (!mailbox.has_failed()) {
+    LogError("thread ", mailbox.id(), ": ", reason, "; the thread fails");
+  }
+  if (hand_off.requested_by != nullptr) {
+    hand_off.requested_by->Answer(absl::InternalError(reason));
+  }
+  mailbox.Fail(reason);
+  mailbox.HandOffDone();
+}
+
+// HandOffs::OnFailed, any other failure: the hand-off waits in the
+// mailbox's redo queue to be sent again (a refused one at once, replaced
+// by DrainRedo; others after kRedoDelay).
+void SendAgain(HandOffMailbox& mailbox, HandOff hand_off, const absl::Status& status) {
+  const HandOffKind kind = hand_off.kind;
+  const std::string topic = hand_off.record.topic;
+  const absl::Time now = absl::Now();
+  Redo redo;
+  redo.not_before = now + kRedoDelay;
+  if (absl::IsInvalidArgument(status)) {
+    redo.refused = std::string(status.message());
+    redo.not_before = now;  // Nothing to wait for: the record changes.
+  }
+  if (!mailbox.has_failed()) mailbox.SetLastError(std::string(status.message()));
+  size_t waiting = 0;
+  {
+    absl::MutexLock lock(&mailbox.redo_mu);
+    if (!hand_off.failed_before) {
+      hand_off.failed_before = true;
+      mailbox.failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
+    }
+    redo.hand_off = std::move(hand_off);
+    mailbox.redo.push_back(std::move(redo));
+    waiting = mailbox.redo.size();
+  }
+  // A refused record is logged when it is replaced (DrainRedo).
+  if (int64_t held_back = 0;
+      !absl::IsInvalidArgument(status) && mailbox.redo_log.Allow(now, &held_back)) {
+    LogWarning("thread ", mailbox.id(), ": ", HandOffKindName(kind), " hand-off to ", topic,
+               " failed (", status.message(), "); sending it again (", waiting,
+               " waiting to be sent again)", LogThrottle::HeldBackNote(held_back));
+  }
+}
+
 }  // namespace
 
 const char* HandOffKindName(HandOffKind kind) {
@@ -394,22 +459,12 @@ void HandOffs::OnDelivered(const std::shared_ptr<HandOffMailbox>& mailbox, HandO
 
 void HandOffs::OnFailed(const std::shared_ptr<HandOffMailbox>& mailbox, HandOff hand_off,
                         const absl::Status& status) {
-  const HandOffKind kind = hand_off.kind;
-  const std::string topic = hand_off.record.topic;
   // Purged at shutdown, or the partition moved: the next owner reads the
   // source record again, so there is nothing to re-send. The producer
   // failed for good (INTERNAL): its worker rewinds to its last commit,
   // which is below this record (not complete), and reads it again.
   if (absl::IsInternal(status) || hand_off.tracker->abandoned() || absl::IsCancelled(status)) {
-    {
-      absl::MutexLock lock(&mailbox->redo_mu);
-      mailbox->ForgetFailedHandOff(hand_off);
-    }
-    if (hand_off.requested_by != nullptr) {
-      hand_off.requested_by->Answer(absl::IsInternal(status) ? status
-                                                             : PartitionGivenUp(mailbox->id()));
-    }
-    mailbox->HandOffDone();
+    DropFailed(*mailbox, hand_off, status);
     return;
   }
   // The topic is gone or forbidden (after librdkafka's own retries): no
@@ -418,46 +473,10 @@ void HandOffs::OnFailed(const std::shared_ptr<HandOffMailbox>& mailbox, HandOff 
   // offset, which is below this record.
   if (absl::IsNotFound(status) || absl::IsPermissionDenied(status) ||
       (absl::IsInvalidArgument(status) && hand_off.fit >= 2)) {
-    const std::string reason =
-        absl::StrCat(HandOffKindName(kind), " hand-off of ", hand_off.origin.original_topic, "/",
-                     hand_off.origin.original_partition, "@", hand_off.origin.original_offset,
-                     " to ", topic, " failed for good: ", status.message());
-    if (!mailbox->has_failed()) {
-      LogError("thread ", mailbox->id(), ": ", reason, "; the thread fails");
-    }
-    if (hand_off.requested_by != nullptr) {
-      hand_off.requested_by->Answer(absl::InternalError(reason));
-    }
-    mailbox->Fail(reason);
-    mailbox->HandOffDone();
+    FailForGood(*mailbox, hand_off, status);
     return;
   }
-  const absl::Time now = absl::Now();
-  Redo redo;
-  redo.not_before = now + kRedoDelay;
-  if (absl::IsInvalidArgument(status)) {
-    redo.refused = std::string(status.message());
-    redo.not_before = now;  // Nothing to wait for: the record changes.
-  }
-  if (!mailbox->has_failed()) mailbox->SetLastError(std::string(status.message()));
-  size_t waiting = 0;
-  {
-    absl::MutexLock lock(&mailbox->redo_mu);
-    if (!hand_off.failed_before) {
-      hand_off.failed_before = true;
-      mailbox->failed_hand_offs[hand_off.tracker].insert(hand_off.offset);
-    }
-    redo.hand_off = std::move(hand_off);
-    mailbox->redo.push_back(std::move(redo));
-    waiting = mailbox->redo.size();
-  }
-  // A refused record is logged when it is replaced (DrainRedo).
-  if (int64_t held_back = 0;
-      !absl::IsInvalidArgument(status) && mailbox->redo_log.Allow(now, &held_back)) {
-    LogWarning("thread ", mailbox->id(), ": ", HandOffKindName(kind), " hand-off to ", topic,
-               " failed (", status.message(), "); sending it again (", waiting,
-               " waiting to be sent again)", LogThrottle::HeldBackNote(held_back));
-  }
+  SendAgain(*mailbox, std::move(hand_off), status);
 }
 
 void HandOffs::DrainRedo(bool force, bool in_order) {

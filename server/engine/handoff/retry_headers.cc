@@ -109,6 +109,81 @@ bool Optional(std::string_view name) {
          name == kFirstErrorHeader || name == kErrorReasonHeader;
 }
 
+// The value of each of kParsedHeaders, in its order; empty where an
+// optional one is absent.
+using ParsedValues = std::array<absl::string_view, kParsedHeaders.size()>;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// ParseRetryHeaders: finds each of kParsedHeaders in `headers` (one pass),
+// into `value`, with its copies counted in `count`. INVALID_ARGUMENT if
+// one is missing (and not optional), repeated or null.
+absl::Status FindParsedHeaders(const Headers& headers, ParsedValues& value,
+                               std::array<int, kParsedHeaders.size()>& count) {
+  std::array<const Header*, kParsedHeaders.size()> found{};
+  for (const Header& h : headers) {
+    if (!absl::StartsWith(h.key, Av(kRetrydHeaderPrefix))) continue;
+    for (size_t i = 0; i < kParsedHeaders.size(); ++i) {
+      if (h.key == kParsedHeaders[i]) {
+        if (count[i]++ == 0) found[i] = &h;
+        break;
+      }
+    }
+  }
+
+  for (size_t i = 0; i < kParsedHeaders.size(); ++i) {
+    const absl::string_view name = Av(kParsedHeaders[i]);
+    if (count[i] == 0) {
+      if (Optional(kParsedHeaders[i])) continue;
+      return absl::InvalidArgumentError(absl::StrCat("missing header ", name));
+    }
+    if (count[i] > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header ", name, " appears ", count[i], " times"));
+    }
+    if (!found[i]->value.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("header ", name, " has a null value"));
+    }
+    value[i] = *found[i]->value;
+  }
+  return absl::OkStatus();
+}
+
+// ParseRetryHeaders: the record's original coordinates (values 3 to 7:
+// topic, partition, offset, timestamp and its type, which `has_type` says
+// is there) into `m`.
+absl::Status ParseOrigin(const ParsedValues& value, bool has_type, RetryMetadata& m) {
+  if (absl::Status s = ValidateTopic(Av(kOriginalTopicHeader), value[3]); !s.ok()) {
+    return s;
+  }
+  m.original_topic = std::string(value[3]);
+
+  absl::StatusOr<int64_t> n = ParseIntInRange(Av(kOriginalPartitionHeader), value[4], 0,
+                                              std::numeric_limits<int32_t>::max());
+  if (!n.ok()) return n.status();
+  m.original_partition = static_cast<int32_t>(*n);
+
+  n = ParseIntInRange(Av(kOriginalOffsetHeader), value[5], 0, kInt64Max);
+  if (!n.ok()) return n.status();
+  m.original_offset = *n;
+
+  n = ParseIntInRange(Av(kOriginalTimestampMsHeader), value[6], -1, kInt64Max);
+  if (!n.ok()) return n.status();
+  m.original_timestamp_ms = *n;
+
+  if (!has_type) {
+    m.original_timestamp_type = DefaultTimestampType(m.original_timestamp_ms);
+  } else if (std::optional<TimestampType> type =
+                 TimestampTypeFromName({value[7].data(), value[7].size()})) {
+    m.original_timestamp_type = *type;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("header ", Av(kOriginalTimestampTypeHeader),
+                     " is not CreateTime, LogAppendTime or NoTimestampType: ", Quote(value[7])));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Headers StripRetrydHeaders(const Headers& headers) {
@@ -157,37 +232,10 @@ std::string DeadLetteredBy(std::string_view instance, int thread_id) {
 }
 
 absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
-  // One pass to find each header and count its copies.
-  std::array<const Header*, kParsedHeaders.size()> found{};
+  ParsedValues value{};
   std::array<int, kParsedHeaders.size()> count{};
-  for (const Header& h : headers) {
-    if (!absl::StartsWith(h.key, Av(kRetrydHeaderPrefix))) continue;
-    for (size_t i = 0; i < kParsedHeaders.size(); ++i) {
-      if (h.key == kParsedHeaders[i]) {
-        if (count[i]++ == 0) found[i] = &h;
-        break;
-      }
-    }
-  }
+  if (absl::Status s = FindParsedHeaders(headers, value, count); !s.ok()) return s;
 
-  std::array<absl::string_view, kParsedHeaders.size()> value{};
-  for (size_t i = 0; i < kParsedHeaders.size(); ++i) {
-    const absl::string_view name = Av(kParsedHeaders[i]);
-    if (count[i] == 0) {
-      if (Optional(kParsedHeaders[i])) continue;
-      return absl::InvalidArgumentError(absl::StrCat("missing header ", name));
-    }
-    if (count[i] > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("header ", name, " appears ", count[i], " times"));
-    }
-    if (!found[i]->value.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("header ", name, " has a null value"));
-    }
-    value[i] = *found[i]->value;
-  }
-
-  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   RetryMetadata m;
   absl::StatusOr<int64_t> n = ParseIntInRange(Av(kAttemptHeader), value[0], 1, kMaxAttempt);
   if (!n.ok()) return n.status();
@@ -201,34 +249,7 @@ absl::StatusOr<RetryMetadata> ParseRetryHeaders(const Headers& headers) {
   if (!n.ok()) return n.status();
   m.first_failure_ms = *n;
 
-  if (absl::Status s = ValidateTopic(Av(kOriginalTopicHeader), value[3]); !s.ok()) {
-    return s;
-  }
-  m.original_topic = std::string(value[3]);
-
-  n = ParseIntInRange(Av(kOriginalPartitionHeader), value[4], 0,
-                      std::numeric_limits<int32_t>::max());
-  if (!n.ok()) return n.status();
-  m.original_partition = static_cast<int32_t>(*n);
-
-  n = ParseIntInRange(Av(kOriginalOffsetHeader), value[5], 0, kInt64Max);
-  if (!n.ok()) return n.status();
-  m.original_offset = *n;
-
-  n = ParseIntInRange(Av(kOriginalTimestampMsHeader), value[6], -1, kInt64Max);
-  if (!n.ok()) return n.status();
-  m.original_timestamp_ms = *n;
-
-  if (count[7] == 0) {
-    m.original_timestamp_type = DefaultTimestampType(m.original_timestamp_ms);
-  } else if (std::optional<TimestampType> type =
-                 TimestampTypeFromName({value[7].data(), value[7].size()})) {
-    m.original_timestamp_type = *type;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header ", Av(kOriginalTimestampTypeHeader),
-                     " is not CreateTime, LogAppendTime or NoTimestampType: ", Quote(value[7])));
-  }
+  if (absl::Status s = ParseOrigin(value, /*has_type=*/count[7] != 0, m); !s.ok()) return s;
 
   m.error = std::string(value[8]);
   m.first_error = std::string(value[9]);
