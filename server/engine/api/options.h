@@ -2,7 +2,7 @@
 // engine runs on. Kept free of protobuf so the engine can be embedded as a
 // library. Defaults are config.proto's, declared once: a number field's
 // (bounds) default_value comes in as a constant of config_defaults.h
-// (generated from config.proto, see proto/config_defaults.cmake); the
+// (generated from config.proto, see proto/config_defaults_gen.cc); the
 // defaults the proto cannot declare in (bounds) (a double, an optional, or
 // one that follows another field) are the k...Default constants below,
 // which the config loader's validators use too.
