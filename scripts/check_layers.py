@@ -22,7 +22,7 @@ A header belongs to:
      (server/kafka/producer.h: retryd_kafka);
   3. else, of the targets declared in the nearest CMakeLists.txt at or above
      its folder, the one that compiles a .cc in its folder, or in the nearest
-     folder above it that has one (server/engine/stats/counters.h and
+     folder above it that has one (server/engine/stats/latest_measurement.h and
      server/engine/api/engine.h: retryd_engine); or the only one declared
      there.
 A header that belongs to no target is an error too. The headers of a

@@ -1,5 +1,3 @@
-#include "server/engine/api/engine.h"
-
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -14,6 +12,7 @@
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
 #include "server/engine/autoscaler.h"
+#include "server/engine/engine_impl.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/retry_tiers.h"
 #include "server/engine/worker/worker.h"
@@ -139,8 +138,8 @@ const char* EngineStateName(EngineState state) {
   return "UNKNOWN";
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
-                                                       std::unique_ptr<Processor> processor) {
+absl::StatusOr<std::unique_ptr<Engine::Impl>> Engine::Impl::Create(
+    EngineOptions options, std::unique_ptr<Processor> processor) {
   if (processor == nullptr) return absl::InvalidArgumentError("no processor");
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   NormalizeTiers(options.retry);
@@ -153,14 +152,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineOptions options,
       kafka::GroupLagProbe::Create(options.bootstrap_servers, options.kafka_properties,
                                    absl::StrCat(options.group_id, ".retry"), tier_topics);
   if (!retry_lag.ok()) return retry_lag.status();
-  return std::unique_ptr<Engine>(new Engine(std::move(options), std::move(processor),
-                                            *std::move(producer), *std::move(retry_lag)));
+  return std::unique_ptr<Impl>(new Impl(std::move(options), std::move(processor),
+                                        *std::move(producer), *std::move(retry_lag)));
 }
 
 // The engine as the autoscaler sees it: its own control operations.
-class Engine::Scaling : public ScalingTarget {
+class Engine::Impl::Scaling : public ScalingTarget {
  public:
-  explicit Scaling(Engine& engine) : engine_(engine) {}
+  explicit Scaling(Impl& engine) : engine_(engine) {}
 
   bool Scalable() const override {
     return engine_.state() == EngineState::kRunning && !engine_.in_order();
@@ -181,12 +180,12 @@ class Engine::Scaling : public ScalingTarget {
   }
 
  private:
-  Engine& engine_;
+  Impl& engine_;
 };
 
-Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
-               std::unique_ptr<kafka::Producer> producer,
-               std::unique_ptr<kafka::GroupLagProbe> retry_lag)
+Engine::Impl::Impl(EngineOptions options, std::unique_ptr<Processor> processor,
+                   std::unique_ptr<kafka::Producer> producer,
+                   std::unique_ptr<kafka::GroupLagProbe> retry_lag)
     : options_(std::move(options)),
       processor_(std::move(processor)),
       producers_(std::move(producer),
@@ -213,14 +212,14 @@ Engine::Engine(EngineOptions options, std::unique_ptr<Processor> processor,
                                              absl::Milliseconds(options_.shutdown_timeout_ms))
               : nullptr) {}
 
-Engine::~Engine() { Stop(); }
+Engine::Impl::~Impl() { Stop(); }
 
-EngineState Engine::state() const {
+EngineState Engine::Impl::state() const {
   absl::MutexLock lock(&mu_);
   return state_;
 }
 
-absl::Status Engine::CheckRunning() const {
+absl::Status Engine::Impl::CheckRunning() const {
   mu_.AssertHeld();
   if (state_ != EngineState::kRunning && state_ != EngineState::kDraining) {
     return absl::FailedPreconditionError(
@@ -229,8 +228,8 @@ absl::Status Engine::CheckRunning() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Engine::ControlSlot> Engine::BeginControl(absl::Time deadline,
-                                                         const Cancellation* cancel) {
+absl::StatusOr<Engine::Impl::ControlSlot> Engine::Impl::BeginControl(absl::Time deadline,
+                                                                     const Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
   if (state_ == EngineState::kDraining && control_busy_) {
     return DrainRunningError();
@@ -251,7 +250,7 @@ absl::StatusOr<Engine::ControlSlot> Engine::BeginControl(absl::Time deadline,
   return TakeControlLocked();
 }
 
-absl::Status Engine::DrainRunningError() {
+absl::Status Engine::Impl::DrainRunningError() {
   return WithReason(absl::FailedPreconditionError(
                         "a switch of the ordering mode is under way (input paused while it "
                         "reads or drains the retry backlog); nothing changed. Try again when "
@@ -259,13 +258,13 @@ absl::Status Engine::DrainRunningError() {
                     reason::kDrainRunning);
 }
 
-Engine::ControlSlot Engine::TakeControlLocked() {
+Engine::Impl::ControlSlot Engine::Impl::TakeControlLocked() {
   mu_.AssertHeld();
   control_busy_ = true;
   return ControlSlot(this);
 }
 
-void Engine::AssertControlHeld(const ControlSlot* control) const {
+void Engine::Impl::AssertControlHeld(const ControlSlot* control) const {
   if constexpr (kDebugChecks) {
     absl::MutexLock lock(&mu_);
     RETRYD_DCHECK(control_busy_, "the engine's control slot is held");
@@ -274,16 +273,17 @@ void Engine::AssertControlHeld(const ControlSlot* control) const {
   }
 }
 
-void Engine::EndControl() {
+void Engine::Impl::EndControl() {
   absl::MutexLock lock(&mu_);
   control_busy_ = false;
 }
 
-Engine::ControlSlot::~ControlSlot() {
+Engine::Impl::ControlSlot::~ControlSlot() {
   if (engine_ != nullptr) engine_->EndControl();
 }
 
-absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role, int id, int tier) {
+absl::StatusOr<std::unique_ptr<Worker>> Engine::Impl::StartWorker(ThreadRole role, int id,
+                                                                  int tier) {
   if (id == 0) {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
@@ -293,7 +293,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Engine::StartWorker(ThreadRole role, int
   return worker;
 }
 
-absl::Status Engine::Start() {
+absl::Status Engine::Impl::Start() {
   {
     absl::MutexLock lock(&mu_);
     if (state_ != EngineState::kCreated) {
@@ -354,13 +354,13 @@ absl::Status Engine::Start() {
     // background, because emptying a backlog may take long.
     absl::MutexLock lock(&mu_);
     state_ = EngineState::kDraining;
-    start_in_order_thread_ = std::thread(&Engine::StartInOrder, this, TakeControlLocked());
+    start_in_order_thread_ = std::thread(&Engine::Impl::StartInOrder, this, TakeControlLocked());
   }
   if (autoscaler_ != nullptr) autoscaler_->Start();
   return absl::OkStatus();
 }
 
-void Engine::StartInOrder(ControlSlot control) {
+void Engine::Impl::StartInOrder(ControlSlot control) {
   SetThreadName("in-order-start");
   SetThreadComponent("engine");
   LogInfo(
@@ -374,13 +374,14 @@ void Engine::StartInOrder(ControlSlot control) {
   if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
 }
 
-Cancellation::Subscription Engine::WakeOnCancel(Cancellation* cancel) {
+Cancellation::Subscription Engine::Impl::WakeOnCancel(Cancellation* cancel) {
   if (cancel == nullptr) return {};
   // Releasing mu_ makes its waiters evaluate their conditions again.
   return cancel->OnCancel([this] { absl::MutexLock lock(&mu_); });
 }
 
-void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
+void Engine::Impl::CheckpointRetryThreads(const std::vector<Worker*>& workers,
+                                          absl::Time deadline) {
   if (workers.empty()) return;
   deadline = std::min(deadline, absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms));
   for (Worker* worker : workers) worker->RequestCheckpoint(deadline);
@@ -393,7 +394,7 @@ void Engine::CheckpointRetryThreads(const std::vector<Worker*>& workers, absl::T
   }
 }
 
-void Engine::ReleaseRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
+void Engine::Impl::ReleaseRetryThreads(const std::vector<Worker*>& workers, absl::Time deadline) {
   for (Worker* worker : workers) {
     if (!worker->AwaitRebalanced(deadline)) {
       LogWarning("engine: retry thread ", worker->id(),
@@ -403,7 +404,7 @@ void Engine::ReleaseRetryThreads(const std::vector<Worker*>& workers, absl::Time
   for (Worker* worker : workers) worker->ReleaseCheckpoint();
 }
 
-int64_t Engine::SessionTimeoutMs() const {
+int64_t Engine::Impl::SessionTimeoutMs() const {
   int64_t ms = 45000;  // librdkafka's default.
   if (auto it = options_.kafka_properties.find("session.timeout.ms");
       it != options_.kafka_properties.end()) {
@@ -412,12 +413,12 @@ int64_t Engine::SessionTimeoutMs() const {
   return ms;
 }
 
-int Engine::RetryThreadCount() const {
+int Engine::Impl::RetryThreadCount() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(retries_.size());
 }
 
-std::vector<int> Engine::TiersWithoutThreads() const {
+std::vector<int> Engine::Impl::TiersWithoutThreads() const {
   std::vector<bool> read(options_.retry.tiers.size(), false);
   {
     absl::MutexLock lock(&mu_);
@@ -430,15 +431,15 @@ std::vector<int> Engine::TiersWithoutThreads() const {
   return tiers;
 }
 
-void Engine::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
-                         absl::Time deadline) {
+void Engine::Impl::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,
+                               absl::Time deadline) {
   // All at once, so their group leaves overlap instead of rebalancing in
   // turn, and their waits share the deadline instead of adding up.
   for (auto& worker : workers) worker->RequestStop(graceful, deadline);
   for (auto& worker : workers) worker->Join();
 }
 
-void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
+void Engine::Impl::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   for (const auto& worker : workers) retired_.push_back({worker->stats(), now});
@@ -449,7 +450,7 @@ void Engine::Retire(std::vector<std::unique_ptr<Worker>>& workers) {
   retired_.erase(old, retired_.end());
 }
 
-void Engine::Stop() {
+void Engine::Impl::Stop() {
   // One deadline for the whole stop, a control operation's end included;
   // each worker's last commit and group leave get a little past it (see
   // Worker::RequestStop), the producer only what is left of it: the
@@ -497,7 +498,8 @@ void Engine::Stop() {
 }
 
 template <typename Make>
-std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> Engine::PostToWorkers(Make make) const {
+std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> Engine::Impl::PostToWorkers(
+    Make make) const {
   std::vector<std::pair<int, std::shared_ptr<WorkerRequest>>> posted;
   // mu_ keeps the workers alive while they are posted to; Post() never
   // blocks.
@@ -536,7 +538,8 @@ std::vector<int> AwaitAnswers(const PostedRequests& posted, absl::Time deadline,
 
 }  // namespace
 
-InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline, Cancellation* cancel) const {
+InFlightList Engine::Impl::ListInFlight(size_t limit, absl::Time deadline,
+                                        Cancellation* cancel) const {
   const PostedRequests posted = PostToWorkers([&] { return WorkerRequest::List(limit, deadline); });
   InFlightList list;
   list.unanswered_thread_ids = AwaitAnswers(posted, deadline, cancel);
@@ -558,8 +561,8 @@ InFlightList Engine::ListInFlight(size_t limit, absl::Time deadline, Cancellatio
   return list;
 }
 
-absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, absl::Time deadline,
-                                             Cancellation* cancel) {
+absl::StatusOr<int> Engine::Impl::DeadLetterRecord(const RecordCoordinates& record,
+                                                   absl::Time deadline, Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = CheckRunning(); !s.ok()) return s;
@@ -601,7 +604,7 @@ absl::StatusOr<int> Engine::DeadLetterRecord(const RecordCoordinates& record, ab
       " (it is not in flight here: done already, not read yet, or held by another instance)"));
 }
 
-absl::Status Engine::ProbeKafka(absl::Duration timeout) const {
+absl::Status Engine::Impl::ProbeKafka(absl::Duration timeout) const {
   kafka::ClusterProbe* probe = nullptr;
   {
     // Made on first use: an engine nobody probes (no control server)
@@ -618,7 +621,7 @@ absl::Status Engine::ProbeKafka(absl::Duration timeout) const {
   return probe->Ping(timeout);  // Blocks: outside the lock.
 }
 
-absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
+absl::StatusOr<int64_t> Engine::Impl::MeasureRetryBacklog(absl::Duration timeout) {
   absl::StatusOr<std::vector<int64_t>> each = MeasureTierBacklogs(timeout);
   if (!each.ok()) return each.status();
   int64_t lag = 0;
@@ -626,7 +629,7 @@ absl::StatusOr<int64_t> Engine::MeasureRetryBacklog(absl::Duration timeout) {
   return lag;
 }
 
-absl::StatusOr<std::vector<int64_t>> Engine::MeasureTierBacklogs(absl::Duration timeout) {
+absl::StatusOr<std::vector<int64_t>> Engine::Impl::MeasureTierBacklogs(absl::Duration timeout) {
   const LatestMeasurement::Ticket ticket = measured_retry_backlog_.Begin();
   absl::StatusOr<std::vector<std::map<int32_t, int64_t>>> partitions =
       retry_lag_->MeasurePartitions(timeout);
@@ -653,12 +656,12 @@ absl::StatusOr<std::vector<int64_t>> Engine::MeasureTierBacklogs(absl::Duration 
   return each;
 }
 
-std::vector<PartitionBacklog> Engine::PartitionBacklogs() const {
+std::vector<PartitionBacklog> Engine::Impl::PartitionBacklogs() const {
   absl::MutexLock lock(&tier_backlog_mu_);
   return partition_backlog_;
 }
 
-std::vector<int64_t> Engine::TierBacklogs(
+std::vector<int64_t> Engine::Impl::TierBacklogs(
     const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
   {
     absl::MutexLock lock(&tier_backlog_mu_);
@@ -676,12 +679,12 @@ std::vector<int64_t> Engine::TierBacklogs(
   return backlog;
 }
 
-std::vector<ScalingEvent> Engine::ScalingEvents() const {
+std::vector<ScalingEvent> Engine::Impl::ScalingEvents() const {
   if (autoscaler_ == nullptr) return {};
   return autoscaler_->Events();
 }
 
-std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
+std::vector<std::shared_ptr<const ThreadStats>> Engine::Impl::Threads() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const ThreadStats>> out;
   for (const auto& worker : primaries_) out.push_back(worker->stats());
@@ -689,7 +692,7 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
   return out;
 }
 
-absl::Status Engine::ThreadFailure() const {
+absl::Status Engine::Impl::ThreadFailure() const {
   for (const auto& s : Threads()) {
     if (s->state() != ThreadState::kFailed) continue;
     return absl::UnavailableError(absl::StrCat("thread ", s->id(), " (", ThreadRoleName(s->role()),
@@ -698,7 +701,7 @@ absl::Status Engine::ThreadFailure() const {
   return absl::OkStatus();
 }
 
-absl::Status Engine::Liveness() const {
+absl::Status Engine::Impl::Liveness() const {
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   for (const auto& s : Threads()) {
     // A thread that failed turns no more either: it is counted, so that a
@@ -713,7 +716,7 @@ absl::Status Engine::Liveness() const {
   return absl::OkStatus();
 }
 
-absl::Status Engine::Readiness() const {
+absl::Status Engine::Impl::Readiness() const {
   const EngineState now = state();
   if (now != EngineState::kRunning && now != EngineState::kDraining) {
     return absl::UnavailableError(absl::StrCat("the engine is ", EngineStateName(now)));
@@ -743,7 +746,7 @@ absl::Status Engine::Readiness() const {
   return absl::OkStatus();
 }
 
-std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
+std::vector<std::shared_ptr<const ThreadStats>> Engine::Impl::RecentlyStopped(
     absl::Duration window) const {
   const absl::Time since = absl::Now() - window;
   absl::MutexLock lock(&mu_);
@@ -755,7 +758,7 @@ std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
   return out;
 }
 
-EngineTotals Engine::Totals() const {
+EngineTotals Engine::Impl::Totals() const {
   std::vector<std::shared_ptr<const ThreadStats>> all = Threads();
   const int64_t retry_backlog = RetryBacklog(all);
   EngineTotals t;
@@ -769,7 +772,8 @@ EngineTotals Engine::Totals() const {
   return t;
 }
 
-int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
+int64_t Engine::Impl::RetryBacklog(
+    const std::vector<std::shared_ptr<const ThreadStats>>& running) const {
   if (const std::optional<int64_t> measured = measured_retry_backlog_.value()) return *measured;
   // Not measured yet: what the running retry threads know of.
   int64_t backlog = 0;
@@ -782,7 +786,7 @@ int64_t Engine::RetryBacklog(const std::vector<std::shared_ptr<const ThreadStats
   return backlog;
 }
 
-absl::Status Engine::RaiseProducerFatalErrorForTest() const {
+absl::Status Engine::Impl::RaiseProducerFatalErrorForTest() const {
   return producers_.Current()->RaiseFatalErrorForTest("raised on purpose, for a test");
 }
 

@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
-#include "server/engine/api/engine.h"
+#include "server/engine/engine_impl.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/retry_tiers.h"
 #include "server/engine/worker/worker.h"
@@ -43,8 +43,9 @@ std::string IdList(const std::vector<int>& ids) { return absl::StrJoin(ids, ", "
 
 }  // namespace
 
-absl::StatusOr<SetOrderingResult> Engine::SetInOrder(bool in_order, bool drain_retries,
-                                                     absl::Time deadline, Cancellation* cancel) {
+absl::StatusOr<SetOrderingResult> Engine::Impl::SetInOrder(bool in_order, bool drain_retries,
+                                                           absl::Time deadline,
+                                                           Cancellation* cancel) {
   if (!in_order && drain_retries) {
     return absl::InvalidArgumentError("drain_retries applies only when switching in_order on");
   }
@@ -53,9 +54,10 @@ absl::StatusOr<SetOrderingResult> Engine::SetInOrder(bool in_order, bool drain_r
   return SetOrderingMode(in_order ? Ordering::kInOrder : relaxed, drain_retries, deadline, cancel);
 }
 
-absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, bool drain_retries,
-                                                          absl::Time deadline,
-                                                          Cancellation* cancel) {
+absl::StatusOr<SetOrderingResult> Engine::Impl::SetOrderingMode(Ordering ordering,
+                                                                bool drain_retries,
+                                                                absl::Time deadline,
+                                                                Cancellation* cancel) {
   if (drain_retries && ordering != Ordering::kInOrder) {
     return absl::InvalidArgumentError("drain_retries applies only to a switch to IN_ORDER");
   }
@@ -68,11 +70,7 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
   result.ordering = ordering;
   if (ordering == current) return result;
   if (ordering == Ordering::kInOrder) {
-    int running;
-    {
-      absl::MutexLock lock(&mu_);
-      running = static_cast<int>(retries_.size());
-    }
+    const int running = RetryThreadCount();
     if (running > 0 && !drain_retries) {
       return WithReason(
           absl::FailedPreconditionError(absl::StrCat(
@@ -116,8 +114,8 @@ absl::StatusOr<SetOrderingResult> Engine::SetOrderingMode(Ordering ordering, boo
   return result;
 }
 
-absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& control,
-                                                            Ordering to) {
+absl::StatusOr<std::vector<int>> Engine::Impl::SwitchOutOfInOrder(const ControlSlot& control,
+                                                                  Ordering to) {
   AssertControlHeld(&control);
   // Each tier without a retry thread gets its configured count; in order
   // configured forces those to 0, yet the retry topics need a reader once
@@ -164,7 +162,7 @@ absl::StatusOr<std::vector<int>> Engine::SwitchOutOfInOrder(const ControlSlot& c
   return ids;
 }
 
-bool Engine::PrimariesQuiet() const {
+bool Engine::Impl::PrimariesQuiet() const {
   for (const auto& s : Threads()) {
     if (s->role() != ThreadRole::kPrimary) continue;
     const bool paused = s->state() == ThreadState::kPaused || s->partitions().empty();
@@ -176,7 +174,7 @@ bool Engine::PrimariesQuiet() const {
   return true;
 }
 
-void Engine::AbandonSwitch(const std::vector<int>& temporaries) {
+void Engine::Impl::AbandonSwitch(const std::vector<int>& temporaries) {
   AssertControlHeld(nullptr);
   input_paused_.store(false, std::memory_order_relaxed);
   std::vector<std::unique_ptr<Worker>> stopping;
@@ -198,7 +196,8 @@ void Engine::AbandonSwitch(const std::vector<int>& temporaries) {
   LogInfo("engine: stopped temporary retry threads ", IdList(temporaries));
 }
 
-absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Duration timeout) const {
+absl::StatusOr<std::vector<ParkedRecord>> Engine::Impl::ReadParkedRecords(
+    absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   // Where the retry threads will read from: what lies before is complete.
   absl::StatusOr<std::map<int32_t, int64_t>> committed = retry_lag_->Committed(timeout);
@@ -223,11 +222,11 @@ absl::StatusOr<std::vector<ParkedRecord>> Engine::ReadParkedRecords(absl::Durati
   return parked;
 }
 
-absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline,
-                                     const Cancellation* cancel,
-                                     const std::vector<int>* temporaries,
-                                     absl::FunctionRef<absl::StatusOr<bool>()> quiet,
-                                     absl::FunctionRef<absl::Status()> late) {
+absl::Status Engine::Impl::PauseInputUntil(absl::string_view mode, absl::Time deadline,
+                                           const Cancellation* cancel,
+                                           const std::vector<int>* temporaries,
+                                           absl::FunctionRef<absl::StatusOr<bool>()> quiet,
+                                           absl::FunctionRef<absl::Status()> late) {
   AssertControlHeld(nullptr);
   {
     absl::MutexLock lock(&mu_);
@@ -269,15 +268,16 @@ absl::Status Engine::PauseInputUntil(absl::string_view mode, absl::Time deadline
   }
 }
 
-void Engine::EndSwitch(Ordering to) {
+void Engine::Impl::EndSwitch(Ordering to) {
   ordering_.store(to, std::memory_order_relaxed);
   input_paused_.store(false, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   if (state_ == EngineState::kDraining) state_ = EngineState::kRunning;
 }
 
-absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
-                                                 const Cancellation* cancel) {
+absl::StatusOr<int64_t> Engine::Impl::SwitchToKeyOrder(const ControlSlot& control,
+                                                       absl::Time deadline,
+                                                       const Cancellation* cancel) {
   AssertControlHeld(&control);
   // No record may go to the retry topic between the read below and the
   // switch, nor be on its way there during the read: it would be missing
@@ -328,9 +328,9 @@ absl::StatusOr<int64_t> Engine::SwitchToKeyOrder(const ControlSlot& control, abs
   return parked.keys;
 }
 
-absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& control,
-                                                          absl::Time deadline, bool drain,
-                                                          const Cancellation* cancel) {
+absl::StatusOr<SetOrderingResult> Engine::Impl::SwitchToInOrder(const ControlSlot& control,
+                                                                absl::Time deadline, bool drain,
+                                                                const Cancellation* cancel) {
   AssertControlHeld(&control);
   // Retry threads started to empty the backlog: one for each tier that
   // has none.
@@ -405,7 +405,7 @@ absl::StatusOr<SetOrderingResult> Engine::SwitchToInOrder(const ControlSlot& con
   return FinishSwitchToInOrder(initial_lag);
 }
 
-SetOrderingResult Engine::FinishSwitchToInOrder(int64_t drained) {
+SetOrderingResult Engine::Impl::FinishSwitchToInOrder(int64_t drained) {
   AssertControlHeld(nullptr);
   std::vector<std::unique_ptr<Worker>> stopping;
   {

@@ -13,14 +13,14 @@
 #include "absl/time/clock.h"
 #include "server/common/error_reason.h"
 #include "server/common/logging.h"
-#include "server/engine/api/engine.h"
+#include "server/engine/engine_impl.h"
 #include "server/engine/thread_planner.h"
 #include "server/engine/worker/worker.h"
 
 namespace retryd::engine {
 
 // Guarded by the engine's mu_ from when it is queued.
-struct Engine::PendingChange {
+struct Engine::Impl::PendingChange {
   RetryThreadChange change;
   // A leader took it: it is decided (status, result) and no longer withdrawn
   // at its deadline.
@@ -33,7 +33,7 @@ struct Engine::PendingChange {
 };
 
 // Owned by the leader that runs it (RunChangeBatch).
-struct Engine::ChangeBatch {
+struct Engine::Impl::ChangeBatch {
   std::vector<std::shared_ptr<PendingChange>> changes;  // Taken, in arrival order.
   // The threads to start: reserved id, and the change that asked.
   std::vector<std::pair<int, PendingChange*>> start;
@@ -70,8 +70,8 @@ struct ChangeMayGo {
 
 }  // namespace
 
-absl::StatusOr<RetryThreadChangeResult> Engine::ChangeRetryThreads(RetryThreadChange change,
-                                                                   absl::Time deadline) {
+absl::StatusOr<RetryThreadChangeResult> Engine::Impl::ChangeRetryThreads(RetryThreadChange change,
+                                                                         absl::Time deadline) {
   auto me = std::make_shared<PendingChange>();
   me->change = std::move(change);
   std::optional<ControlSlot> control;  // Set if this call leads.
@@ -117,7 +117,7 @@ absl::StatusOr<RetryThreadChangeResult> Engine::ChangeRetryThreads(RetryThreadCh
   return me->result;
 }
 
-ThreadPlan Engine::PlanChangesLocked() const {
+ThreadPlan Engine::Impl::PlanChangesLocked() const {
   mu_.AssertHeld();
   RetryThreadsNow now{.next_id = next_id_, .in_order = in_order()};
   for (const auto& worker : retries_) {
@@ -131,7 +131,7 @@ ThreadPlan Engine::PlanChangesLocked() const {
 // The retry threads to checkpoint before the batch: if the queued changes
 // start or stop any, all but those stopped without grace (which leave
 // without committing).
-std::vector<Worker*> Engine::ThreadsToCheckpoint() {
+std::vector<Worker*> Engine::Impl::ThreadsToCheckpoint() {
   std::vector<Worker*> checkpointed;
   absl::MutexLock lock(&mu_);
   const ThreadPlan plan = PlanChangesLocked();
@@ -144,7 +144,7 @@ std::vector<Worker*> Engine::ThreadsToCheckpoint() {
 
 // Decides every queued change and takes it into `batch`, with the workers
 // it stops (out of retries_).
-void Engine::TakeChangesLocked(ChangeBatch* batch) {
+void Engine::Impl::TakeChangesLocked(ChangeBatch* batch) {
   mu_.AssertHeld();
   ThreadPlan plan = PlanChangesLocked();
   next_id_ = plan.next_id;
@@ -175,7 +175,7 @@ void Engine::TakeChangesLocked(ChangeBatch* batch) {
 
 // Starts the batch's new threads and adds them to retries_; a thread that
 // does not start fails the change that asked for it.
-void Engine::StartBatchThreads(ChangeBatch* batch) {
+void Engine::Impl::StartBatchThreads(ChangeBatch* batch) {
   std::vector<std::unique_ptr<Worker>> started;
   std::vector<std::pair<PendingChange*, absl::Status>> failed;
   for (const auto& [id, change] : batch->start) {
@@ -205,8 +205,8 @@ void Engine::StartBatchThreads(ChangeBatch* batch) {
 
 // Joins and retires the threads the batch stops and marks its changes
 // applied; returns the `checkpointed` threads that stay.
-std::vector<Worker*> Engine::RetireBatchThreads(ChangeBatch* batch,
-                                                const std::vector<Worker*>& checkpointed) {
+std::vector<Worker*> Engine::Impl::RetireBatchThreads(ChangeBatch* batch,
+                                                      const std::vector<Worker*>& checkpointed) {
   for (auto& worker : batch->graceful) worker->Join();
   for (auto& worker : batch->now) worker->Join();
   for (const auto& worker : batch->graceful) batch->stopped_ids.push_back(worker->id());
@@ -228,7 +228,7 @@ std::vector<Worker*> Engine::RetireBatchThreads(ChangeBatch* batch,
   return remaining;
 }
 
-void Engine::RunChangeBatch(const ControlSlot& control, absl::Time deadline) {
+void Engine::Impl::RunChangeBatch(const ControlSlot& control, absl::Time deadline) {
   AssertControlHeld(&control);
   // Every retry thread hands back what it holds and commits before the
   // membership changes (see CheckpointRetryThreads), so the rebalance
@@ -278,8 +278,8 @@ absl::StatusOr<std::vector<int>> Ids(absl::StatusOr<RetryThreadChangeResult> res
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time deadline,
-                                                           int tier) {
+absl::StatusOr<std::vector<int>> Engine::Impl::StartRetryThreads(int count, absl::Time deadline,
+                                                                 int tier) {
   return Ids(ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStart,
                                  .count = count,
                                  .ids = {},
@@ -289,8 +289,8 @@ absl::StatusOr<std::vector<int>> Engine::StartRetryThreads(int count, absl::Time
              &RetryThreadChangeResult::started);
 }
 
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool graceful,
-                                                          absl::Time deadline, int tier) {
+absl::StatusOr<std::vector<int>> Engine::Impl::StopRetryThreads(int count, bool graceful,
+                                                                absl::Time deadline, int tier) {
   return Ids(ChangeRetryThreads({.kind = RetryThreadChange::Kind::kStopCount,
                                  .count = count,
                                  .ids = {},
@@ -300,8 +300,9 @@ absl::StatusOr<std::vector<int>> Engine::StopRetryThreads(int count, bool gracef
              &RetryThreadChangeResult::stopped);
 }
 
-absl::StatusOr<std::vector<int>> Engine::StopRetryThreadsById(const std::vector<int>& ids,
-                                                              bool graceful, absl::Time deadline) {
+absl::StatusOr<std::vector<int>> Engine::Impl::StopRetryThreadsById(const std::vector<int>& ids,
+                                                                    bool graceful,
+                                                                    absl::Time deadline) {
   return Ids(
       ChangeRetryThreads(
           {.kind = RetryThreadChange::Kind::kStopIds, .ids = ids, .graceful = graceful}, deadline),

@@ -22,10 +22,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "server/engine/api/counters.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/downstream_gate.h"
 #include "server/engine/ordering/key_parking.h"
-#include "server/engine/stats/counters.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
 

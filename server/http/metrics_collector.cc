@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/stats/counters.h"
+#include "server/engine/api/counters.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
 

@@ -157,7 +157,7 @@ TEST(KeyOrderTest, HealthyKeysAreNotHeldUpByFlakyOnes) {
   const bool done =
       WaitFor([&] { return healthy_done() && engine->Totals().followed >= 450; }, kDone);
   const std::vector<Record> early = ReadAll(topics.output);
-  const engine::KeyParking::Summary parked = engine->ParkedKeys();
+  const engine::ParkedKeysSummary parked = engine->ParkedKeys();
   const engine::EngineTotals held = engine->Totals();
   retries->Release();
   ASSERT_TRUE(done) << "healthy keys were held up";

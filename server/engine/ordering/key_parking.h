@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/api/parked_keys.h"
 #include "server/model/record.h"
 
 namespace retryd::engine {
@@ -65,11 +66,7 @@ struct ParkedRecord {
 
 class KeyParking {
  public:
-  struct Summary {
-    int64_t keys = 0;     // Parked keys.
-    int64_t records = 0;  // Their records in the retry topic, not yet complete.
-    absl::Time oldest = absl::InfiniteFuture();  // The longest-parked key's since.
-  };
+  using Summary = ParkedKeysSummary;
 
   KeyParking() = default;
   KeyParking(const KeyParking&) = delete;

@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/engine/stats/counters.h"
+#include "server/engine/api/counters.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/model/record.h"
 

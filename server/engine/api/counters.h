@@ -14,8 +14,8 @@
 //
 // Counters is a value type; AtomicCounters is thread-safe (relaxed atomics:
 // readers never wait for a worker).
-#ifndef RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_
-#define RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_
+#ifndef RETRYD_SERVER_ENGINE_API_COUNTERS_H_
+#define RETRYD_SERVER_ENGINE_API_COUNTERS_H_
 
 #include <array>
 #include <atomic>
@@ -147,4 +147,4 @@ class AtomicCounters {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_STATS_COUNTERS_H_
+#endif  // RETRYD_SERVER_ENGINE_API_COUNTERS_H_
