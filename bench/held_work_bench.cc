@@ -385,7 +385,7 @@ int RunParked(const Settings& s, int64_t keys) {
                engine->ParkedKeys().keys == keys && settled.Check();
       },
       kGateLimit);
-  const engine::KeyParking::Summary parked = engine->ParkedKeys();
+  const engine::ParkedKeysSummary parked = engine->ParkedKeys();
   const engine::EngineTotals before = engine->Totals();
   if (!ready || before.succeeded != 0) {
     gate->Open();

@@ -82,7 +82,7 @@ std::optional<engine::Ordering> FromProto(v1::Ordering ordering) {
   }
 }
 
-void ToProto(const engine::KeyParking::Summary& parked, v1::ParkedKeys& out) {
+void ToProto(const engine::ParkedKeysSummary& parked, v1::ParkedKeys& out) {
   out.set_keys(parked.keys);
   out.set_records(parked.records);
   out.set_oldest_unix_ms(parked.keys > 0 && parked.oldest != absl::InfiniteFuture()

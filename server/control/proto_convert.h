@@ -16,8 +16,8 @@
 #include "server/engine/api/counters.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/options.h"
+#include "server/engine/api/parked_keys.h"
 #include "server/engine/metrics_sampler.h"
-#include "server/engine/ordering/key_parking.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/model/record.h"
@@ -34,7 +34,7 @@ v1::Ordering ToProto(engine::Ordering ordering);
 // number this build does not know.
 std::optional<engine::Ordering> FromProto(v1::Ordering ordering);
 // The parked keys of key order; oldest_unix_ms 0 if none is parked.
-void ToProto(const engine::KeyParking::Summary& parked, v1::ParkedKeys& out);
+void ToProto(const engine::ParkedKeysSummary& parked, v1::ParkedKeys& out);
 void ToProto(const engine::LatencySummary& summary, v1::LatencySummary& out);
 void ToProto(const std::vector<TopicPartition>& partitions,
              google::protobuf::RepeatedPtrField<v1::TopicPartition>& out);

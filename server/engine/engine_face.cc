@@ -96,9 +96,7 @@ std::vector<PartitionBacklog> Engine::PartitionBacklogs() const {
   return impl_->PartitionBacklogs();
 }
 
-std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const {
-  return impl_->Threads();
-}
+std::vector<std::shared_ptr<const ThreadStats>> Engine::Threads() const { return impl_->Threads(); }
 
 std::vector<std::shared_ptr<const ThreadStats>> Engine::RecentlyStopped(
     absl::Duration window) const {

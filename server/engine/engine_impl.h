@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/api/cancellation.h"
+#include "server/engine/api/counters.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
@@ -31,7 +32,6 @@
 #include "server/engine/handoff/producer_slot.h"
 #include "server/engine/held/in_flight.h"
 #include "server/engine/ordering/key_parking.h"
-#include "server/engine/api/counters.h"
 #include "server/engine/stats/latest_measurement.h"
 #include "server/engine/stats/thread_stats.h"
 #include "server/engine/worker/worker_context.h"
@@ -116,8 +116,7 @@ class Engine::Impl {
 
  private:
   Impl(EngineOptions options, std::unique_ptr<Processor> processor,
-         std::unique_ptr<kafka::Producer> producer,
-         std::unique_ptr<kafka::GroupLagProbe> retry_lag);
+       std::unique_ptr<kafka::Producer> producer, std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
   // Starts a thread with a new id, or with `id` (reserved from next_id_);
   // a retry thread of tier `tier`.

@@ -370,13 +370,12 @@ TEST(ProtoConvertTest, OrderingAndParkedKeys) {
   EXPECT_EQ(FromProto(static_cast<v1::Ordering>(7)), std::nullopt);
 
   v1::ParkedKeys out;
-  ToProto(engine::KeyParking::Summary{}, out);
+  ToProto(engine::ParkedKeysSummary{}, out);
   EXPECT_EQ(out.keys(), 0);
   EXPECT_EQ(out.records(), 0);
   EXPECT_EQ(out.oldest_unix_ms(), 0) << "none parked: no time, not the far future";
-  ToProto(
-      engine::KeyParking::Summary{.keys = 2, .records = 5, .oldest = absl::FromUnixMillis(1234)},
-      out);
+  ToProto(engine::ParkedKeysSummary{.keys = 2, .records = 5, .oldest = absl::FromUnixMillis(1234)},
+          out);
   EXPECT_EQ(out.keys(), 2);
   EXPECT_EQ(out.records(), 5);
   EXPECT_EQ(out.oldest_unix_ms(), 1234);
