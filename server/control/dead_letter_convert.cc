@@ -6,9 +6,76 @@
 
 namespace retryd::control {
 
+dlq::DeadLetterFilter FromProto(const v1::DeadLetterFilter& filter) {
+  dlq::DeadLetterFilter out;
+  out.key_prefix = filter.key_prefix();
+  out.error_contains = filter.error_contains();
+  out.reason = filter.reason();
+  out.original_topic = filter.original_topic();
+  if (filter.has_original_partition()) out.original_partition = filter.original_partition();
+  out.first_failure_from_unix_ms = filter.first_failure_from_unix_ms();
+  out.first_failure_to_unix_ms = filter.first_failure_to_unix_ms();
+  out.min_attempts = filter.min_attempts();
+  out.max_attempts = filter.max_attempts();
+  out.partitions.assign(filter.partitions().begin(), filter.partitions().end());
+  return out;
+}
+
+v1::DeadLetterFilter ToProto(const dlq::DeadLetterFilter& filter) {
+  v1::DeadLetterFilter out;
+  out.set_key_prefix(filter.key_prefix);
+  out.set_error_contains(filter.error_contains);
+  out.set_reason(filter.reason);
+  out.set_original_topic(filter.original_topic);
+  if (filter.original_partition.has_value()) out.set_original_partition(*filter.original_partition);
+  out.set_first_failure_from_unix_ms(filter.first_failure_from_unix_ms);
+  out.set_first_failure_to_unix_ms(filter.first_failure_to_unix_ms);
+  out.set_min_attempts(filter.min_attempts);
+  out.set_max_attempts(filter.max_attempts);
+  out.mutable_partitions()->Add(filter.partitions.begin(), filter.partitions.end());
+  return out;
+}
+
+v1::DeadLetter ToProto(dlq::DeadLetter dead) {
+  v1::DeadLetter out;
+  out.set_partition(dead.partition);
+  out.set_offset(dead.offset);
+  out.set_timestamp_unix_ms(dead.timestamp_unix_ms);
+  out.set_key(std::move(dead.key));
+  out.set_key_null(dead.key_null);
+  out.set_value(std::move(dead.value));
+  out.set_value_null(dead.value_null);
+  out.set_value_size(dead.value_size);
+  for (dlq::DeadLetterHeader& h : dead.headers) {
+    v1::DeadLetterHeader* header = out.add_headers();
+    header->set_key(std::move(h.key));
+    header->set_value(std::move(h.value));
+    header->set_value_null(h.value_null);
+  }
+  out.set_original_topic(std::move(dead.original_topic));
+  out.set_original_partition(dead.original_partition);
+  out.set_original_offset(dead.original_offset);
+  out.set_original_timestamp_unix_ms(dead.original_timestamp_unix_ms);
+  out.set_attempts(dead.attempts);
+  out.set_first_failure_unix_ms(dead.first_failure_unix_ms);
+  out.set_error(std::move(dead.error));
+  out.set_first_error(std::move(dead.first_error));
+  out.set_error_reason(std::move(dead.error_reason));
+  out.set_dead_lettered_unix_ms(dead.dead_lettered_unix_ms);
+  out.set_dead_lettered_by(std::move(dead.dead_lettered_by));
+  out.set_redrive_count(dead.redrive_count);
+  out.set_redriven_from(std::move(dead.redriven_from));
+  out.set_truncated(std::move(dead.truncated));
+  out.set_decode_error(std::move(dead.decode_error));
+  out.set_dialect(std::move(dead.dialect));
+  return out;
+}
+
+size_t DeadLetterBytes(const dlq::DeadLetter& dead) { return ToProto(dead).ByteSizeLong(); }
+
 dlq::ListQuery FromProto(const v1::ListDeadLettersRequest& request) {
   dlq::ListQuery query;
-  query.filter = request.filter();
+  query.filter = FromProto(request.filter());
   query.page_size = request.page_size();
   query.page_token = request.page_token();
   query.max_value_bytes = request.max_value_bytes();
@@ -17,7 +84,7 @@ dlq::ListQuery FromProto(const v1::ListDeadLettersRequest& request) {
 
 v1::ListDeadLettersResponse ToProto(dlq::ListPage page) {
   v1::ListDeadLettersResponse response;
-  for (v1::DeadLetter& dead : page.records) *response.add_records() = std::move(dead);
+  for (dlq::DeadLetter& dead : page.records) *response.add_records() = ToProto(std::move(dead));
   response.set_next_page_token(std::move(page.next_page_token));
   response.set_scanned(page.scanned);
   response.set_topic(std::move(page.topic));
@@ -49,7 +116,7 @@ dlq::RedriveRequest FromProto(const v1::StartRedriveRequest& request) {
   dlq::RedriveRequest out;
   out.request_id = request.request_id();
   out.has_filter = request.has_filter();
-  out.filter = request.filter();
+  out.filter = FromProto(request.filter());
   out.target_topic = request.target_topic();
   out.rate_per_s = request.rate_per_s();
   out.reset_attempts = request.reset_attempts();
@@ -61,7 +128,7 @@ dlq::RedriveRequest FromProto(const v1::StartRedriveRequest& request) {
 v1::StartRedriveRequest ToProto(const dlq::RedriveRequest& request) {
   v1::StartRedriveRequest out;
   out.set_request_id(request.request_id);
-  if (request.has_filter) *out.mutable_filter() = request.filter;
+  if (request.has_filter) *out.mutable_filter() = ToProto(request.filter);
   out.set_target_topic(request.target_topic);
   out.set_rate_per_s(request.rate_per_s);
   out.set_reset_attempts(request.reset_attempts);
@@ -166,11 +233,11 @@ std::optional<dlq::RedriveSpec> ParseSpec(const std::string& json) {
   return FromProto(spec);
 }
 
-std::string DescribeFilter(const v1::DeadLetterFilter& filter) {
+std::string DescribeFilter(const dlq::DeadLetterFilter& filter) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(filter, &out, options);
+  (void)google::protobuf::util::MessageToJsonString(ToProto(filter), &out, options);
   return out;
 }
 

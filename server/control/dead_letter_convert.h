@@ -7,6 +7,7 @@
 #ifndef RETRYD_SERVER_CONTROL_DEAD_LETTER_CONVERT_H_
 #define RETRYD_SERVER_CONTROL_DEAD_LETTER_CONVERT_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,13 @@
 #include "server/dlq/tool_types.h"
 
 namespace retryd::control {
+
+dlq::DeadLetterFilter FromProto(const v1::DeadLetterFilter& filter);
+v1::DeadLetterFilter ToProto(const dlq::DeadLetterFilter& filter);
+v1::DeadLetter ToProto(dlq::DeadLetter dead);
+// The bytes `dead` takes in a ListDeadLettersResponse: the ByteSizeLong()
+// of its retryd.v1.DeadLetter. For dlq::DeadLetterTools.
+size_t DeadLetterBytes(const dlq::DeadLetter& dead);
 
 dlq::ListQuery FromProto(const v1::ListDeadLettersRequest& request);
 v1::ListDeadLettersResponse ToProto(dlq::ListPage page);
@@ -40,7 +48,7 @@ void ToProto(const dlq::RedriveResult& result, v1::RedriveResult& out);
 std::string SpecJson(const dlq::RedriveSpec& spec);
 std::optional<dlq::RedriveSpec> ParseSpec(const std::string& json);
 // A filter in a log line: its protobuf JSON.
-std::string DescribeFilter(const v1::DeadLetterFilter& filter);
+std::string DescribeFilter(const dlq::DeadLetterFilter& filter);
 // The three above, for dlq::DeadLetterTools.
 dlq::RedriveSpecCodec SpecCodec();
 

@@ -36,7 +36,8 @@ absl::Status RedriveOperationsAdapter::Launch(dlq::RedriveJob job) {
 }
 
 DeadLetterTools::DeadLetterTools(DeadLetterToolsOptions options, OperationRegistry& operations)
-    : operations_(operations), tools_(std::move(options), SpecCodec(), operations_) {}
+    : operations_(operations),
+      tools_(std::move(options), SpecCodec(), DeadLetterBytes, operations_) {}
 
 DeadLetterTools::~DeadLetterTools() { Shutdown(); }
 

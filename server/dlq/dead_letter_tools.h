@@ -46,8 +46,9 @@ namespace retryd::dlq {
 
 class DeadLetterTools {
  public:
-  // `operations` must outlive it.
-  DeadLetterTools(ToolsOptions options, RedriveSpecCodec codec, RedriveOperations& operations);
+  // `operations` must outlive it; `listed_bytes` sizes a listing's records.
+  DeadLetterTools(ToolsOptions options, RedriveSpecCodec codec, ListedBytes listed_bytes,
+                  RedriveOperations& operations);
   ~DeadLetterTools();  // Shutdown()s.
   DeadLetterTools(const DeadLetterTools&) = delete;
   DeadLetterTools& operator=(const DeadLetterTools&) = delete;
@@ -110,6 +111,7 @@ class DeadLetterTools {
 
   const ToolsOptions options_;
   const RedriveSpecCodec codec_;
+  const ListedBytes listed_bytes_;
   RedriveOperations& operations_;
   // Shared with the redrives' runs, which may outlive a call.
   const std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);

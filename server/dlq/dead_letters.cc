@@ -53,16 +53,16 @@ constexpr std::string_view kRetrydDialect = "retryd";
 
 // The record as it sits in the dead-letter topic: position, timestamp, key
 // and value (cut to `max_value_bytes`).
-void SetRecordFields(const Record& record, size_t max_value_bytes, v1::DeadLetter& out) {
-  out.set_partition(record.partition);
-  out.set_offset(record.offset);
-  out.set_timestamp_unix_ms(record.timestamp_ms);
-  out.set_key_null(!record.key.has_value());
-  if (record.key.has_value()) out.set_key(*record.key);
-  out.set_value_null(!record.value.has_value());
+void SetRecordFields(const Record& record, size_t max_value_bytes, DeadLetter& out) {
+  out.partition = record.partition;
+  out.offset = record.offset;
+  out.timestamp_unix_ms = record.timestamp_ms;
+  out.key_null = !record.key.has_value();
+  if (record.key.has_value()) out.key = *record.key;
+  out.value_null = !record.value.has_value();
   if (record.value.has_value()) {
-    out.set_value_size(static_cast<int64_t>(record.value->size()));
-    out.set_value(record.value->substr(0, max_value_bytes));
+    out.value_size = static_cast<int64_t>(record.value->size());
+    out.value = record.value->substr(0, max_value_bytes);
   }
 }
 
@@ -70,49 +70,49 @@ void SetRecordFields(const Record& record, size_t max_value_bytes, v1::DeadLette
 // too, if another tool wrote it), its lineage headers aside, and what the
 // lineage and truncation headers say.
 void SetHeaders(const Record& record, const Headers& own,
-                const std::optional<engine::DeadLetterDialect>& dialect, v1::DeadLetter& out) {
+                const std::optional<engine::DeadLetterDialect>& dialect, DeadLetter& out) {
   for (const Header& h : dialect ? engine::StripDialectHeaders(own, *dialect) : own) {
     if (h.key == kRedrivenFromHeader || h.key == kRedriveCountHeader) continue;
-    v1::DeadLetterHeader* header = out.add_headers();
-    header->set_key(h.key);
-    header->set_value_null(!h.value.has_value());
-    if (h.value.has_value()) header->set_value(*h.value);
+    DeadLetterHeader& header = out.headers.emplace_back();
+    header.key = h.key;
+    header.value_null = !h.value.has_value();
+    if (h.value.has_value()) header.value = *h.value;
   }
   if (const std::string* v = LastHeader(record.headers, kRedriveCountHeader)) {
     int32_t count = 0;
-    if (absl::SimpleAtoi(*v, &count) && count >= 0) out.set_redrive_count(count);
+    if (absl::SimpleAtoi(*v, &count) && count >= 0) out.redrive_count = count;
   }
   if (const std::string* v = LastHeader(record.headers, kRedrivenFromHeader)) {
-    out.set_redriven_from(*v);
+    out.redriven_from = *v;
   }
-  if (const std::string* v = LastHeader(record.headers, kTruncatedHeader)) out.set_truncated(*v);
+  if (const std::string* v = LastHeader(record.headers, kTruncatedHeader)) out.truncated = *v;
 }
 
 // What the retry metadata says of the record's history, and when and by
 // whom retryd dead-lettered it.
-void SetHistory(const Record& record, const engine::RetryMetadata& meta, v1::DeadLetter& out) {
-  out.set_original_topic(meta.original_topic);
-  out.set_original_partition(meta.original_partition);
-  out.set_original_offset(meta.original_offset);
-  out.set_original_timestamp_unix_ms(meta.original_timestamp_ms);
-  out.set_attempts(meta.attempt);
-  out.set_first_failure_unix_ms(meta.first_failure_ms);
-  out.set_error(meta.error);
-  out.set_first_error(meta.first_error);
-  out.set_error_reason(meta.error_reason);
+void SetHistory(const Record& record, const engine::RetryMetadata& meta, DeadLetter& out) {
+  out.original_topic = meta.original_topic;
+  out.original_partition = meta.original_partition;
+  out.original_offset = meta.original_offset;
+  out.original_timestamp_unix_ms = meta.original_timestamp_ms;
+  out.attempts = meta.attempt;
+  out.first_failure_unix_ms = meta.first_failure_ms;
+  out.error = meta.error;
+  out.first_error = meta.first_error;
+  out.error_reason = meta.error_reason;
   if (const std::string* v = LastHeader(record.headers, kDeadLetteredMsHeader)) {
     int64_t ms = 0;
-    if (absl::SimpleAtoi(*v, &ms) && ms > 0) out.set_dead_lettered_unix_ms(ms);
+    if (absl::SimpleAtoi(*v, &ms) && ms > 0) out.dead_lettered_unix_ms = ms;
   }
   if (const std::string* v = LastHeader(record.headers, kDeadLetteredByHeader)) {
-    out.set_dead_lettered_by(*v);
+    out.dead_lettered_by = *v;
   }
 }
 
 }  // namespace
 
-v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
-  v1::DeadLetter out;
+DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
+  DeadLetter out;
   SetRecordFields(record, max_value_bytes, out);
   const Headers own = engine::StripRetrydHeaders(record.headers);
   // Retryd's own first; another tool's only where retryd's are absent
@@ -126,102 +126,100 @@ v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes) {
   absl::StatusOr<engine::RetryMetadata> meta;
   if (dialect) {
     const engine::DeadLetterDialect d = *dialect;
-    out.set_dialect(std::string(engine::DialectName(d)));
+    out.dialect = std::string(engine::DialectName(d));
     meta = engine::ParseDialectHeaders(record.headers, d, record.timestamp_ms);
   } else {
-    if (own.size() != record.headers.size()) out.set_dialect(std::string(kRetrydDialect));
+    if (own.size() != record.headers.size()) out.dialect = std::string(kRetrydDialect);
     meta = engine::ParseRetryHeaders(record.headers);
   }
   if (!meta.ok()) {
-    out.set_decode_error(std::string(meta.status().message()));
+    out.decode_error = std::string(meta.status().message());
     return out;
   }
   SetHistory(record, *meta, out);
   return out;
 }
 
-absl::Status ValidateFilter(const v1::DeadLetterFilter& filter) {
-  if (filter.has_original_partition() && filter.original_partition() < 0) {
+absl::Status ValidateFilter(const DeadLetterFilter& filter) {
+  if (filter.original_partition.has_value() && *filter.original_partition < 0) {
     return InvalidField(
-        absl::StrCat("filter.original_partition: must be >= 0, got ", filter.original_partition()));
+        absl::StrCat("filter.original_partition: must be >= 0, got ", *filter.original_partition));
   }
-  if (filter.first_failure_from_unix_ms() < 0 || filter.first_failure_to_unix_ms() < 0) {
+  if (filter.first_failure_from_unix_ms < 0 || filter.first_failure_to_unix_ms < 0) {
     return InvalidField("filter.first_failure_from_unix_ms/to_unix_ms: must be >= 0 (0: no bound)");
   }
-  if (filter.first_failure_to_unix_ms() != 0 &&
-      filter.first_failure_to_unix_ms() <= filter.first_failure_from_unix_ms()) {
+  if (filter.first_failure_to_unix_ms != 0 &&
+      filter.first_failure_to_unix_ms <= filter.first_failure_from_unix_ms) {
     return InvalidField(absl::StrCat(
-        "filter.first_failure_to_unix_ms (", filter.first_failure_to_unix_ms(),
-        ") must be after first_failure_from_unix_ms (", filter.first_failure_from_unix_ms(), ")"));
+        "filter.first_failure_to_unix_ms (", filter.first_failure_to_unix_ms,
+        ") must be after first_failure_from_unix_ms (", filter.first_failure_from_unix_ms, ")"));
   }
-  if (filter.min_attempts() < 0 || filter.max_attempts() < 0) {
+  if (filter.min_attempts < 0 || filter.max_attempts < 0) {
     return InvalidField("filter.min_attempts/max_attempts: must be >= 0 (0: no bound)");
   }
-  if (filter.max_attempts() != 0 && filter.max_attempts() < filter.min_attempts()) {
-    return InvalidField(absl::StrCat("filter.max_attempts (", filter.max_attempts(),
-                                     ") is below min_attempts (", filter.min_attempts(), ")"));
+  if (filter.max_attempts != 0 && filter.max_attempts < filter.min_attempts) {
+    return InvalidField(absl::StrCat("filter.max_attempts (", filter.max_attempts,
+                                     ") is below min_attempts (", filter.min_attempts, ")"));
   }
-  for (int32_t p : filter.partitions()) {
+  for (int32_t p : filter.partitions) {
     if (p < 0) return InvalidField(absl::StrCat("filter.partitions: must be >= 0, got ", p));
   }
   return absl::OkStatus();
 }
 
-bool Matches(const v1::DeadLetterFilter& filter, const v1::DeadLetter& dead) {
-  if (!filter.key_prefix().empty() &&
-      (dead.key_null() || !absl::StartsWith(dead.key(), filter.key_prefix()))) {
+bool Matches(const DeadLetterFilter& filter, const DeadLetter& dead) {
+  if (!filter.key_prefix.empty() &&
+      (dead.key_null || !absl::StartsWith(dead.key, filter.key_prefix))) {
     return false;
   }
-  if (!filter.partitions().empty() &&
-      std::find(filter.partitions().begin(), filter.partitions().end(), dead.partition()) ==
-          filter.partitions().end()) {
+  if (!filter.partitions.empty() && std::find(filter.partitions.begin(), filter.partitions.end(),
+                                              dead.partition) == filter.partitions.end()) {
     return false;
   }
-  const bool retryd_fields = !filter.error_contains().empty() || !filter.reason().empty() ||
-                             !filter.original_topic().empty() || filter.has_original_partition() ||
-                             filter.first_failure_from_unix_ms() != 0 ||
-                             filter.first_failure_to_unix_ms() != 0 || filter.min_attempts() != 0 ||
-                             filter.max_attempts() != 0;
+  const bool retryd_fields =
+      !filter.error_contains.empty() || !filter.reason.empty() || !filter.original_topic.empty() ||
+      filter.original_partition.has_value() || filter.first_failure_from_unix_ms != 0 ||
+      filter.first_failure_to_unix_ms != 0 || filter.min_attempts != 0 || filter.max_attempts != 0;
   if (!retryd_fields) return true;
-  if (!dead.decode_error().empty()) return false;
-  if (!filter.error_contains().empty() &&
-      !absl::StrContains(dead.error(), filter.error_contains()) &&
-      !absl::StrContains(dead.first_error(), filter.error_contains())) {
+  if (!dead.decode_error.empty()) return false;
+  if (!filter.error_contains.empty() && !absl::StrContains(dead.error, filter.error_contains) &&
+      !absl::StrContains(dead.first_error, filter.error_contains)) {
     return false;
   }
-  if (!filter.reason().empty() && dead.error_reason() != filter.reason()) {
-    const size_t slash = dead.error_reason().rfind('/');
-    if (slash == std::string::npos || dead.error_reason().substr(slash + 1) != filter.reason()) {
+  if (!filter.reason.empty() && dead.error_reason != filter.reason) {
+    const size_t slash = dead.error_reason.rfind('/');
+    if (slash == std::string::npos || dead.error_reason.substr(slash + 1) != filter.reason) {
       return false;
     }
   }
-  if (!filter.original_topic().empty() && dead.original_topic() != filter.original_topic()) {
+  if (!filter.original_topic.empty() && dead.original_topic != filter.original_topic) {
     return false;
   }
-  if (filter.has_original_partition() && dead.original_partition() != filter.original_partition()) {
+  if (filter.original_partition.has_value() &&
+      dead.original_partition != *filter.original_partition) {
     return false;
   }
-  if (filter.first_failure_from_unix_ms() != 0 &&
-      dead.first_failure_unix_ms() < filter.first_failure_from_unix_ms()) {
+  if (filter.first_failure_from_unix_ms != 0 &&
+      dead.first_failure_unix_ms < filter.first_failure_from_unix_ms) {
     return false;
   }
-  if (filter.first_failure_to_unix_ms() != 0 &&
-      dead.first_failure_unix_ms() >= filter.first_failure_to_unix_ms()) {
+  if (filter.first_failure_to_unix_ms != 0 &&
+      dead.first_failure_unix_ms >= filter.first_failure_to_unix_ms) {
     return false;
   }
-  if (filter.min_attempts() != 0 && dead.attempts() < filter.min_attempts()) return false;
-  if (filter.max_attempts() != 0 && dead.attempts() > filter.max_attempts()) return false;
+  if (filter.min_attempts != 0 && dead.attempts < filter.min_attempts) return false;
+  if (filter.max_attempts != 0 && dead.attempts > filter.max_attempts) return false;
   return true;
 }
 
-absl::StatusOr<std::vector<int32_t>> FilterPartitions(const v1::DeadLetterFilter& filter,
+absl::StatusOr<std::vector<int32_t>> FilterPartitions(const DeadLetterFilter& filter,
                                                       int partitions) {
   std::vector<int32_t> out;
-  if (filter.partitions().empty()) {
+  if (filter.partitions.empty()) {
     for (int32_t p = 0; p < partitions; ++p) out.push_back(p);
     return out;
   }
-  for (int32_t p : filter.partitions()) {
+  for (int32_t p : filter.partitions) {
     if (p >= partitions) {
       return InvalidField(absl::StrCat("filter.partitions: the dead-letter topic has ", partitions,
                                        " partitions (0..", partitions - 1, "), not ", p));
@@ -270,7 +268,7 @@ absl::StatusOr<ListCursor> DecodePageToken(const std::string& token) {
   return cursor;
 }
 
-OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
+OutgoingRecord RedriveRecord(const Record& dead, const DeadLetter& decoded,
                              const RedriveTarget& target, const std::string& dlq_topic,
                              int64_t now_ms) {
   OutgoingRecord out;
@@ -285,34 +283,33 @@ OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
     }
     return h;
   }();
-  const std::optional<engine::DeadLetterDialect> foreign =
-      engine::DialectFromName(decoded.dialect());
+  const std::optional<engine::DeadLetterDialect> foreign = engine::DialectFromName(decoded.dialect);
   if (foreign) {
     // retryd never had its retry state: it starts over, as new, without
     // the other tool's headers.
-    out.topic = target.topic.empty() ? decoded.original_topic() : target.topic;
-    out.partition = target.topic.empty() ? decoded.original_partition() : -1;
+    out.topic = target.topic.empty() ? decoded.original_topic : target.topic;
+    out.partition = target.topic.empty() ? decoded.original_partition : -1;
     out.headers = engine::StripDialectHeaders(lineage_free, *foreign);
   } else if (target.topic.empty()) {
     if (target.reset_attempts) {
-      out.topic = decoded.original_topic();
-      out.partition = decoded.original_partition();
+      out.topic = decoded.original_topic;
+      out.partition = decoded.original_partition;
       out.headers = engine::StripRetrydHeaders(lineage_free);
     } else {
       engine::RetryMetadata m;
-      m.attempt = std::min(decoded.attempts() + 1, engine::kMaxAttempt);
+      m.attempt = std::min(decoded.attempts + 1, engine::kMaxAttempt);
       m.due_ms = now_ms;
-      m.first_failure_ms = decoded.first_failure_unix_ms();
-      m.original_topic = decoded.original_topic();
-      m.original_partition = decoded.original_partition();
-      m.original_offset = decoded.original_offset();
-      m.original_timestamp_ms = decoded.original_timestamp_unix_ms();
+      m.first_failure_ms = decoded.first_failure_unix_ms;
+      m.original_topic = decoded.original_topic;
+      m.original_partition = decoded.original_partition;
+      m.original_offset = decoded.original_offset;
+      m.original_timestamp_ms = decoded.original_timestamp_unix_ms;
       // Not in DeadLetter: read again from the record (an older retryd's
       // has none, and gets the default).
       m.original_timestamp_type = OriginalTimestampType(lineage_free, m.original_timestamp_ms);
-      m.error = decoded.error();
-      m.first_error = decoded.first_error();
-      m.error_reason = decoded.error_reason();
+      m.error = decoded.error;
+      m.first_error = decoded.first_error;
+      m.error_reason = decoded.error_reason;
       out.topic = target.retry_topic;
       // The retry topic is partitioned as the input: by key.
       out.partition = -1;
@@ -326,7 +323,7 @@ OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
   out.headers.push_back(Header{std::string(kRedrivenFromHeader),
                                absl::StrCat(dlq_topic, "/", dead.partition, "@", dead.offset)});
   out.headers.push_back(
-      Header{std::string(kRedriveCountHeader), absl::StrCat(decoded.redrive_count() + 1)});
+      Header{std::string(kRedriveCountHeader), absl::StrCat(decoded.redrive_count + 1)});
   return out;
 }
 

@@ -13,13 +13,71 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "retryd/v1/control.pb.h"
 #include "server/model/record.h"
 
 namespace retryd::dlq {
+
+// What selects dead letters: retryd.v1.DeadLetterFilter (control.proto,
+// which says what each field means), field by field.
+struct DeadLetterFilter {
+  std::string key_prefix;  // Bytes.
+  std::string error_contains;
+  std::string reason;
+  std::string original_topic;
+  std::optional<int32_t> original_partition;
+  int64_t first_failure_from_unix_ms = 0;
+  int64_t first_failure_to_unix_ms = 0;
+  int32_t min_attempts = 0;
+  int32_t max_attempts = 0;
+  std::vector<int32_t> partitions;
+
+  bool operator==(const DeadLetterFilter&) const = default;
+};
+
+// retryd.v1.DeadLetterHeader.
+struct DeadLetterHeader {
+  std::string key;
+  std::string value;
+  bool value_null = false;
+
+  bool operator==(const DeadLetterHeader&) const = default;
+};
+
+// A dead letter as a listing shows it: retryd.v1.DeadLetter (control.proto,
+// which says what each field means), field by field.
+struct DeadLetter {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  int64_t timestamp_unix_ms = 0;
+  std::string key;
+  bool key_null = false;
+  std::string value;
+  bool value_null = false;
+  int64_t value_size = 0;
+  std::vector<DeadLetterHeader> headers;
+  std::string original_topic;
+  int32_t original_partition = 0;
+  int64_t original_offset = 0;
+  int64_t original_timestamp_unix_ms = 0;
+  int32_t attempts = 0;
+  int64_t first_failure_unix_ms = 0;
+  std::string error;
+  std::string first_error;
+  std::string error_reason;
+  int64_t dead_lettered_unix_ms = 0;
+  std::string dead_lettered_by;
+  int32_t redrive_count = 0;
+  std::string redriven_from;
+  std::string truncated;
+  std::string decode_error;
+  std::string dialect;
+
+  bool operator==(const DeadLetter&) const = default;
+};
 
 // ListDeadLettersRequest.max_value_bytes: the default and the largest.
 inline constexpr uint32_t kDefaultValueBytes = 1024;
@@ -29,20 +87,20 @@ inline constexpr uint32_t kMaxValueBytes = 1 << 20;
 // decoded, or when it has none, those of the first other tool's dialect it
 // has (Spring, Streams, KIP-1191; see DeadLetter.dialect), and at most
 // `max_value_bytes` of its value.
-v1::DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes);
+DeadLetter DecodeDeadLetter(const Record& record, size_t max_value_bytes);
 
 // INVALID_ARGUMENT (INVALID_FIELD) naming the field when `filter` cannot
 // select anything sensible: a negative bound or partition, a range whose
 // end is before its start.
-absl::Status ValidateFilter(const v1::DeadLetterFilter& filter);
+absl::Status ValidateFilter(const DeadLetterFilter& filter);
 
 // Whether `filter` selects `dead` (every field set must hold). A record
 // with a decode_error matches only a filter on its key and partitions.
-bool Matches(const v1::DeadLetterFilter& filter, const v1::DeadLetter& dead);
+bool Matches(const DeadLetterFilter& filter, const DeadLetter& dead);
 
 // The partitions a filter reads, of a topic with `partitions`: those named
 // (INVALID_ARGUMENT for one the topic lacks), or all.
-absl::StatusOr<std::vector<int32_t>> FilterPartitions(const v1::DeadLetterFilter& filter,
+absl::StatusOr<std::vector<int32_t>> FilterPartitions(const DeadLetterFilter& filter,
                                                       int partitions);
 
 // Where a listing is: per partition, the next offset to read and the end
@@ -81,13 +139,13 @@ struct RedriveTarget {
 //  - to a topic: the dead letter's key and value, partitioned by key, its
 //    headers without retryd's retry state with reset_attempts, as they
 //    were without it.
-// A dead letter another tool wrote (decoded.dialect() one of its
+// A dead letter another tool wrote (decoded.dialect one of its
 // dialects) starts over as new whatever reset_attempts says: to its
 // original topic and partition, or to the topic, partitioned by key, with
 // its headers but that tool's.
 // Every one carries retryd-redriven-from and retryd-redrive-count (one more
 // than the dead letter's).
-OutgoingRecord RedriveRecord(const Record& dead, const v1::DeadLetter& decoded,
+OutgoingRecord RedriveRecord(const Record& dead, const DeadLetter& decoded,
                              const RedriveTarget& target, const std::string& dlq_topic,
                              int64_t now_ms);
 

@@ -38,9 +38,9 @@ absl::StatusOr<std::optional<ListCursor>> CheckQuery(const ListQuery& query) {
 }
 
 // Reads one page of `query` from `read` into `page`; the cursor moved on.
-absl::Status ReadPage(const ToolsOptions& options, const ListQuery& query,
-                      const std::map<int32_t, kafka::OffsetRange>& read, absl::Time deadline,
-                      ListCursor& cursor, ListPage& page) {
+absl::Status ReadPage(const ToolsOptions& options, const ListedBytes& listed_bytes,
+                      const ListQuery& query, const std::map<int32_t, kafka::OffsetRange>& read,
+                      absl::Time deadline, ListCursor& cursor, ListPage& page) {
   const uint32_t page_size = query.page_size == 0 ? kDefaultPageSize : query.page_size;
   const size_t value_bytes =
       query.max_value_bytes == 0 ? kDefaultValueBytes : query.max_value_bytes;
@@ -58,9 +58,9 @@ absl::Status ReadPage(const ToolsOptions& options, const ListQuery& query,
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     ++scanned;
-    v1::DeadLetter dead = DecodeDeadLetter(**next, value_bytes);
+    DeadLetter dead = DecodeDeadLetter(**next, value_bytes);
     if (!Matches(query.filter, dead)) continue;
-    bytes += dead.ByteSizeLong();
+    bytes += listed_bytes(dead);
     page.records.push_back(std::move(dead));
   }
   page.scanned = scanned;
@@ -124,7 +124,8 @@ absl::StatusOr<ListPage> DeadLetterTools::List(const ListQuery& query, absl::Tim
   ListPage page;
   page.topic = options_.dead_letter_topic;
   if (!read.empty()) {
-    if (absl::Status s = ReadPage(options_, query, read, deadline, **cursor, page); !s.ok()) {
+    if (absl::Status s = ReadPage(options_, listed_bytes_, query, read, deadline, **cursor, page);
+        !s.ok()) {
       return s;
     }
   }

@@ -134,7 +134,7 @@ std::optional<absl::Status> RedriveRun::Step(engine::Cancellation& cancel, Live&
 std::optional<absl::Status> RedriveRun::Redrive(engine::Cancellation& cancel, Live& live,
                                                 const Record& record) {
   const int32_t p = record.partition;
-  const v1::DeadLetter dead = DecodeDeadLetter(record, 0);
+  const DeadLetter dead = DecodeDeadLetter(record, 0);
   if (!Matches(spec_.request.filter, dead) || Count(dead)) return std::nullopt;
   OutgoingRecord out = RedriveRecord(
       record, dead,

@@ -153,23 +153,23 @@ void RedriveRun::Fill(RedriveResult& result) {
   }
 }
 
-bool RedriveRun::Count(const v1::DeadLetter& dead) {
-  const bool undecodable = !dead.decode_error().empty() && spec_.request.target_topic.empty();
-  const bool skip = undecodable || dead.redrive_count() >= static_cast<int32_t>(max_redrives_);
+bool RedriveRun::Count(const DeadLetter& dead) {
+  const bool undecodable = !dead.decode_error.empty() && spec_.request.target_topic.empty();
+  const bool skip = undecodable || dead.redrive_count >= static_cast<int32_t>(max_redrives_);
   if (skip) {
     int64_t held_back = 0;
     if (skip_log_.Allow(absl::Now(), &held_back)) {
       LogWarning("redrive ", spec_.operation_id, ": skipped ", spec_.dead_letter_topic, "/",
-                 dead.partition(), "@", dead.offset(), ": ",
-                 undecodable ? absl::StrCat("no origin to send it to (", dead.decode_error(), ")")
-                             : absl::StrCat("redriven ", dead.redrive_count(),
+                 dead.partition, "@", dead.offset, ": ",
+                 undecodable ? absl::StrCat("no origin to send it to (", dead.decode_error, ")")
+                             : absl::StrCat("redriven ", dead.redrive_count,
                                             " times already (max_redrives ", max_redrives_, ")"),
                  LogThrottle::HeldBackNote(held_back));
     }
   }
   absl::MutexLock lock(&mu_);
-  RedriveCheckpoint& part = counts_[dead.partition()];
-  auto& why = by_reason_[dead.error_reason()];
+  RedriveCheckpoint& part = counts_[dead.partition];
+  auto& why = by_reason_[dead.error_reason];
   ++part.matched;
   ++why.first;
   if (skip) {
@@ -192,7 +192,7 @@ absl::Status RedriveRun::RunDry(engine::Cancellation& cancel) {
     if (!next.ok()) return next.status();
     if (!next->has_value()) return absl::OkStatus();
     CountScanned((*next)->partition);
-    const v1::DeadLetter dead = DecodeDeadLetter(**next, 0);
+    const DeadLetter dead = DecodeDeadLetter(**next, 0);
     if (!Matches(spec_.request.filter, dead)) continue;
     if (!Count(dead)) CountRedriven((*next)->partition, 0);
     Sample(absl::Now());

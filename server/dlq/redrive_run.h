@@ -57,7 +57,7 @@ class RedriveRun {
   void Sample(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   void Fill(RedriveResult& result) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a matching record; returns whether the loop guard skips it.
-  bool Count(const v1::DeadLetter& dead) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Count(const DeadLetter& dead) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RunDry(engine::Cancellation& cancel);
   // The commit metadata of `partition`: the spec, its end and its counts.
   std::string Metadata(int32_t partition) const ABSL_LOCKS_EXCLUDED(mu_);

@@ -29,8 +29,11 @@ struct DeadLetterTools::Planned {
 };
 
 DeadLetterTools::DeadLetterTools(ToolsOptions options, RedriveSpecCodec codec,
-                                 RedriveOperations& operations)
-    : options_(std::move(options)), codec_(std::move(codec)), operations_(operations) {}
+                                 ListedBytes listed_bytes, RedriveOperations& operations)
+    : options_(std::move(options)),
+      codec_(std::move(codec)),
+      listed_bytes_(std::move(listed_bytes)),
+      operations_(operations) {}
 
 DeadLetterTools::~DeadLetterTools() { Shutdown(); }
 

@@ -3,13 +3,11 @@
 // there), and the narrow interfaces the tools use of control/ (the
 // operations a redrive runs as, the codec of a redrive's spec).
 //
-// The filter and a listed record are still the generated types that
-// dead_letters.h decodes into (v1::DeadLetterFilter, v1::DeadLetter).
-//
 // Thread-safety: plain values; the interfaces say their own.
 #ifndef RETRYD_SERVER_DLQ_TOOL_TYPES_H_
 #define RETRYD_SERVER_DLQ_TOOL_TYPES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,14 +41,18 @@ std::string PurgeGroup(const std::string& group_id);          // "<group_id>.dlq
 std::string RedriveGroupPrefix(const std::string& group_id);  // "<group_id>.ops."
 
 // ListDeadLetters.
+// The bytes a listed dead letter takes in the answer (its encoded
+// retryd.v1.DeadLetter), which control/ provides: a page ends once its
+// records take kMaxPageBytes (tool_limits.h). Thread-safe.
+using ListedBytes = std::function<size_t(const DeadLetter&)>;
 struct ListQuery {
-  v1::DeadLetterFilter filter;
+  DeadLetterFilter filter;
   uint32_t page_size = 0;  // 0: the default.
   std::string page_token;
   uint32_t max_value_bytes = 0;  // 0: the default.
 };
 struct ListPage {
-  std::vector<v1::DeadLetter> records;
+  std::vector<DeadLetter> records;
   std::string next_page_token;
   int64_t scanned = 0;
   std::string topic;
@@ -81,7 +83,7 @@ struct RedriveRequest {
   // Whether the request carried a filter at all (kept so that the spec's
   // stored form stays as it was).
   bool has_filter = false;
-  v1::DeadLetterFilter filter;
+  DeadLetterFilter filter;
   std::string target_topic;
   uint32_t rate_per_s = 0;
   bool reset_attempts = false;
@@ -152,7 +154,7 @@ struct RedriveSpecCodec {
   // None if `text` is not a spec.
   std::function<std::optional<RedriveSpec>(const std::string& text)> decode;
   // A filter, as a log line shows it.
-  std::function<std::string(const v1::DeadLetterFilter&)> describe_filter;
+  std::function<std::string(const DeadLetterFilter&)> describe_filter;
 };
 
 // A redrive as an operation: its id, the request's, its progress and its

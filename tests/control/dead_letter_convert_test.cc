@@ -5,16 +5,31 @@
 // retryd left unfinished resumes.
 #include "server/control/dead_letter_convert.h"
 
+#include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace retryd::control {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+
+// How many fields of `message` are set (for a proto3 scalar: not its default).
+int FieldsSet(const google::protobuf::Message& message) {
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  message.GetReflection()->ListFields(message, &set);
+  return static_cast<int>(set.size());
+}
+
+v1::DeadLetterFilter ParseFilter(const std::string& text) {
+  v1::DeadLetterFilter filter;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &filter)) << text;
+  return filter;
+}
 
 // What retryd wrote as a spec before the dead-letter wing had plain values.
 std::string ProtoJson(const v1::RedriveSpec& spec) {
@@ -120,12 +135,12 @@ TEST(DeadLetterConvertTest, PurgeAndListingTranslateFieldByField) {
   list.set_page_token("tok");
   list.set_max_value_bytes(64);
   const dlq::ListQuery query = FromProto(list);
-  EXPECT_EQ(query.filter.error_contains(), "timeout");
+  EXPECT_EQ(query.filter.error_contains, "timeout");
   EXPECT_EQ(query.page_size, 3u);
   EXPECT_EQ(query.page_token, "tok");
   EXPECT_EQ(query.max_value_bytes, 64u);
   dlq::ListPage page;
-  page.records.emplace_back().set_offset(9);
+  page.records.emplace_back().offset = 9;
   page.next_page_token = "next";
   page.scanned = 4;
   page.topic = "dlq";
@@ -172,6 +187,122 @@ TEST(DeadLetterConvertTest, RedriveProgressAndResultTranslateFieldByField) {
   EXPECT_EQ(r.by_reason(0).skipped(), 1);
   EXPECT_EQ(r.target(), "ORIGIN");
   EXPECT_EQ(r.group(), "g.ops.x");
+}
+
+// Every field of a listed dead letter, each set apart from its default.
+dlq::DeadLetter FullDeadLetter() {
+  dlq::DeadLetter d;
+  d.partition = 1;
+  d.offset = 2;
+  d.timestamp_unix_ms = 3;
+  d.key = std::string("k\0y", 3);
+  d.key_null = true;
+  d.value = "value";
+  d.value_null = true;
+  d.value_size = 8;
+  d.headers = {{"trace", "t1", false}, {"gone", "", true}};
+  d.original_topic = "orders";
+  d.original_partition = 11;
+  d.original_offset = 12;
+  d.original_timestamp_unix_ms = -1;
+  d.attempts = 14;
+  d.first_failure_unix_ms = 15;
+  d.error = "UNAVAILABLE: down";
+  d.first_error = "DEADLINE_EXCEEDED: slow";
+  d.error_reason = "shop.example/LOCKED";
+  d.dead_lettered_unix_ms = 19;
+  d.dead_lettered_by = "pod-a/thread-3";
+  d.redrive_count = 21;
+  d.redriven_from = "orders.dlq/0@5";
+  d.truncated = "value";
+  d.decode_error = "missing header retryd-attempt";
+  d.dialect = "retryd";
+  return d;
+}
+
+TEST(DeadLetterConvertTest, AListedDeadLetterKeepsEveryField) {
+  v1::DeadLetter expected;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(partition: 1
+           offset: 2
+           timestamp_unix_ms: 3
+           key: "k\000y"
+           key_null: true
+           value: "value"
+           value_null: true
+           value_size: 8
+           headers { key: "trace" value: "t1" }
+           headers { key: "gone" value_null: true }
+           original_topic: "orders"
+           original_partition: 11
+           original_offset: 12
+           original_timestamp_unix_ms: -1
+           attempts: 14
+           first_failure_unix_ms: 15
+           error: "UNAVAILABLE: down"
+           first_error: "DEADLINE_EXCEEDED: slow"
+           error_reason: "shop.example/LOCKED"
+           dead_lettered_unix_ms: 19
+           dead_lettered_by: "pod-a/thread-3"
+           redrive_count: 21
+           redriven_from: "orders.dlq/0@5"
+           truncated: "value"
+           decode_error: "missing header retryd-attempt"
+           dialect: "retryd")pb",
+      &expected));
+  // The expectation covers every field control.proto has (one it adds
+  // fails here until dlq::DeadLetter has it too).
+  ASSERT_EQ(FieldsSet(expected), v1::DeadLetter::descriptor()->field_count());
+  ASSERT_EQ(FieldsSet(expected.headers(0)) + 1, v1::DeadLetterHeader::descriptor()->field_count());
+  const v1::DeadLetter listed = ToProto(FullDeadLetter());
+  std::string diff;
+  MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(differ.Compare(listed, expected)) << diff;
+  // A page is cut by the bytes of the proto the caller gets, exactly.
+  EXPECT_EQ(DeadLetterBytes(FullDeadLetter()), expected.ByteSizeLong());
+  dlq::DeadLetter plain = FullDeadLetter();
+  plain.value = std::string(1 << 20, 'v');
+  *expected.mutable_value() = plain.value;
+  EXPECT_EQ(DeadLetterBytes(plain), expected.ByteSizeLong());
+  // The listing's page carries them as they are.
+  dlq::ListPage page;
+  page.records = {FullDeadLetter(), FullDeadLetter()};
+  const v1::ListDeadLettersResponse response = ToProto(std::move(page));
+  ASSERT_EQ(response.records_size(), 2);
+  EXPECT_TRUE(MessageDifferencer::Equals(response.records(1), ToProto(FullDeadLetter())));
+}
+
+TEST(DeadLetterConvertTest, AFilterRoundTripsEveryField) {
+  const v1::DeadLetterFilter full = ParseFilter(
+      R"pb(key_prefix: "order-"
+           error_contains: "timeout"
+           reason: "LOCKED"
+           original_topic: "orders"
+           original_partition: 3
+           first_failure_from_unix_ms: 6
+           first_failure_to_unix_ms: 7
+           min_attempts: 8
+           max_attempts: 9
+           partitions: [ 2, 0 ])pb");
+  ASSERT_EQ(FieldsSet(full), v1::DeadLetterFilter::descriptor()->field_count());
+  const dlq::DeadLetterFilter plain = FromProto(full);
+  EXPECT_EQ(plain.original_partition, 3);
+  EXPECT_EQ(plain.partitions, (std::vector<int32_t>{2, 0}));
+  EXPECT_TRUE(MessageDifferencer::Equals(ToProto(plain), full));
+  EXPECT_EQ(FromProto(ToProto(plain)), plain);
+  // original_partition 0 is a filter on partition 0; none is no filter.
+  const v1::DeadLetterFilter zero = ParseFilter("original_partition: 0");
+  EXPECT_EQ(FromProto(zero).original_partition, 0);
+  EXPECT_TRUE(ToProto(FromProto(zero)).has_original_partition());
+  EXPECT_FALSE(FromProto(v1::DeadLetterFilter()).original_partition.has_value());
+  EXPECT_FALSE(ToProto(dlq::DeadLetterFilter()).has_original_partition());
+  // A log line shows it as its protobuf JSON.
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(full, &json, options).ok());
+  EXPECT_EQ(DescribeFilter(plain), json);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/common/error_reason.h"
@@ -67,40 +68,42 @@ void CheckDeadLetter(const std::string& key, const Headers& headers) {
   record.key = key;
   record.value = "value";
   record.headers = headers;
-  const v1::DeadLetter dead = dlq::DecodeDeadLetter(record, 2);
+  const dlq::DeadLetter dead = dlq::DecodeDeadLetter(record, 2);
   const bool retryds = engine::StripRetrydHeaders(headers).size() != headers.size();
   std::optional<engine::DeadLetterDialect> dialect;
   if (!retryds) dialect = engine::DetectDialect(headers);
   const absl::StatusOr<engine::RetryMetadata> meta =
       dialect ? engine::ParseDialectHeaders(headers, *dialect, record.timestamp_ms)
               : engine::ParseRetryHeaders(headers);
-  Require(meta.ok() == dead.decode_error().empty(),
+  Require(meta.ok() == dead.decode_error.empty(),
           "decode_error is set exactly when the dialect's headers do not parse");
-  Require(dead.dialect() ==
+  Require(dead.dialect ==
               (dialect ? engine::DialectName(*dialect) : std::string_view(retryds ? "retryd" : "")),
-          "the dialect read is named", dead.dialect());
-  Require(dead.value().size() <= 2 && dead.value_size() == 5, "the value is cut, its size kept");
+          "the dialect read is named", dead.dialect);
+  Require(dead.value.size() <= 2 && dead.value_size == 5, "the value is cut, its size kept");
 
-  v1::DeadLetterFilter own;
-  own.set_key_prefix(key.substr(0, key.size() / 2));
-  own.add_partitions(3);
+  dlq::DeadLetterFilter own;
+  own.key_prefix = key.substr(0, key.size() / 2);
+  own.partitions.push_back(3);
   if (meta.ok()) {
-    own.set_original_topic(dead.original_topic());
-    own.set_original_partition(dead.original_partition());
-    own.set_min_attempts(dead.attempts());
-    own.set_max_attempts(dead.attempts());
-    own.set_first_failure_from_unix_ms(dead.first_failure_unix_ms());
-    if (!dead.error_reason().empty()) own.set_reason(dead.error_reason());
-    if (!dead.error().empty()) own.set_error_contains(dead.error().substr(0, 3));
+    own.original_topic = dead.original_topic;
+    own.original_partition = dead.original_partition;
+    own.min_attempts = dead.attempts;
+    own.max_attempts = dead.attempts;
+    own.first_failure_from_unix_ms = dead.first_failure_unix_ms;
+    if (!dead.error_reason.empty()) own.reason = dead.error_reason;
+    if (!dead.error.empty()) own.error_contains = dead.error.substr(0, 3);
   }
   Require(dlq::Matches(own, dead), "a filter of the record's own fields selects it",
-          own.DebugString());
+          absl::StrCat("key_prefix ", absl::CEscape(own.key_prefix), " reason ", own.reason,
+                       " error_contains ", own.error_contains, " original ", own.original_topic,
+                       "/", own.original_partition.value_or(-1), " attempts ", own.min_attempts));
   if (!meta.ok()) return;
 
   if (dialect) {
     const OutgoingRecord out =
         dlq::RedriveRecord(record, dead, {"", false, "orders.retry"}, "orders.dlq", 1);
-    Require(out.topic == dead.original_topic() && out.partition == dead.original_partition(),
+    Require(out.topic == dead.original_topic && out.partition == dead.original_partition,
             "a foreign dead letter goes back to its origin");
     for (const Header& h : out.headers) {
       Require(engine::StripDialectHeaders({h}, *dialect).size() == 1,
@@ -114,14 +117,14 @@ void CheckDeadLetter(const std::string& key, const Headers& headers) {
   Require(out.topic == "orders.retry", "without reset_attempts it goes to the retry topic");
   absl::StatusOr<engine::RetryMetadata> again = engine::ParseRetryHeaders(out.headers);
   Require(again.ok(), "a redriven retry record parses", again.status().ToString());
-  Require(again->attempt == std::min(dead.attempts() + 1, engine::kMaxAttempt),
+  Require(again->attempt == std::min(dead.attempts + 1, engine::kMaxAttempt),
           "a redriven retry record has one attempt more");
   const auto count = std::count_if(out.headers.begin(), out.headers.end(),
                                    [](const Header& h) { return h.key == "retryd-redrive-count"; });
   Require(count == 1, "the redrive count appears once");
   for (const Header& h : out.headers) {
     if (h.key == "retryd-redrive-count") {
-      Require(h.value == absl::StrCat(dead.redrive_count() + 1), "the redrive count grows by one");
+      Require(h.value == absl::StrCat(dead.redrive_count + 1), "the redrive count grows by one");
     }
   }
 }

@@ -29,7 +29,7 @@ engine::RetryMetadata Meta() {
   return m;
 }
 
-Record DeadLetter(std::string key = "order-7", Headers own = {{"trace", "t1"}}) {
+Record RetrydDeadLetter(std::string key = "order-7", Headers own = {{"trace", "t1"}}) {
   Record r;
   r.topic = "orders.dlq";
   r.partition = 1;
@@ -42,26 +42,26 @@ Record DeadLetter(std::string key = "order-7", Headers own = {{"trace", "t1"}}) 
 }
 
 TEST(DecodeDeadLetterTest, EveryRetrydFieldAndTheOwnHeaders) {
-  const v1::DeadLetter d = DecodeDeadLetter(DeadLetter(), 4);
-  EXPECT_EQ(d.partition(), 1);
-  EXPECT_EQ(d.offset(), 99);
-  EXPECT_EQ(d.key(), "order-7");
-  EXPECT_EQ(d.value(), "0123");   // Cut to max_value_bytes...
-  EXPECT_EQ(d.value_size(), 10);  // ...its whole size kept.
-  EXPECT_EQ(d.original_topic(), "orders");
-  EXPECT_EQ(d.original_partition(), 2);
-  EXPECT_EQ(d.original_offset(), 41);
-  EXPECT_EQ(d.attempts(), 3);
-  EXPECT_EQ(d.first_failure_unix_ms(), 1'700'000'000'000);
-  EXPECT_EQ(d.error(), "UNAVAILABLE: card declined");
-  EXPECT_EQ(d.first_error(), "DEADLINE_EXCEEDED: slow");
-  EXPECT_EQ(d.error_reason(), "shop.example/FRAUD");
-  EXPECT_EQ(d.dead_lettered_unix_ms(), 1'700'000'002'000);
-  EXPECT_EQ(d.dead_lettered_by(), "pod-a/thread-3");
-  EXPECT_EQ(d.redrive_count(), 0);
-  EXPECT_TRUE(d.decode_error().empty());
-  ASSERT_EQ(d.headers_size(), 1);
-  EXPECT_EQ(d.headers(0).key(), "trace");
+  const DeadLetter d = DecodeDeadLetter(RetrydDeadLetter(), 4);
+  EXPECT_EQ(d.partition, 1);
+  EXPECT_EQ(d.offset, 99);
+  EXPECT_EQ(d.key, "order-7");
+  EXPECT_EQ(d.value, "0123");   // Cut to max_value_bytes...
+  EXPECT_EQ(d.value_size, 10);  // ...its whole size kept.
+  EXPECT_EQ(d.original_topic, "orders");
+  EXPECT_EQ(d.original_partition, 2);
+  EXPECT_EQ(d.original_offset, 41);
+  EXPECT_EQ(d.attempts, 3);
+  EXPECT_EQ(d.first_failure_unix_ms, 1'700'000'000'000);
+  EXPECT_EQ(d.error, "UNAVAILABLE: card declined");
+  EXPECT_EQ(d.first_error, "DEADLINE_EXCEEDED: slow");
+  EXPECT_EQ(d.error_reason, "shop.example/FRAUD");
+  EXPECT_EQ(d.dead_lettered_unix_ms, 1'700'000'002'000);
+  EXPECT_EQ(d.dead_lettered_by, "pod-a/thread-3");
+  EXPECT_EQ(d.redrive_count, 0);
+  EXPECT_TRUE(d.decode_error.empty());
+  ASSERT_EQ(d.headers.size(), 1u);
+  EXPECT_EQ(d.headers[0].key, "trace");
 }
 
 TEST(DecodeDeadLetterTest, ARecordWithoutRetrydHeadersSaysWhy) {
@@ -71,82 +71,82 @@ TEST(DecodeDeadLetterTest, ARecordWithoutRetrydHeadersSaysWhy) {
   r.key = std::nullopt;
   r.value = std::nullopt;
   r.headers = {{"kafka_dlt-exception-message", "boom"}};
-  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
-  EXPECT_TRUE(d.key_null());
-  EXPECT_TRUE(d.value_null());
-  EXPECT_EQ(d.decode_error(), "missing header retryd-attempt");
+  const DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_TRUE(d.key_null);
+  EXPECT_TRUE(d.value_null);
+  EXPECT_EQ(d.decode_error, "missing header retryd-attempt");
   // Only filters on the key and partitions can select it.
-  v1::DeadLetterFilter by_partition;
-  by_partition.add_partitions(0);
+  DeadLetterFilter by_partition;
+  by_partition.partitions.push_back(0);
   EXPECT_TRUE(Matches(by_partition, d));
-  v1::DeadLetterFilter by_topic;
-  by_topic.set_original_topic("orders");
+  DeadLetterFilter by_topic;
+  by_topic.original_topic = "orders";
   EXPECT_FALSE(Matches(by_topic, d));
 }
 
 TEST(MatchesTest, EachFieldNarrows) {
-  const v1::DeadLetter d = DecodeDeadLetter(DeadLetter(), 1024);
+  const DeadLetter d = DecodeDeadLetter(RetrydDeadLetter(), 1024);
   auto matches = [&](auto set) {
-    v1::DeadLetterFilter f;
+    DeadLetterFilter f;
     set(f);
     return Matches(f, d);
   };
-  EXPECT_TRUE(matches([](v1::DeadLetterFilter&) {}));
-  EXPECT_TRUE(matches([](auto& f) { f.set_key_prefix("order-"); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_key_prefix("vip-"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_error_contains("declined"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_error_contains("slow"); }));  // The first error.
-  EXPECT_FALSE(matches([](auto& f) { f.set_error_contains("stock"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_reason("FRAUD"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_reason("shop.example/FRAUD"); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_reason("other.example/FRAUD"); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_reason("FRAU"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_original_topic("orders"); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_original_topic("payments"); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_original_partition(2); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_original_partition(0); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_first_failure_from_unix_ms(1'700'000'000'000); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_first_failure_from_unix_ms(1'700'000'000'001); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_first_failure_to_unix_ms(1'700'000'000'000); }));
-  EXPECT_TRUE(matches([](auto& f) { f.set_first_failure_to_unix_ms(1'700'000'000'001); }));
+  EXPECT_TRUE(matches([](DeadLetterFilter&) {}));
+  EXPECT_TRUE(matches([](auto& f) { f.key_prefix = "order-"; }));
+  EXPECT_FALSE(matches([](auto& f) { f.key_prefix = "vip-"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.error_contains = "declined"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.error_contains = "slow"; }));  // The first error.
+  EXPECT_FALSE(matches([](auto& f) { f.error_contains = "stock"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.reason = "FRAUD"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.reason = "shop.example/FRAUD"; }));
+  EXPECT_FALSE(matches([](auto& f) { f.reason = "other.example/FRAUD"; }));
+  EXPECT_FALSE(matches([](auto& f) { f.reason = "FRAU"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.original_topic = "orders"; }));
+  EXPECT_FALSE(matches([](auto& f) { f.original_topic = "payments"; }));
+  EXPECT_TRUE(matches([](auto& f) { f.original_partition = 2; }));
+  EXPECT_FALSE(matches([](auto& f) { f.original_partition = 0; }));
+  EXPECT_TRUE(matches([](auto& f) { f.first_failure_from_unix_ms = 1'700'000'000'000; }));
+  EXPECT_FALSE(matches([](auto& f) { f.first_failure_from_unix_ms = 1'700'000'000'001; }));
+  EXPECT_FALSE(matches([](auto& f) { f.first_failure_to_unix_ms = 1'700'000'000'000; }));
+  EXPECT_TRUE(matches([](auto& f) { f.first_failure_to_unix_ms = 1'700'000'000'001; }));
   EXPECT_TRUE(matches([](auto& f) {
-    f.set_min_attempts(3);
-    f.set_max_attempts(3);
+    f.min_attempts = 3;
+    f.max_attempts = 3;
   }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_min_attempts(4); }));
-  EXPECT_FALSE(matches([](auto& f) { f.set_max_attempts(2); }));
-  EXPECT_TRUE(matches([](auto& f) { f.add_partitions(1); }));
-  EXPECT_FALSE(matches([](auto& f) { f.add_partitions(0); }));
+  EXPECT_FALSE(matches([](auto& f) { f.min_attempts = 4; }));
+  EXPECT_FALSE(matches([](auto& f) { f.max_attempts = 2; }));
+  EXPECT_TRUE(matches([](auto& f) { f.partitions.push_back(1); }));
+  EXPECT_FALSE(matches([](auto& f) { f.partitions.push_back(0); }));
 }
 
 TEST(ValidateFilterTest, RefusesWhatCannotSelect) {
   auto reason = [](auto set) {
-    v1::DeadLetterFilter f;
+    DeadLetterFilter f;
     set(f);
     return ReasonOf(ValidateFilter(f));
   };
-  EXPECT_EQ(reason([](v1::DeadLetterFilter&) {}), "");
-  EXPECT_EQ(reason([](auto& f) { f.set_original_partition(-1); }), "INVALID_FIELD");
+  EXPECT_EQ(reason([](DeadLetterFilter&) {}), "");
+  EXPECT_EQ(reason([](auto& f) { f.original_partition = -1; }), "INVALID_FIELD");
   EXPECT_EQ(reason([](auto& f) {
-              f.set_first_failure_from_unix_ms(10);
-              f.set_first_failure_to_unix_ms(10);
+              f.first_failure_from_unix_ms = 10;
+              f.first_failure_to_unix_ms = 10;
             }),
             "INVALID_FIELD");
   EXPECT_EQ(reason([](auto& f) {
-              f.set_min_attempts(3);
-              f.set_max_attempts(2);
+              f.min_attempts = 3;
+              f.max_attempts = 2;
             }),
             "INVALID_FIELD");
-  EXPECT_EQ(reason([](auto& f) { f.add_partitions(-2); }), "INVALID_FIELD");
-  v1::DeadLetterFilter f;
-  f.add_partitions(4);
+  EXPECT_EQ(reason([](auto& f) { f.partitions.push_back(-2); }), "INVALID_FIELD");
+  DeadLetterFilter f;
+  f.partitions.push_back(4);
   EXPECT_FALSE(FilterPartitions(f, 4).ok());
-  f.clear_partitions();
-  f.add_partitions(3);
-  f.add_partitions(1);
-  f.add_partitions(3);
+  f.partitions.clear();
+  f.partitions.push_back(3);
+  f.partitions.push_back(1);
+  f.partitions.push_back(3);
   EXPECT_THAT(*FilterPartitions(f, 4), ElementsAre(1, 3));
-  EXPECT_THAT(*FilterPartitions(v1::DeadLetterFilter(), 3), ElementsAre(0, 1, 2));
+  EXPECT_THAT(*FilterPartitions(DeadLetterFilter(), 3), ElementsAre(0, 1, 2));
 }
 
 TEST(PageTokenTest, RoundTripsAndRefusesForgeries) {
@@ -199,25 +199,25 @@ Record SpringDeadLetter() {
 }
 
 TEST(DecodeDeadLetterTest, RetrydsOwnSaySo) {
-  EXPECT_EQ(DecodeDeadLetter(DeadLetter(), 0).dialect(), "retryd");
+  EXPECT_EQ(DecodeDeadLetter(RetrydDeadLetter(), 0).dialect, "retryd");
 }
 
 TEST(DecodeDeadLetterTest, SpringsHeadersGiveTheOrigin) {
-  const v1::DeadLetter d = DecodeDeadLetter(SpringDeadLetter(), 1024);
-  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
-  EXPECT_EQ(d.dialect(), "spring");
-  EXPECT_EQ(d.original_topic(), "orders");
-  EXPECT_EQ(d.original_partition(), 3);
-  EXPECT_EQ(d.original_offset(), 258);
-  EXPECT_EQ(d.original_timestamp_unix_ms(), 1'700'000'000'000);
-  EXPECT_EQ(d.error(), "Listener failed; card declined");
-  EXPECT_EQ(d.attempts(), 0);  // Spring does not say.
+  const DeadLetter d = DecodeDeadLetter(SpringDeadLetter(), 1024);
+  EXPECT_TRUE(d.decode_error.empty()) << d.decode_error;
+  EXPECT_EQ(d.dialect, "spring");
+  EXPECT_EQ(d.original_topic, "orders");
+  EXPECT_EQ(d.original_partition, 3);
+  EXPECT_EQ(d.original_offset, 258);
+  EXPECT_EQ(d.original_timestamp_unix_ms, 1'700'000'000'000);
+  EXPECT_EQ(d.error, "Listener failed; card declined");
+  EXPECT_EQ(d.attempts, 0);  // Spring does not say.
   // Its headers are not repeated as the record's own.
-  ASSERT_EQ(d.headers_size(), 1);
-  EXPECT_EQ(d.headers(0).key(), "trace");
-  v1::DeadLetterFilter by_origin;
-  by_origin.set_original_topic("orders");
-  by_origin.set_error_contains("declined");
+  ASSERT_EQ(d.headers.size(), 1u);
+  EXPECT_EQ(d.headers[0].key, "trace");
+  DeadLetterFilter by_origin;
+  by_origin.original_topic = "orders";
+  by_origin.error_contains = "declined";
   EXPECT_TRUE(Matches(by_origin, d));
 }
 
@@ -229,16 +229,16 @@ TEST(DecodeDeadLetterTest, StreamsAndKip1191HeadersGiveTheOrigin) {
                      {"__streams.errors.topic", "payments"},
                      {"__streams.errors.partition", "7"},
                      {"__streams.errors.offset", "1234"}};
-  v1::DeadLetter d = DecodeDeadLetter(streams, 1024);
-  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
-  EXPECT_EQ(d.dialect(), "streams");
-  EXPECT_EQ(d.original_topic(), "payments");
-  EXPECT_EQ(d.original_partition(), 7);
-  EXPECT_EQ(d.original_offset(), 1234);
+  DeadLetter d = DecodeDeadLetter(streams, 1024);
+  EXPECT_TRUE(d.decode_error.empty()) << d.decode_error;
+  EXPECT_EQ(d.dialect, "streams");
+  EXPECT_EQ(d.original_topic, "payments");
+  EXPECT_EQ(d.original_partition, 7);
+  EXPECT_EQ(d.original_offset, 1234);
   // Streams gives the dead letter the failed record's timestamp.
-  EXPECT_EQ(d.original_timestamp_unix_ms(), 1'700'000'003'000);
-  EXPECT_EQ(d.error(), "java.lang.IllegalStateException");  // No message: the class.
-  EXPECT_EQ(d.headers_size(), 0);
+  EXPECT_EQ(d.original_timestamp_unix_ms, 1'700'000'003'000);
+  EXPECT_EQ(d.error, "java.lang.IllegalStateException");  // No message: the class.
+  EXPECT_EQ(d.headers.size(), 0u);
 
   Record kip = SpringDeadLetter();
   kip.headers = {{"h", "v"},
@@ -249,44 +249,44 @@ TEST(DecodeDeadLetterTest, StreamsAndKip1191HeadersGiveTheOrigin) {
                  {"__dlq.errors.delivery.count", "5"},
                  {"__dlq.errors.message", "Offset delivery count exceeded the threshold."}};
   d = DecodeDeadLetter(kip, 1024);
-  EXPECT_TRUE(d.decode_error().empty()) << d.decode_error();
-  EXPECT_EQ(d.dialect(), "kip1191");
-  EXPECT_EQ(d.original_topic(), "jobs");
-  EXPECT_EQ(d.original_offset(), 5);
-  EXPECT_EQ(d.original_timestamp_unix_ms(), -1);
-  EXPECT_EQ(d.attempts(), 5);
-  EXPECT_EQ(d.error(), "Offset delivery count exceeded the threshold.");
-  ASSERT_EQ(d.headers_size(), 1);
-  EXPECT_EQ(d.headers(0).key(), "h");
+  EXPECT_TRUE(d.decode_error.empty()) << d.decode_error;
+  EXPECT_EQ(d.dialect, "kip1191");
+  EXPECT_EQ(d.original_topic, "jobs");
+  EXPECT_EQ(d.original_offset, 5);
+  EXPECT_EQ(d.original_timestamp_unix_ms, -1);
+  EXPECT_EQ(d.attempts, 5);
+  EXPECT_EQ(d.error, "Offset delivery count exceeded the threshold.");
+  ASSERT_EQ(d.headers.size(), 1u);
+  EXPECT_EQ(d.headers[0].key, "h");
 }
 
 TEST(DecodeDeadLetterTest, MalformedDialectHeadersAreNamed) {
   Record r = SpringDeadLetter();
   r.headers[5].value = std::string("\x03", 1);  // kafka_dlt-original-partition
-  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
-  EXPECT_EQ(d.dialect(), "spring");
-  EXPECT_EQ(d.decode_error(),
+  const DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_EQ(d.dialect, "spring");
+  EXPECT_EQ(d.decode_error,
             "header kafka_dlt-original-partition is not a 4-byte big-endian integer: 1 bytes");
-  v1::DeadLetterFilter by_origin;
-  by_origin.set_original_topic("orders");
+  DeadLetterFilter by_origin;
+  by_origin.original_topic = "orders";
   EXPECT_FALSE(Matches(by_origin, d));
 }
 
 TEST(DecodeDeadLetterTest, RetrydsOwnComeFirst) {
   // A retryd dead letter that also carries Spring's headers reads as retryd's.
-  Record r = DeadLetter();
+  Record r = RetrydDeadLetter();
   for (const Header& h : SpringDeadLetter().headers) r.headers.push_back(h);
-  const v1::DeadLetter d = DecodeDeadLetter(r, 1024);
-  EXPECT_EQ(d.dialect(), "retryd");
-  EXPECT_EQ(d.original_partition(), 2);
+  const DeadLetter d = DecodeDeadLetter(r, 1024);
+  EXPECT_EQ(d.dialect, "retryd");
+  EXPECT_EQ(d.original_partition, 2);
 }
 
 TEST(RedriveRecordTest, AForeignDeadLetterStartsOverAtItsOrigin) {
   Record dead = SpringDeadLetter();
   dead.headers.push_back({"retryd-redrive-count", "1"});  // Redriven once, dead-lettered again.
-  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
-  ASSERT_EQ(d.dialect(), "spring");
-  EXPECT_EQ(d.redrive_count(), 1);
+  const DeadLetter d = DecodeDeadLetter(dead, 1024);
+  ASSERT_EQ(d.dialect, "spring");
+  EXPECT_EQ(d.redrive_count, 1);
   for (bool reset : {false, true}) {
     const OutgoingRecord out = RedriveRecord(dead, d, {"", reset, "orders.retry"}, "orders.DLT", 5);
     EXPECT_EQ(out.topic, "orders");
@@ -305,8 +305,8 @@ TEST(RedriveRecordTest, AForeignDeadLetterStartsOverAtItsOrigin) {
 }
 
 TEST(RedriveRecordTest, ToTheOriginAsNew) {
-  const Record dead = DeadLetter();
-  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const Record dead = RetrydDeadLetter();
+  const DeadLetter d = DecodeDeadLetter(dead, 1024);
   const OutgoingRecord out =
       RedriveRecord(dead, d, {"", /*reset_attempts=*/true, "orders.retry"}, "orders.dlq", 5);
   EXPECT_EQ(out.topic, "orders");
@@ -320,10 +320,10 @@ TEST(RedriveRecordTest, ToTheOriginAsNew) {
 }
 
 TEST(RedriveRecordTest, ToTheOriginWithTheAttemptsItUsedGoesThroughTheRetryTopic) {
-  Record dead = DeadLetter();
+  Record dead = RetrydDeadLetter();
   dead.headers.push_back({"retryd-redrive-count", "1"});
-  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
-  EXPECT_EQ(d.redrive_count(), 1);
+  const DeadLetter d = DecodeDeadLetter(dead, 1024);
+  EXPECT_EQ(d.redrive_count, 1);
   const OutgoingRecord out =
       RedriveRecord(dead, d, {"", /*reset_attempts=*/false, "orders.retry"}, "orders.dlq", 777);
   EXPECT_EQ(out.topic, "orders.retry");
@@ -345,8 +345,8 @@ TEST(RedriveRecordTest, ToTheOriginWithTheAttemptsItUsedGoesThroughTheRetryTopic
 }
 
 TEST(RedriveRecordTest, ToAnotherTopicKeepsOrStripsTheRetryState) {
-  const Record dead = DeadLetter();
-  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const Record dead = RetrydDeadLetter();
+  const DeadLetter d = DecodeDeadLetter(dead, 1024);
   const OutgoingRecord kept = RedriveRecord(dead, d, {"audit", false, "r"}, "orders.dlq", 1);
   EXPECT_EQ(kept.topic, "audit");
   EXPECT_EQ(kept.partition, -1);
@@ -358,8 +358,8 @@ TEST(RedriveRecordTest, ToAnotherTopicKeepsOrStripsTheRetryState) {
 }
 
 TEST(RedriveRecordTest, RedrivenFromReadsBackWhereItCameFrom) {
-  const Record dead = DeadLetter();
-  const v1::DeadLetter d = DecodeDeadLetter(dead, 1024);
+  const Record dead = RetrydDeadLetter();
+  const DeadLetter d = DecodeDeadLetter(dead, 1024);
   const OutgoingRecord out = RedriveRecord(dead, d, {"audit", false, "r"}, "orders.dlq", 1);
   Record landed;
   landed.topic = out.topic;
