@@ -14,6 +14,7 @@
 #include "server/engine/autoscaler.h"
 #include "server/engine/engine_impl.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/ordering_switch.h"
 #include "server/engine/retry_tiers.h"
 #include "server/engine/worker/worker.h"
 #include "server/kafka/topic_reader.h"
@@ -205,6 +206,7 @@ Engine::Impl::Impl(EngineOptions options, std::unique_ptr<Processor> processor,
                keyed_sends_back_,
                [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
                [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }},
+      ordering_switch_(std::make_unique<OrderingSwitch>(*this)),
       scaling_(std::make_unique<Scaling>(*this)),
       autoscaler_(
           options_.retry.autoscale.enabled
@@ -313,6 +315,23 @@ absl::Status Engine::Impl::Start() {
   // assigned its partitions.)
   const bool in_order = options_.ordering == Ordering::kInOrder;
   if (in_order) input_paused_.store(true, std::memory_order_relaxed);
+  PrepareProducedTopics();
+  if (absl::Status s = StartConfiguredThreads(); !s.ok()) {
+    Stop();
+    return s;
+  }
+  if (in_order) {
+    // Held as a control operation, so that none interleaves with it; in the
+    // background, because emptying a backlog may take long.
+    absl::MutexLock lock(&mu_);
+    state_ = EngineState::kDraining;
+    start_in_order_thread_ = std::thread(&Engine::Impl::StartInOrder, this, TakeControlLocked());
+  }
+  if (autoscaler_ != nullptr) autoscaler_->Start();
+  return absl::OkStatus();
+}
+
+void Engine::Impl::PrepareProducedTopics() {
   // So that the first success, retry or dead letter does not wait a second
   // for the producer to learn its topic. Not fatal: it would learn it later.
   std::vector<std::string> produced = {options_.dead_letter_topic};
@@ -322,12 +341,12 @@ absl::Status Engine::Impl::Start() {
       !s.ok()) {
     LogWarning("engine: ", s.message());
   }
+}
+
+absl::Status Engine::Impl::StartConfiguredThreads() {
   for (int i = 0; i < options_.primary_threads; ++i) {
     absl::StatusOr<std::unique_ptr<Worker>> worker = StartWorker(ThreadRole::kPrimary);
-    if (!worker.ok()) {
-      Stop();
-      return worker.status();
-    }
+    if (!worker.ok()) return worker.status();
     absl::MutexLock lock(&mu_);
     primaries_.push_back(*std::move(worker));
   }
@@ -339,24 +358,13 @@ absl::Status Engine::Impl::Start() {
     for (int i = 0; i < count; ++i) {
       absl::StatusOr<std::unique_ptr<Worker>> worker =
           StartWorker(ThreadRole::kRetry, 0, static_cast<int>(tier));
-      if (!worker.ok()) {
-        Stop();
-        return worker.status();
-      }
+      if (!worker.ok()) return worker.status();
       started.push_back((*worker)->id());
       absl::MutexLock lock(&mu_);
       retries_.push_back(*std::move(worker));
     }
   }
   if (!started.empty()) LogInfo("engine: retry threads: started [", IdList(started), "]");
-  if (in_order) {
-    // Held as a control operation, so that none interleaves with it; in the
-    // background, because emptying a backlog may take long.
-    absl::MutexLock lock(&mu_);
-    state_ = EngineState::kDraining;
-    start_in_order_thread_ = std::thread(&Engine::Impl::StartInOrder, this, TakeControlLocked());
-  }
-  if (autoscaler_ != nullptr) autoscaler_->Start();
   return absl::OkStatus();
 }
 
@@ -369,8 +377,8 @@ void Engine::Impl::StartInOrder(ControlSlot control) {
   // ordering_ is in order from the start, so the primaries add nothing to
   // the retry topic; input stays paused all the same, since a record left
   // there came before the input that follows it.
-  absl::StatusOr<SetOrderingResult> result =
-      SwitchToInOrder(control, absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
+  absl::StatusOr<SetOrderingResult> result = ordering_switch_->SwitchToInOrder(
+      control, absl::InfiniteFuture(), /*drain=*/true, /*cancel=*/nullptr);
   if (!result.ok()) LogWarning("engine: in-order start: ", result.status().message());
 }
 
@@ -416,19 +424,6 @@ int64_t Engine::Impl::SessionTimeoutMs() const {
 int Engine::Impl::RetryThreadCount() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(retries_.size());
-}
-
-std::vector<int> Engine::Impl::TiersWithoutThreads() const {
-  std::vector<bool> read(options_.retry.tiers.size(), false);
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& worker : retries_) read[worker->tier()] = true;
-  }
-  std::vector<int> tiers;
-  for (size_t i = 0; i < read.size(); ++i) {
-    if (!read[i]) tiers.push_back(static_cast<int>(i));
-  }
-  return tiers;
 }
 
 void Engine::Impl::StopWorkers(std::vector<std::unique_ptr<Worker>>& workers, bool graceful,

@@ -1,7 +1,8 @@
 // The engine's implementation behind api/engine.h (Engine holds an
 // Engine::Impl and forwards every public method to it): the primary and
-// retry threads, the producer they share, the control slot and the
-// switches of the ordering mode. See api/engine.h for what each public
+// retry threads, the producer they share and the control slot; the
+// switches of the ordering mode are an Impl::OrderingSwitch it owns
+// (ordering_switch.h). See api/engine.h for what each public
 // method does; the private part is documented here.
 //
 // Thread-safety: as Engine (thread-safe); the fields say which lock guards
@@ -115,6 +116,10 @@ class Engine::Impl {
   std::vector<ScalingEvent> ScalingEvents() const;
 
  private:
+  // The switches of the ordering mode: a part of the Impl working on its
+  // state, under its locks (ordering_switch.h).
+  class OrderingSwitch;
+
   Impl(EngineOptions options, std::unique_ptr<Processor> processor,
        std::unique_ptr<kafka::Producer> producer, std::unique_ptr<kafka::GroupLagProbe> retry_lag);
 
@@ -174,9 +179,6 @@ class Engine::Impl {
   void AssertControlHeld(const ControlSlot* control) const ABSL_LOCKS_EXCLUDED(mu_);
   // REQUIRES: mu_ held.
   absl::Status CheckRunning() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every primary has paused its partitions (so none is halfway through a
-  // record) and has no hand-off in flight: the retry topic cannot grow.
-  bool PrimariesQuiet() const ABSL_LOCKS_EXCLUDED(mu_);
   int RetryThreadCount() const ABSL_LOCKS_EXCLUDED(mu_);
   // When a graceful stop starting now must have ended.
   absl::Time StopDeadline() const {
@@ -203,53 +205,15 @@ class Engine::Impl {
   // others to be through the rebalance.
   // REQUIRES: `control` held.
   void RunChangeBatch(const ControlSlot& control, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-  // Pauses input, measures the retry backlog and, if it is empty (or `drain`
-  // has emptied it), stops the retry threads and switches in-order on; see
-  // SetInOrder.
-  // REQUIRES: `control` held.
-  absl::StatusOr<SetOrderingResult> SwitchToInOrder(const ControlSlot& control, absl::Time deadline,
-                                                    bool drain, const Cancellation* cancel)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // The end of SwitchToInOrder, the retry backlog (`drained` records at the
-  // start) empty: stops the retry threads and switches in-order on.
-  // REQUIRES: the control slot held, the engine DRAINING.
-  SetOrderingResult FinishSwitchToInOrder(int64_t drained) ABSL_LOCKS_EXCLUDED(mu_);
-  // The part both switches of ordering share. The engine is DRAINING and
-  // its input paused; whenever the primaries are quiet, `quiet` looks at the
-  // engine and says whether the switch may go ahead (true) or must end (an
-  // error). A Stop(), the caller's cancellation, an error from `quiet` or the
-  // deadline (whose error `late` writes) roll the switch back
-  // (AbandonSwitch) and return an error. On success the input stays paused:
-  // the caller switches and calls EndSwitch(). `mode` names the mode in
-  // messages; `*temporaries` are the retry threads a rollback stops.
-  // REQUIRES: the control slot held.
-  absl::Status PauseInputUntil(absl::string_view mode, absl::Time deadline,
-                               const Cancellation* cancel, const std::vector<int>* temporaries,
-                               absl::FunctionRef<absl::StatusOr<bool>()> quiet,
-                               absl::FunctionRef<absl::Status()> late) ABSL_LOCKS_EXCLUDED(mu_);
-  // Ends a PauseInputUntil that succeeded: ordering `to`, input resumed,
-  // state RUNNING again.
-  void EndSwitch(Ordering to) ABSL_LOCKS_EXCLUDED(mu_);
-  // Rolls a switch back: input resumed, `temporaries` (retry threads it
-  // started) stopped, state RUNNING again.
-  // REQUIRES: the control slot held (by the switch it rolls back).
-  void AbandonSwitch(const std::vector<int>& temporaries) ABSL_LOCKS_EXCLUDED(mu_);
-  // The retry tiers (indexes) no running retry thread reads.
-  std::vector<int> TiersWithoutThreads() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Starts retry threads as SetInOrder(false) says, then switches to `to`.
-  // REQUIRES: `control` held.
-  absl::StatusOr<std::vector<int>> SwitchOutOfInOrder(const ControlSlot& control, Ordering to)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Pauses input until the primaries are quiet, finds the parked keys in
-  // the retry topic and switches to key order; returns how many keys are
-  // parked. Keeps reading until `deadline` if the retry topic cannot be
-  // read. See SetOrderingMode.
-  // REQUIRES: `control` held.
-  absl::StatusOr<int64_t> SwitchToKeyOrder(const ControlSlot& control, absl::Time deadline,
-                                           const Cancellation* cancel) ABSL_LOCKS_EXCLUDED(mu_);
   // The records of the retry topic not yet committed by the retry group
   // that park their key. Blocks up to `timeout`; takes no engine lock.
   absl::StatusOr<std::vector<ParkedRecord>> ReadParkedRecords(absl::Duration timeout) const;
+  // The parts of Start(), in order: the producer learns the topics it
+  // produces to (a failure only logged); the configured primaries and
+  // retry threads start, into primaries_ and retries_ (the first that does
+  // not start ends it with its error, the caller Stop()s).
+  void PrepareProducedTopics();
+  absl::Status StartConfiguredThreads() ABSL_LOCKS_EXCLUDED(mu_);
   // Start()'s background check of the backlog when in order is configured;
   // frees `control`, which Start() took for it, when done.
   void StartInOrder(ControlSlot control) ABSL_LOCKS_EXCLUDED(mu_);
@@ -282,6 +246,9 @@ class Engine::Impl {
   const std::shared_ptr<std::atomic<int64_t>> keyed_sends_back_ =
       std::make_shared<std::atomic<int64_t>>(0);
   const WorkerContext context_;
+  // The switches of the ordering mode (SetInOrder, SetOrderingMode); it
+  // works on the fields here and below (see ordering_switch.h).
+  const std::unique_ptr<OrderingSwitch> ordering_switch_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   EngineState state_ ABSL_GUARDED_BY(mu_) = EngineState::kCreated;
