@@ -38,6 +38,7 @@
 #include "server/common/debug_check.h"
 #include "server/common/logging.h"
 #include "server/engine/api/engine.h"
+#include "server/engine/stats/thread_stats.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

@@ -36,6 +36,7 @@
 #include "server/engine/api/counters.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/retry_tiers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/kafka/embedded_broker.h"
 #include "server/kafka/topics.h"
 #include "server/processors/processor_factory.h"

@@ -195,7 +195,7 @@ void ToProto(const std::vector<engine::ScalingEvent>& events,
   }
 }
 
-void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out) {
+void ToProto(const engine::DownstreamSnapshot& downstream, v1::Downstream& out) {
   out.set_state(downstream.down ? v1::DOWNSTREAM_STATE_DOWN : v1::DOWNSTREAM_STATE_UP);
   out.set_consecutive_unavailable(downstream.consecutive_unavailable);
   out.set_outages(downstream.outages);
@@ -224,7 +224,7 @@ void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream&
     case engine::DownstreamHealth::Serving::kUnknown:
       break;
   }
-  for (const engine::DownstreamGate::RoleSnapshot& role : downstream.roles) {
+  for (const engine::DownstreamRoleSnapshot& role : downstream.roles) {
     v1::RoleDownstream& r = *out.add_roles();
     r.set_role(ToProto(role.role));
     r.set_state(role.down ? v1::DOWNSTREAM_STATE_DOWN : v1::DOWNSTREAM_STATE_UP);
@@ -243,15 +243,15 @@ void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream&
   }
 }
 
-v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence) {
+v1::DownstreamEvidence ToProto(engine::DownstreamEvidence evidence) {
   switch (evidence) {
-    case engine::DownstreamGate::Evidence::kChannel:
+    case engine::DownstreamEvidence::kChannel:
       return v1::DOWNSTREAM_EVIDENCE_CHANNEL;
-    case engine::DownstreamGate::Evidence::kHealth:
+    case engine::DownstreamEvidence::kHealth:
       return v1::DOWNSTREAM_EVIDENCE_HEALTH;
-    case engine::DownstreamGate::Evidence::kRefusals:
+    case engine::DownstreamEvidence::kRefusals:
       return v1::DOWNSTREAM_EVIDENCE_REFUSALS;
-    case engine::DownstreamGate::Evidence::kNone:
+    case engine::DownstreamEvidence::kNone:
       break;
   }
   return v1::DOWNSTREAM_EVIDENCE_UNSPECIFIED;

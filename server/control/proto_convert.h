@@ -45,8 +45,8 @@ void ToProto(const engine::Counters& counters, google::protobuf::Message& out);
 // retryd.v1.ThreadMetrics, by name as for the counters.
 void GaugesToProto(const engine::ThreadSample& thread, v1::ThreadMetrics& out);
 void ToProto(const engine::EngineTotals& totals, v1::Totals& out);
-void ToProto(const engine::DownstreamGate::Snapshot& downstream, v1::Downstream& out);
-v1::DownstreamEvidence ToProto(engine::DownstreamGate::Evidence evidence);
+void ToProto(const engine::DownstreamSnapshot& downstream, v1::Downstream& out);
+v1::DownstreamEvidence ToProto(engine::DownstreamEvidence evidence);
 void ToProto(const engine::ThreadStats& stats, v1::ThreadInfo& out);
 // The retry tiers (normalized options) with each one's backlog (by index;
 // missing ones left 0) and the retry threads of `threads` that read it.

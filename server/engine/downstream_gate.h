@@ -50,10 +50,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/api/downstream.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
+#include "server/engine/api/thread_role.h"
 #include "server/engine/held/byte_charge.h"
-#include "server/engine/stats/thread_stats.h"
 
 namespace retryd::engine {
 
@@ -65,8 +66,8 @@ class DownstreamGate {
     kWait,   // Down: do not call before RetryAt().
   };
 
-  // Why a role is down.
-  enum class Evidence { kNone, kChannel, kHealth, kRefusals };
+  // Why a role is down (api/downstream.h).
+  using Evidence = DownstreamEvidence;
   static const char* EvidenceName(Evidence evidence);
 
   // What a refused call means for its record.
@@ -84,30 +85,9 @@ class DownstreamGate {
     int64_t epoch = 0;
   };
 
-  struct RoleSnapshot {
-    ThreadRole role = ThreadRole::kPrimary;
-    bool down = false;
-    Evidence evidence = Evidence::kNone;           // While down.
-    absl::Time since = absl::InfinitePast();       // When it last went down.
-    int64_t refused_in_a_row = 0;                  // Distinct records, since the last answer.
-    int64_t outages = 0;                           // Times it went down.
-    int64_t waiting = 0;                           // Records held until the downstream takes them.
-    int64_t probes = 0;                            // Probes sent, in all.
-    absl::Time last_probe = absl::InfinitePast();  // When the last probe ended.
-    std::string last_probe_result;                 // "answered", or why it was refused.
-    absl::Time next_probe = absl::InfinitePast();  // While down.
-  };
-
-  struct Snapshot {
-    bool down = false;  // Some role is down.
-    absl::Time since;   // When the longest-down role went down; InfinitePast() if none.
-    int64_t consecutive_unavailable = 0;  // Calls refused since the last answer.
-    int64_t outages = 0;                  // Times some role went down while none was.
-    std::string last_error;               // The last refusal's reason.
-    absl::Time next_probe;                // While down: the soonest of the roles'.
-    DownstreamHealth health;              // What the processor reported last.
-    std::array<RoleSnapshot, 2> roles;    // Primary, retry.
-  };
+  // What snapshot() reports (api/downstream.h).
+  using RoleSnapshot = DownstreamRoleSnapshot;
+  using Snapshot = DownstreamSnapshot;
 
   // `processor` (may be null: no health) must outlive the gate; `max_backoff`
   // caps the probe delay of a role down on kRefusals alone.

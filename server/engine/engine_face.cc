@@ -25,7 +25,7 @@ absl::Status Engine::Start() { return impl_->Start(); }
 
 void Engine::Stop() { impl_->Stop(); }
 
-DownstreamGate::Snapshot Engine::downstream() const { return impl_->downstream(); }
+DownstreamSnapshot Engine::downstream() const { return impl_->downstream(); }
 
 absl::StatusOr<RetryThreadChangeResult> Engine::ChangeRetryThreads(RetryThreadChange change,
                                                                    absl::Time deadline) {

@@ -23,8 +23,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/engine/api/counters.h"
+#include "server/engine/api/downstream.h"
 #include "server/engine/api/engine.h"
-#include "server/engine/downstream_gate.h"
 #include "server/engine/ordering/key_parking.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/engine/stats/thread_stats.h"
@@ -85,7 +85,7 @@ struct EngineSample {
   // stopped included.
   EngineTotals totals;
   KeyParking::Summary parked_keys;  // Engine::ParkedKeys().
-  DownstreamGate::Snapshot downstream;
+  DownstreamSnapshot downstream;
   std::vector<ScalingEvent> scaling_events;  // Engine::ScalingEvents().
   // Running threads, then threads stopped within the last minute (state
   // STOPPED or FAILED), by id.

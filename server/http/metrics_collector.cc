@@ -135,7 +135,7 @@ void AddThreads(const engine::EngineSample& sample, Families& f) {
 void AddDownstream(const engine::EngineSample& sample, Families& f) {
   // roles[] is primary, then retry.
   for (size_t i = 0; i < std::size(kRoles); ++i) {
-    const engine::DownstreamGate::RoleSnapshot& role = sample.downstream.roles[i];
+    const engine::DownstreamRoleSnapshot& role = sample.downstream.roles[i];
     const Labels labels = {{"role", engine::ThreadRoleName(kRoles[i])}};
     f.Gauge("retryd_downstream_up",
             "1 while the processor's downstream takes calls for the role, 0 while it is taken for "

@@ -17,6 +17,7 @@
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/metrics_sampler.h"
+#include "server/engine/stats/thread_stats.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

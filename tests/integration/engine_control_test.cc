@@ -21,6 +21,7 @@
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/metrics_sampler.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "retryd/v1/config.pb.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"

@@ -21,6 +21,7 @@
 #include "server/engine/handoff/hand_offs.h"
 #include "server/engine/handoff/record_buffers.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topics.h"
 #include "server/processors/simulate.h"

@@ -15,6 +15,7 @@
 #include "retryd/v1/config.pb.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/api/processor.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/processors/simulate.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"

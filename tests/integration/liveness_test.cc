@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/engine/api/engine.h"
+#include "server/engine/stats/thread_stats.h"
 #include "tests/support/outcomes.h"
 #include "tests/support/test_cluster.h"
 #include "tests/support/wait_for.h"

@@ -22,6 +22,7 @@
 #include "retryd/v1/config.pb.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/processors/grpc_processor.h"
 #include "tests/support/downstream_server.h"
 #include "tests/support/outcomes.h"
@@ -126,7 +127,7 @@ TEST(DownstreamDetectorTest, FlakyKeysNeverTakeThePrimaryRoleDown) {
   PrimaryWaitWatcher watcher(*engine);
   ProduceKeys(topics.input, keys);
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamSnapshot downstream = engine->downstream();
   engine->Stop();
 
   EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(keys.begin(), keys.end()));
@@ -232,7 +233,7 @@ TEST(DownstreamDetectorTest, KeysRefusedForeverReachTheDlqWhileTheirRoleIsDown) 
     testing::ProduceRetryRecord(topics.retry, static_cast<int32_t>(i % 4), stuck[i], meta);
   }
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, stuck, absl::Seconds(60)));
-  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamSnapshot downstream = engine->downstream();
   engine->Stop();
 
   EXPECT_EQ(Keys(ReadAll(topics.output)), std::multiset<std::string>(ok.begin(), ok.end()));
@@ -280,9 +281,9 @@ TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
   server.SetAnswer("", Refusal(grpc::StatusCode::UNAVAILABLE, "draining"));
   ASSERT_TRUE(WaitFor(
       [&] {
-        const engine::DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamSnapshot d = engine->downstream();
         return d.roles[kPrimary].down &&
-               d.roles[kPrimary].evidence == engine::DownstreamGate::Evidence::kHealth;
+               d.roles[kPrimary].evidence == engine::DownstreamEvidence::kHealth;
       },
       absl::Seconds(30)));
   // Intake paused: every primary thread stops fetching while it lasts.
@@ -297,7 +298,7 @@ TEST(DownstreamDetectorTest, HealthNotServingPausesIntakeWithoutUsingAttempts) {
         return true;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(engine->downstream().roles[kRetry].evidence, engine::DownstreamGate::Evidence::kHealth);
+  EXPECT_EQ(engine->downstream().roles[kRetry].evidence, engine::DownstreamEvidence::kHealth);
   const size_t calls_when_down = server.calls().size();
   EXPECT_LT(calls_when_down, keys.size()) << "the outage came before the run was done";
 
@@ -333,12 +334,11 @@ TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
   const absl::Time back_at = absl::Now() + absl::Seconds(15);
   ASSERT_TRUE(WaitFor(
       [&] {
-        const engine::DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamSnapshot d = engine->downstream();
         return d.roles[kPrimary].down && d.roles[kRetry].down;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(engine->downstream().roles[kPrimary].evidence,
-            engine::DownstreamGate::Evidence::kChannel);
+  EXPECT_EQ(engine->downstream().roles[kPrimary].evidence, engine::DownstreamEvidence::kChannel);
   // While it is away: checked every 100 ms, no attempt is used.
   absl::Notification never;
   while (!never.WaitForNotificationWithTimeout(absl::Milliseconds(100)) && absl::Now() < back_at) {
@@ -347,7 +347,7 @@ TEST(DownstreamDetectorTest, ADownstreamAwayFor15SecondsCostsNoAttempt) {
   EXPECT_TRUE(engine->downstream().down);
   ASSERT_TRUE(server.Start().ok());
   ASSERT_TRUE(WaitForOutcomes(*engine, topics, keys));
-  const engine::DownstreamGate::Snapshot downstream = engine->downstream();
+  const engine::DownstreamSnapshot downstream = engine->downstream();
   engine->Stop();
   testing::ExpectAllDoneOnTheFirstAttempt(topics, keys);
   EXPECT_GE(downstream.roles[kPrimary].probes, 1);
@@ -373,14 +373,14 @@ TEST(DownstreamDetectorTest, AChannelThatNeverConnectsIsProbedWithBackoff) {
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(WaitFor(
       [&] {
-        const engine::DownstreamGate::Snapshot d = engine->downstream();
+        const engine::DownstreamSnapshot d = engine->downstream();
         return d.roles[kPrimary].down &&
-               d.roles[kPrimary].evidence == engine::DownstreamGate::Evidence::kChannel &&
+               d.roles[kPrimary].evidence == engine::DownstreamEvidence::kChannel &&
                d.roles[kPrimary].probes >= 4;
       },
       absl::Seconds(60)));
   // Backed off: from the fourth probe on each waits the longest delay.
-  const engine::DownstreamGate::Snapshot d = engine->downstream();
+  const engine::DownstreamSnapshot d = engine->downstream();
   const absl::Time measured = absl::Now();
   ASSERT_TRUE(WaitFor(
       [&] { return engine->downstream().roles[kPrimary].probes >= d.roles[kPrimary].probes + 3; },

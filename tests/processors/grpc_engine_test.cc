@@ -14,6 +14,7 @@
 #include "retryd/v1/config.pb.h"
 #include "server/engine/api/engine.h"
 #include "server/engine/handoff/retry_headers.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/processors/grpc_processor.h"
 #include "tests/support/downstream_server.h"
 #include "tests/support/outcomes.h"

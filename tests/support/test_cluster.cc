@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/common/logging.h"
+#include "server/engine/stats/thread_stats.h"
 #include "server/kafka/producer.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"

@@ -21,15 +21,19 @@
 #include "absl/time/time.h"
 #include "server/engine/api/cancellation.h"
 #include "server/engine/api/counters.h"
+#include "server/engine/api/downstream.h"
+#include "server/engine/api/in_flight.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/parked_keys.h"
 #include "server/engine/api/processor.h"
 #include "server/engine/api/scaling_event.h"
-#include "server/engine/downstream_gate.h"
-#include "server/engine/held/in_flight.h"
-#include "server/engine/stats/thread_stats.h"
+#include "server/engine/api/thread_role.h"
 
 namespace retryd::engine {
+
+// A thread's live stats (stats/thread_stats.h, retryd_engine_stats): callers
+// that read them include that header.
+class ThreadStats;
 
 // Sums over every thread the engine ran, stopped ones included.
 struct EngineTotals : Counters {
@@ -135,7 +139,7 @@ class Engine {
 
   // The processor's downstream as the engine sees it (always up for a
   // processor that never reports it unavailable).
-  DownstreamGate::Snapshot downstream() const;
+  DownstreamSnapshot downstream() const;
 
   // Control operations (the changes of the retry threads below, SetInOrder,
   // SetOrderingMode) hold the engine's control slot one at a time; a call

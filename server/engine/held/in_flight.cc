@@ -6,22 +6,6 @@
 
 namespace retryd::engine {
 
-const char* InFlightStateName(InFlightState state) {
-  switch (state) {
-    case InFlightState::kInCall:
-      return "IN_CALL";
-    case InFlightState::kWaitingDue:
-      return "WAITING_DUE";
-    case InFlightState::kWaitingBehind:
-      return "WAITING_BEHIND";
-    case InFlightState::kDeferred:
-      return "DEFERRED";
-    case InFlightState::kParked:
-      return "PARKED";
-  }
-  return "UNKNOWN";
-}
-
 bool OlderThan(const InFlightRecord& a, const InFlightRecord& b) {
   return std::tie(a.since_ms, a.topic, a.partition, a.offset) <
          std::tie(b.since_ms, b.topic, b.partition, b.offset);

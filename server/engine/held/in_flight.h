@@ -1,5 +1,5 @@
-// What an operator sees of the records a worker holds, and the requests that
-// reach a worker's thread to list them or to dead-letter one of them.
+// The requests that reach a worker's thread to list the records it holds
+// (api/in_flight.h: InFlightRecord) or to dead-letter one of them.
 //
 // A worker's held records belong to its thread. Another thread (the
 // engine, on behalf of a control call) posts a WorkerRequest to it
@@ -7,9 +7,8 @@
 // it once. The poster waits for the answer with a deadline and may give up;
 // the request is shared, so a late answer lands in an object nobody reads.
 //
-// Thread-safety: InFlightRecord is a plain value. WorkerRequest is
-// thread-safe: its request fields are immutable, its answer is set once
-// under its mutex.
+// Thread-safety: WorkerRequest is thread-safe: its request fields are immutable, its answer is set
+// once under its mutex.
 #ifndef RETRYD_SERVER_ENGINE_HELD_IN_FLIGHT_H_
 #define RETRYD_SERVER_ENGINE_HELD_IN_FLIGHT_H_
 
@@ -25,58 +24,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/api/cancellation.h"
-#include "server/engine/stats/thread_stats.h"
-#include "server/model/record.h"
+#include "server/engine/api/in_flight.h"
 
 namespace retryd::engine {
-
-// Why a record has not completed yet. New reasons may be added (records
-// parked behind an earlier record of their key, in key order); readers show
-// an unknown one as it comes.
-enum class InFlightState {
-  kInCall,         // In a processor call now.
-  kWaitingDue,     // Failed; held until its due time (by a retry thread, or in place in order).
-  kWaitingBehind,  // Queued behind a held record of its partition (or for a call slot).
-  kDeferred,       // Held while the processor's downstream is down; no attempt used.
-  kParked,         // Key order: waiting behind an earlier record of its key.
-};
-const char* InFlightStateName(InFlightState state);
-
-// One record a worker holds.
-struct InFlightRecord {
-  int thread_id = 0;
-  ThreadRole role = ThreadRole::kPrimary;
-  InFlightState state = InFlightState::kInCall;
-  // The record's original input coordinates.
-  std::string topic;
-  int32_t partition = 0;
-  int64_t offset = -1;
-  // Where the thread read it: the input itself for a primary thread, the
-  // retry topic for a retry thread.
-  TopicPartition read_from;
-  int64_t read_offset = -1;
-  std::optional<std::string> key;
-  int attempt = 1;       // The attempt in progress (kInCall) or to make next.
-  int64_t due_ms = 0;    // Unix ms; 0 when it waits for no time (kInCall, kWaitingBehind).
-  int64_t since_ms = 0;  // Unix ms: its first failure, else when it was read.
-  std::string last_error;
-};
 
 // Oldest first: by since_ms, then by original coordinates.
 bool OlderThan(const InFlightRecord& a, const InFlightRecord& b);
 // Keeps the `limit` oldest of `records`, sorted oldest first.
 void KeepOldest(std::vector<InFlightRecord>& records, size_t limit);
-
-// A record by its original input coordinates.
-struct RecordCoordinates {
-  std::string topic;
-  int32_t partition = 0;
-  int64_t offset = -1;
-
-  bool Names(const Record& record) const {
-    return record.offset == offset && record.partition == partition && record.topic == topic;
-  }
-};
 
 // One request to one worker's thread, answered exactly once (later answers
 // are ignored).

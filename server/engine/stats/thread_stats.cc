@@ -2,10 +2,6 @@
 
 namespace retryd::engine {
 
-const char* ThreadRoleName(ThreadRole role) {
-  return role == ThreadRole::kPrimary ? "primary" : "retry";
-}
-
 const char* ThreadStateName(ThreadState state) {
   switch (state) {
     case ThreadState::kStarting:

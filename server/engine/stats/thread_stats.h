@@ -19,12 +19,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/engine/api/counters.h"
+#include "server/engine/api/thread_role.h"
 #include "server/engine/stats/latency_histogram.h"
 #include "server/model/record.h"
 
 namespace retryd::engine {
-
-enum class ThreadRole { kPrimary, kRetry };
 
 enum class ThreadState {
   kStarting,        // Created, joining its consumer group.
@@ -45,7 +44,6 @@ inline bool IsEnded(ThreadState state) {
   return state == ThreadState::kStopped || state == ThreadState::kFailed;
 }
 
-const char* ThreadRoleName(ThreadRole role);
 const char* ThreadStateName(ThreadState state);
 
 class ThreadStats {
