@@ -24,7 +24,7 @@
 #include "server/control/proto_convert.h"
 #include "server/control/request_validation.h"
 #include "server/control/status.h"
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 #include "server/http/console_gateway.h"
 
 namespace retryd::control {

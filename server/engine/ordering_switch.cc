@@ -15,7 +15,7 @@
 #include "server/common/logging.h"
 #include "server/engine/engine_impl.h"
 #include "server/engine/handoff/retry_headers.h"
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 #include "server/engine/worker/worker.h"
 #include "server/kafka/topic_reader.h"
 #include "server/kafka/topics.h"

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/engine/autoscaler.h"
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 
 namespace retryd::engine {
 namespace {

@@ -2,7 +2,7 @@
 // down, when a refusal is the record's own, how probes rotate, and what
 // brings the roles back up. The processor here is a real Processor whose
 // health() the test sets; no calls are made.
-#include "server/engine/downstream_gate.h"
+#include "server/engine/steering/downstream_gate.h"
 
 #include <string>
 

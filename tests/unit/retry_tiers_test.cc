@@ -1,6 +1,6 @@
 // Tiered retry topics: which tier makes an attempt, the single-topic form as
 // one tier, the checks and the look-ahead a tier's threads get.
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 
 #include <vector>
 

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "server/common/logging.h"
 #include "server/engine/handoff/retry_headers.h"
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 
 namespace retryd::engine {
 namespace {

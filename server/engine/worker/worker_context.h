@@ -19,9 +19,9 @@
 #include "absl/time/time.h"
 #include "server/engine/api/options.h"
 #include "server/engine/api/processor.h"
-#include "server/engine/downstream_gate.h"
 #include "server/engine/handoff/producer_slot.h"
 #include "server/engine/ordering/key_parking.h"
+#include "server/engine/steering/downstream_gate.h"
 
 namespace retryd::engine {
 

@@ -1,4 +1,4 @@
-#include "server/engine/downstream_gate.h"
+#include "server/engine/steering/downstream_gate.h"
 
 #include <algorithm>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "server/engine/retry_tiers.h"
+#include "server/engine/steering/retry_tiers.h"
 
 #include <algorithm>
 #include <set>

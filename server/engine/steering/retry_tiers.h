@@ -8,8 +8,8 @@
 // so a record read from any retry topic is sent on to the right one.
 //
 // Thread-safety: pure functions.
-#ifndef RETRYD_SERVER_ENGINE_RETRY_TIERS_H_
-#define RETRYD_SERVER_ENGINE_RETRY_TIERS_H_
+#ifndef RETRYD_SERVER_ENGINE_STEERING_RETRY_TIERS_H_
+#define RETRYD_SERVER_ENGINE_STEERING_RETRY_TIERS_H_
 
 #include <cstdint>
 #include <string_view>
@@ -77,4 +77,4 @@ int TierStartThreads(const RetryOptions& retry, const RetryTier& tier);
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_RETRY_TIERS_H_
+#endif  // RETRYD_SERVER_ENGINE_STEERING_RETRY_TIERS_H_

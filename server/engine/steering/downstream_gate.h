@@ -36,8 +36,8 @@
 //
 // Thread-safe. The fast paths (Admit and IntakePaused while every role is up,
 // an answer with no streak to reset) take no lock.
-#ifndef RETRYD_SERVER_ENGINE_DOWNSTREAM_GATE_H_
-#define RETRYD_SERVER_ENGINE_DOWNSTREAM_GATE_H_
+#ifndef RETRYD_SERVER_ENGINE_STEERING_DOWNSTREAM_GATE_H_
+#define RETRYD_SERVER_ENGINE_STEERING_DOWNSTREAM_GATE_H_
 
 #include <array>
 #include <atomic>
@@ -208,4 +208,4 @@ class DownstreamGate {
 
 }  // namespace retryd::engine
 
-#endif  // RETRYD_SERVER_ENGINE_DOWNSTREAM_GATE_H_
+#endif  // RETRYD_SERVER_ENGINE_STEERING_DOWNSTREAM_GATE_H_
