@@ -15,6 +15,7 @@
 #include "server/engine/engine_impl.h"
 #include "server/engine/handoff/retry_headers.h"
 #include "server/engine/ordering_switch.h"
+#include "server/engine/retry_thread_pool.h"
 #include "server/engine/steering/retry_tiers.h"
 #include "server/engine/worker/worker.h"
 #include "server/kafka/topic_reader.h"
@@ -207,6 +208,7 @@ Engine::Impl::Impl(EngineOptions options, std::unique_ptr<Processor> processor,
                [this](absl::Duration timeout) { return ReadParkedRecords(timeout); },
                [this](absl::Duration timeout) { return retry_lag_->Committed(timeout); }},
       ordering_switch_(std::make_unique<OrderingSwitch>(*this)),
+      retry_pool_(std::make_unique<RetryThreadPool>(*this)),
       scaling_(std::make_unique<Scaling>(*this)),
       autoscaler_(
           options_.retry.autoscale.enabled

@@ -43,7 +43,6 @@ namespace retryd::engine {
 
 class Autoscaler;
 class Worker;
-struct ThreadPlan;
 
 class Engine::Impl {
  public:
@@ -119,6 +118,10 @@ class Engine::Impl {
   // The switches of the ordering mode: a part of the Impl working on its
   // state, under its locks (ordering_switch.h).
   class OrderingSwitch;
+  // The application of the queued changes of the retry threads: a part of
+  // the Impl working on retries_ and pending_changes_, under mu_
+  // (retry_thread_pool.h).
+  class RetryThreadPool;
 
   Impl(EngineOptions options, std::unique_ptr<Processor> processor,
        std::unique_ptr<kafka::Producer> producer, std::unique_ptr<kafka::GroupLagProbe> retry_lag);
@@ -185,26 +188,8 @@ class Engine::Impl {
     return absl::Now() + absl::Milliseconds(options_.shutdown_timeout_ms);
   }
   // A change of the retry threads waiting in pending_changes_ (see
-  // ChangeRetryThreads); guarded by mu_ once queued.
+  // ChangeRetryThreads); guarded by mu_ once queued (retry_thread_pool.h).
   struct PendingChange;
-  // What a batch decided, and the workers it starts and stops.
-  struct ChangeBatch;
-  // What the queued changes would do to the running retry threads, decided
-  // in turn (PlanThreadChanges); takes nothing.
-  // REQUIRES: mu_ held, the control slot held by the caller.
-  ThreadPlan PlanChangesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The parts of RunChangeBatch, in order (see engine_threads.cc).
-  std::vector<Worker*> ThreadsToCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
-  void TakeChangesLocked(ChangeBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartBatchThreads(ChangeBatch* batch) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<Worker*> RetireBatchThreads(ChangeBatch* batch,
-                                          const std::vector<Worker*>& checkpointed)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // The leader's part of ChangeRetryThreads: applies every queued change,
-  // then waits (until `deadline`) for the threads started to join and the
-  // others to be through the rebalance.
-  // REQUIRES: `control` held.
-  void RunChangeBatch(const ControlSlot& control, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // The records of the retry topic not yet committed by the retry group
   // that park their key. Blocks up to `timeout`; takes no engine lock.
   absl::StatusOr<std::vector<ParkedRecord>> ReadParkedRecords(absl::Duration timeout) const;
@@ -249,6 +234,9 @@ class Engine::Impl {
   // The switches of the ordering mode (SetInOrder, SetOrderingMode); it
   // works on the fields here and below (see ordering_switch.h).
   const std::unique_ptr<OrderingSwitch> ordering_switch_;
+  // Applies the queued changes of the retry threads (ChangeRetryThreads'
+  // leader runs its RunChangeBatch); works on the fields below.
+  const std::unique_ptr<RetryThreadPool> retry_pool_;
 
   mutable absl::Mutex mu_;  // Guards the fields below.
   EngineState state_ ABSL_GUARDED_BY(mu_) = EngineState::kCreated;
