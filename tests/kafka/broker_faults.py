@@ -296,7 +296,7 @@ class Scenario:
     the consumer session, if not real_kafka.session_timeout_ms's."""
 
     def __init__(self, args, work, say, nodes, cluster, test, retryd_args=(), configs_of=None,
-                 session_ms=None):
+                 session_ms=None, max_in_flight=500):
         if cluster.brokers != 3:
             raise Failure(f"the cluster has {cluster.brokers} brokers, not 3")
         self.args, self.work, self.say, self.nodes, self.cluster = args, work, say, nodes, cluster
@@ -305,6 +305,7 @@ class Scenario:
         self.names = real_kafka.TestNames(cluster, test, ["input", "retry", "output", "dlq"], n,
                                           groups=["g"], configs_of=configs_of)
         self.session_ms = session_ms
+        self.max_in_flight = max_in_flight
         group = self.names.group["g"]
         self.pairs = [(group, self.names.topic["input"], n),
                       (group + ".retry", self.names.topic["retry"], n)]
@@ -318,8 +319,8 @@ class Scenario:
         config = os.path.join(self.work, "retryd.textproto")
         real_kafka.retryd_config(config, self.cluster, self.names, self.work, """
 commit_interval_ms: 500
-max_in_flight: 500
-""" + real_kafka.simulate_body(self.names, self.args.seed, 2, 4, 500), session_ms=self.session_ms)
+max_in_flight: %d
+""" % self.max_in_flight + real_kafka.simulate_body(self.names, self.args.seed, 2, 4, 500), session_ms=self.session_ms)
         self.retryd = real_kafka.Retryd(self.args.retryd, config, self.work,
                                         args=self.retryd_args)
         return self
