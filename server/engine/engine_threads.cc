@@ -9,13 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "server/common/error_reason.h"
-#include "server/common/logging.h"
 #include "server/engine/engine_impl.h"
 #include "server/engine/retry_thread_pool.h"
-#include "server/engine/worker/worker.h"
 
 namespace retryd::engine {
 
